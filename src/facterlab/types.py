@@ -1,0 +1,98 @@
+"""Shared contracts between the data layer, the model backends and the FACTER core.
+
+These are deliberately small so that fakes (deterministic test recommenders, hashing encoders) and
+real backends (transformers LLMs, sentence-transformers encoders) are interchangeable.
+
+Messages are chat messages: ``[{"role": "system", "content": ...}, {"role": "user", "content": ...}]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+Messages = list  # list[dict[str, str]] with keys "role" and "content"
+
+# Parse statuses recorded per output (models/parsing.py)
+PARSE_OK = "ok"  # a JSON array parsed
+PARSE_FALLBACK = "fallback"  # parsed from fenced/numbered/bulleted lines
+PARSE_EMPTY = "empty"  # nothing usable in the output
+PARSE_NA = "n/a"  # not produced by text generation (likelihood ranking, fakes)
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """One prediction request.
+
+    ``candidates`` holds the candidate titles for the re-ranking protocol (None for open generation).
+    ``seed`` makes sampling reproducible per row, independent of the batch it runs in.
+    ``meta`` carries row information that fakes may use (user attributes, history genres); real
+    backends ignore it.
+    """
+
+    messages: tuple  # tuple of (role, content) pairs, hashable
+    seed: int = 0
+    candidates: Optional[tuple] = None
+    k: int = 10
+    meta: tuple = ()  # tuple of (key, value) pairs
+
+    @property
+    def message_dicts(self) -> list:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    @property
+    def meta_dict(self) -> dict:
+        return dict(self.meta)
+
+    @staticmethod
+    def from_messages(messages: Sequence[dict], **kw) -> "PromptRequest":
+        return PromptRequest(messages=tuple((m["role"], m["content"]) for m in messages), **kw)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A recommender's answer: ranked titles (best first), with how they were obtained.
+
+    ``n_model_positions``: for re-ranking by generation, how many positions of the permutation came
+    from the model (the rest were appended in list order).  ``raw`` is the generated text, if any.
+    ``n_truncated_history``: how many history titles were dropped to fit the context window.
+    """
+
+    titles: tuple
+    parse_status: str = PARSE_NA
+    raw: str = ""
+    n_model_positions: Optional[int] = None
+    n_truncated_history: int = 0
+
+
+@runtime_checkable
+class Recommender(Protocol):
+    """Anything that turns prompt requests into predictions.  Must be deterministic per request."""
+
+    fingerprint: str
+
+    def predict(self, requests: Sequence[PromptRequest]) -> list:  # list[Prediction]
+        ...
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Text encoder returning L2-normalised float32 embeddings of shape (n, dim)."""
+
+    fingerprint: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        ...
+
+
+@dataclass
+class MissingValue:
+    """An explicit missing metric value with its reason (never a silent 0)."""
+
+    reason: str
+    value: None = field(default=None, init=False)
+
+    def to_json(self) -> dict:
+        return {"value": None, "missing_reason": self.reason}
