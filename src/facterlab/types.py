@@ -96,3 +96,22 @@ class MissingValue:
 
     def to_json(self) -> dict:
         return {"value": None, "missing_reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A mined repair rule ``AVOID: (attr=value) -> (feature-only)`` or ``-> (title)``.
+
+    ``attr`` is ``"gender"``, ``"age"``, ``"occupation"`` or, with tuple keying, ``"tuple"`` (and
+    ``value`` then is ``"gender=F, age=25-34, occupation=writer"``).  ``kind`` is ``"feature"`` (a genre
+    or category) or ``"title"`` (an exact item title).
+    """
+
+    attr: str
+    value: str
+    feature: str
+    kind: str = "feature"
+
+    def text(self) -> str:
+        target = f"{self.feature}-only" if self.kind == "feature" else self.feature
+        return f"AVOID: ({self.attr}={self.value}) -> ({target})"
