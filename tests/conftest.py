@@ -24,3 +24,10 @@ def real_data_dir() -> Path | None:
     if env and Path(env).is_dir():
         return Path(env)
     return None
+
+
+@pytest.fixture(autouse=True)
+def _isolated_figures(tmp_path_factory, monkeypatch):
+    """Tests never overwrite the committed figures/ folder."""
+    monkeypatch.setenv("FACTERLAB_FIGURES", str(tmp_path_factory.mktemp("figures")))
+    yield
