@@ -1,0 +1,214 @@
+"""Pinned sources of the real datasets and an explicit, checksummed download (FACTER.md §1.1).
+
+Layout under the data directory (``$FACTERLAB_DATA``, default ``~/.cache/facterlab/data``)::
+
+    ml-1m/ratings.dat users.dat movies.dat
+    ml-100k/u.data u.user u.item (u.genre, u.occupation optional)
+    amazon-movies-tv/Movies_and_TV_5.json.gz meta_Movies_and_TV.json.gz
+
+Checksums: GroupLens publishes an MD5 for each zip (``<zip>.md5`` next to it); the SHA-256 sums are the
+ones reproduced by many independent projects (for ML-100K it is consistent with the SHA-256 of the
+``u.data`` member we hold).  The Amazon 2018 files have no published checksum: they are ``None`` and a
+download says "unverified".  Offline, a missing file raises :class:`FileNotFoundError` naming the
+file, the directory to put it in and the URL; nothing ever falls back to other data.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from facterlab.config import data_dir as _data_dir
+
+
+@dataclass(frozen=True)
+class Download:
+    """One downloadable file: URL, checksums (None when unknown) and, for zips, the members to extract."""
+
+    url: str
+    filename: str
+    sha256: Optional[str] = None
+    md5: Optional[str] = None
+    members: tuple = ()  # zip member paths, extracted flat into the dataset directory
+
+
+@dataclass(frozen=True)
+class Source:
+    """A dataset: its sub-directory of the data dir, the files the loader needs, and their downloads."""
+
+    name: str
+    label: str
+    subdir: str
+    files: tuple
+    downloads: tuple
+    homepage: str
+
+
+SOURCES = {
+    "ml-1m": Source(
+        name="ml-1m", label="MovieLens-1M", subdir="ml-1m",
+        files=("ratings.dat", "users.dat", "movies.dat"),
+        downloads=(Download(
+            url="https://files.grouplens.org/datasets/movielens/ml-1m.zip", filename="ml-1m.zip",
+            sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+            md5="c4d9eecfca2ab87c1945afe126590906",
+            members=("ml-1m/ratings.dat", "ml-1m/users.dat", "ml-1m/movies.dat", "ml-1m/README")),),
+        homepage="https://grouplens.org/datasets/movielens/1m/",
+    ),
+    "ml-100k": Source(
+        name="ml-100k", label="MovieLens-100K", subdir="ml-100k",
+        files=("u.data", "u.user", "u.item"),
+        downloads=(Download(
+            url="https://files.grouplens.org/datasets/movielens/ml-100k.zip", filename="ml-100k.zip",
+            sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
+            md5="0e33842e24a9c977be4e0107933c0723",
+            members=("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item", "ml-100k/u.genre",
+                     "ml-100k/u.occupation", "ml-100k/README")),),
+        homepage="https://grouplens.org/datasets/movielens/100k/",
+    ),
+    "amazon": Source(
+        name="amazon", label="Amazon Movies & TV 2018 (5-core)", subdir="amazon-movies-tv",
+        files=("Movies_and_TV_5.json.gz", "meta_Movies_and_TV.json.gz"),
+        downloads=(
+            Download(url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/categoryFilesSmall/"
+                         "Movies_and_TV_5.json.gz", filename="Movies_and_TV_5.json.gz"),
+            Download(url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/metaFiles2/"
+                         "meta_Movies_and_TV.json.gz", filename="meta_Movies_and_TV.json.gz"),
+        ),
+        homepage="https://cseweb.ucsd.edu/~jmcauley/datasets/amazon_v2/",
+    ),
+}
+
+# SHA-256 of the extracted ML-100K members (computed from a copy of the GroupLens archive's files;
+# u.data agrees with independent published records).  Used by `facterlab data summary` to say
+# whether the files are the original ones.
+KNOWN_FILE_SHA256 = {
+    ("ml-100k", "u.data"): "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490",
+    ("ml-100k", "u.user"): "f120e114da2e8cf314fd28f99417c94ae9ddf1cb6db8ce0e4b5995d40e90e62c",
+    ("ml-100k", "u.item"): "553841ebc7de3a0fd0d6b62a204ea30c1e651aacfb2814c7a6584ac52f2c5701",
+}
+
+
+def source(name: str) -> Source:
+    """The :class:`Source` of a real dataset; ValueError for synthetic/auto/unknown names."""
+    if name not in SOURCES:
+        raise ValueError(f"no download source for dataset {name!r}; real datasets: {', '.join(SOURCES)}")
+    return SOURCES[name]
+
+
+def missing_files(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+    """Files the loader of ``name`` needs that are not in ``<data_dir>/<subdir>/``."""
+    src = source(name)
+    directory = _data_dir(data_dir) / src.subdir
+    return [f for f in src.files if not (directory / f).is_file()]
+
+
+def missing_message(name: str, data_dir: Optional[os.PathLike | str] = None) -> str:
+    """The sentence a missing-file error carries: which file(s), where to put them, where they come from."""
+    src = source(name)
+    directory = _data_dir(data_dir) / src.subdir
+    missing = missing_files(name, data_dir) or list(src.files)
+    origin = "; ".join(
+        f"{d.url} (" + (f"SHA-256 {d.sha256}" if d.sha256 else "no published checksum: unverified") + ")"
+        for d in src.downloads)
+    how = ("unzip it and put " if src.downloads[0].members else "put ") + ", ".join(src.files)
+    return (f"{src.label}: missing file(s) {', '.join(missing)} in {directory}. "
+            f"Get them from {origin}; {how} into {directory}/ "
+            f"(or run `facterlab data download --dataset {name}`; the data dir is set by FACTERLAB_DATA).")
+
+
+def file_sha256(path: os.PathLike | str, chunk: int = 1 << 20) -> str:
+    """SHA-256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_md5(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(path: os.PathLike | str, dl: Download) -> str:
+    """Check a downloaded file against its pinned SHA-256 (else MD5); return "verified" or "unverified".
+
+    A mismatch is a ValueError naming the file and both sums.
+    """
+    path = Path(path)
+    if dl.sha256:
+        got = file_sha256(path)
+        if got != dl.sha256:
+            raise ValueError(f"checksum mismatch for {path.name} from {dl.url}: "
+                             f"SHA-256 {got}, expected {dl.sha256}")
+        return "verified"
+    if dl.md5:
+        got = _file_md5(path)
+        if got != dl.md5:
+            raise ValueError(f"checksum mismatch for {path.name} from {dl.url}: MD5 {got}, expected {dl.md5}")
+        return "verified"
+    return "unverified"
+
+
+def fetch(dl: Download, directory: os.PathLike | str, log=sys.stderr) -> Path:
+    """Download ``dl`` into ``directory`` (via a temporary file), verify it, extract zip members.
+
+    Returns the downloaded file's path.  An unverifiable file (no checksum known) is kept and
+    reported as "unverified" on ``log``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / dl.filename
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".part-")
+    os.close(fd)
+    try:
+        print(f"downloading {dl.url} -> {target}", file=log)
+        with urllib.request.urlopen(dl.url, timeout=120) as resp, open(tmp, "wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+        status = verify(tmp, dl)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"{dl.filename}: checksum {status}" + ("" if status == "verified" else
+          " (no published checksum; check the file's origin yourself)"), file=log)
+    if dl.members:
+        with zipfile.ZipFile(target) as zf:
+            names = set(zf.namelist())
+            for member in dl.members:
+                if member not in names:
+                    continue
+                with zf.open(member) as src, open(directory / Path(member).name, "wb") as out:
+                    shutil.copyfileobj(src, out)
+    return target
+
+
+def ensure_dataset(name: str, data_dir: Optional[os.PathLike | str] = None, download: bool = False) -> Path:
+    """Return ``<data_dir>/<subdir>`` once all files of ``name`` are there.
+
+    Offline (``download=False``) a missing file raises FileNotFoundError with :func:`missing_message`;
+    with ``download=True`` the pinned files are fetched and verified first.
+    """
+    src = source(name)
+    directory = _data_dir(data_dir) / src.subdir
+    if not missing_files(name, data_dir):
+        return directory
+    if not download:
+        raise FileNotFoundError(missing_message(name, data_dir))
+    for dl in src.downloads:
+        if dl.members or not (directory / dl.filename).is_file():
+            fetch(dl, directory)
+    if missing_files(name, data_dir):
+        raise FileNotFoundError(missing_message(name, data_dir))
+    return directory

@@ -1,0 +1,201 @@
+"""MovieLens-1M and MovieLens-100K loaders (FACTER.md §1.1).
+
+ML-1M: ``ratings.dat`` ``uid::mid::rating::ts``, ``users.dat`` ``uid::gender::age::occupation::zip``,
+``movies.dat`` ``mid::title::genre|genre`` (latin-1).  Age and occupation codes become the README
+labels (:data:`facterlab.data.AGE_LABELS`, :data:`facterlab.data.OCCUPATION_LABELS`).
+
+ML-100K: ``u.data`` (tab: uid iid rating ts), ``u.user`` ``uid|age|gender|occupation|zip`` (numeric
+age mapped to the ML-1M buckets by :func:`facterlab.data.age_bucket`, occupation names kept),
+``u.item`` ``iid|title|release|video|url|19 genre flags`` (latin-1; the "unknown" flag is dropped).
+
+Parsing is vectorised (pandas C parser); a malformed line is a ValueError naming the file and the
+line number.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.data import (AGE_LABELS, AGE_ORDER, GENDERS, GENRES, OCCUPATION_LABELS, Dataset,
+                            age_bucket)
+
+_SEP = "\x1f"  # "::" is rewritten to this single character so that the C parser can read ML-1M
+ML100K_GENRES = ("unknown",) + GENRES
+
+
+def _malformed(path: Path, lineno: int, line: str, expected: str) -> ValueError:
+    return ValueError(f"{path}: malformed line {lineno}: {line[:120]!r} (expected {expected})")
+
+
+def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols: Sequence[str] = (),
+               expected: str = "", encoding: str = "latin-1") -> pd.DataFrame:
+    """Read a delimited text file without header into string/int columns.
+
+    ``sep`` may be multi-character (``"::"``).  Every line must have exactly ``len(names)`` fields and
+    integer values in ``int_cols``; otherwise ValueError ``"<path>: malformed line <n>: ..."``.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "r.dat"
+    >>> _ = p.write_text("1::10::5::978300760\\n2::20::4::978300761\\n")
+    >>> read_table(p, "::", ["u", "i", "r", "t"], int_cols=["u", "i", "r", "t"]).to_numpy().tolist()
+    [[1, 10, 5, 978300760], [2, 20, 4, 978300761]]
+    """
+    path = Path(path)
+    raw = path.read_bytes().decode(encoding)
+    text = raw.replace("::", _SEP) if sep == "::" else raw
+    psep = _SEP if sep == "::" else sep
+    expected = expected or f"{len(names)} fields separated by {sep!r}"
+    if not text.strip():
+        return pd.DataFrame({n: pd.Series(dtype=np.int64 if n in int_cols else object) for n in names})
+    lines = None
+    try:
+        df = pd.read_csv(io.StringIO(text), sep=psep, header=None, names=list(names), dtype=str,
+                         quoting=csv.QUOTE_NONE, keep_default_na=False, na_filter=False,
+                         skip_blank_lines=False, engine="c")
+    except pd.errors.ParserError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        lineno = int(m.group(1)) if m else 0
+        lines = raw.split("\n")
+        line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+        raise _malformed(path, lineno, line, expected) from None
+    # a short line leaves its last field(s) empty: with na_filter off, pandas gives NaN there
+    bad = df.isna().any(axis=1).to_numpy().copy()
+    converted = {}
+    for col in int_cols:
+        vals = pd.to_numeric(df[col], errors="coerce")
+        bad |= vals.isna().to_numpy()
+        converted[col] = vals
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        lines = raw.split("\n")
+        raise _malformed(path, i + 1, lines[i] if i < len(lines) else "", expected)
+    for col, vals in converted.items():
+        df[col] = vals.to_numpy().astype(np.int64)
+    return df
+
+
+def _check_values(path: Path, series: pd.Series, allowed, what: str) -> None:
+    bad = ~series.isin(list(allowed)).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{path}: malformed line {i + 1}: {what} {series.iloc[i]!r} is not one of "
+                         f"{sorted(allowed)}")
+
+
+def _ratings_frame(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "user_id": df["user_id"].to_numpy(np.int64), "item_id": df["item_id"].to_numpy(np.int64),
+        "rating": df["rating"].to_numpy(np.float32), "timestamp": df["timestamp"].to_numpy(np.int64),
+    })
+
+
+def _check_ids(ratings: pd.DataFrame, users: pd.DataFrame, items: pd.DataFrame, path: Path) -> None:
+    for col, table, what in (("user_id", users, "user"), ("item_id", items, "item")):
+        ids = table[col].to_numpy()
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError(f"{path.parent}: duplicate {what} ids in the {what} table")
+        unknown = ~np.isin(ratings[col].to_numpy(), ids)
+        if unknown.any():
+            i = int(np.flatnonzero(unknown)[0])
+            raise ValueError(f"{path}: line {i + 1} refers to {what} {int(ratings[col].iloc[i])}, "
+                             f"which is not in the {what} table")
+
+
+def items_frame(item_ids, titles, features) -> pd.DataFrame:
+    """The items table: item_id, title, features (list of genres), text ``"{title} :: {g1|g2}"``."""
+    features = [list(f) for f in features]
+    text = [f"{t} :: {'|'.join(f)}" if f else t for t, f in zip(titles, features)]
+    return pd.DataFrame({"item_id": np.asarray(item_ids, dtype=np.int64), "title": list(titles),
+                         "features": features, "text": text})
+
+
+def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: bool = False) -> Dataset:
+    """Load MovieLens-1M from ``directory`` (ratings.dat, users.dat, movies.dat; latin-1, ``::``).
+
+    Age codes {1,18,25,35,45,50,56} and occupation codes 0..20 become the ML-1M README labels.
+    """
+    d = Path(directory)
+    rpath, upath, mpath = d / "ratings.dat", d / "users.dat", d / "movies.dat"
+    for p in (rpath, upath, mpath):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found (MovieLens-1M format needs ratings.dat, users.dat, "
+                                    f"movies.dat in {d})")
+    r = read_table(rpath, "::", ["user_id", "item_id", "rating", "timestamp"],
+                   int_cols=["user_id", "item_id", "rating", "timestamp"],
+                   expected="UserID::MovieID::Rating::Timestamp with integers")
+    u = read_table(upath, "::", ["user_id", "gender", "age", "occupation", "zip"],
+                   int_cols=["user_id", "age", "occupation"],
+                   expected="UserID::Gender::Age::Occupation::Zip-code")
+    _check_values(upath, u["gender"], GENDERS, "gender")
+    _check_values(upath, u["age"], AGE_LABELS, "age code")
+    _check_values(upath, u["occupation"], OCCUPATION_LABELS, "occupation code")
+    m = read_table(mpath, "::", ["item_id", "title", "genres"], int_cols=["item_id"],
+                   expected="MovieID::Title::Genres")
+    users = pd.DataFrame({
+        "user_id": u["user_id"].to_numpy(np.int64), "gender": u["gender"].astype(str).to_numpy(),
+        "age": u["age"].map(AGE_LABELS).to_numpy(), "occupation": u["occupation"].map(OCCUPATION_LABELS).to_numpy(),
+    })
+    genres = [[g for g in s.split("|") if g and g != "(no genres listed)"] for s in m["genres"]]
+    items = items_frame(m["item_id"], m["title"].tolist(), genres)
+    ratings = _ratings_frame(r)
+    _check_ids(ratings, users, items, rpath)
+    return Dataset(
+        name=name, domain="movie", is_synthetic=is_synthetic, ratings=ratings, users=users, items=items,
+        attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER),
+                          "occupation": list(OCCUPATION_LABELS.values())},
+        info={"source": str(d), "format": "ml-1m"},
+    )
+
+
+def load_ml100k(directory: os.PathLike | str) -> Dataset:
+    """Load MovieLens-100K from ``directory`` (u.data, u.user, u.item; latin-1).
+
+    Numeric ages are mapped to the ML-1M age buckets; occupation names are kept (their canonical
+    order is ``u.occupation`` when present, else sorted); the "unknown" genre flag is dropped.
+    """
+    d = Path(directory)
+    dpath, upath, ipath = d / "u.data", d / "u.user", d / "u.item"
+    for p in (dpath, upath, ipath):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found (MovieLens-100K format needs u.data, u.user, u.item in {d})")
+    r = read_table(dpath, "\t", ["user_id", "item_id", "rating", "timestamp"],
+                   int_cols=["user_id", "item_id", "rating", "timestamp"],
+                   expected="user id<TAB>item id<TAB>rating<TAB>timestamp with integers")
+    u = read_table(upath, "|", ["user_id", "age", "gender", "occupation", "zip"],
+                   int_cols=["user_id", "age"], expected="user id|age|gender|occupation|zip code")
+    _check_values(upath, u["gender"], GENDERS, "gender")
+    flags = [f"g{i}" for i in range(len(ML100K_GENRES))]
+    it = read_table(ipath, "|", ["item_id", "title", "release", "video", "url"] + flags,
+                    int_cols=["item_id"] + flags,
+                    expected="movie id|title|release date|video release date|IMDb URL|19 genre flags")
+    flag_mat = it[flags].to_numpy(np.int64)
+    if not np.isin(flag_mat, (0, 1)).all():
+        i = int(np.flatnonzero(~np.isin(flag_mat, (0, 1)).all(axis=1))[0])
+        raise ValueError(f"{ipath}: malformed line {i + 1}: genre flags must be 0 or 1")
+    genres = [[g for g, f in zip(ML100K_GENRES, row) if f and g != "unknown"] for row in flag_mat]
+    items = items_frame(it["item_id"], it["title"].tolist(), genres)
+    users = pd.DataFrame({
+        "user_id": u["user_id"].to_numpy(np.int64), "gender": u["gender"].to_numpy(),
+        "age": [age_bucket(a) for a in u["age"]], "occupation": u["occupation"].to_numpy(),
+    })
+    occ_file = d / "u.occupation"
+    if occ_file.is_file():
+        occupations = [ln.strip() for ln in occ_file.read_text(encoding="latin-1").splitlines() if ln.strip()]
+        _check_values(upath, users["occupation"], occupations, "occupation")
+    else:
+        occupations = sorted(users["occupation"].unique().tolist())
+    ratings = _ratings_frame(r)
+    _check_ids(ratings, users, items, dpath)
+    return Dataset(
+        name="ml-100k", domain="movie", is_synthetic=False, ratings=ratings, users=users, items=items,
+        attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER), "occupation": occupations},
+        info={"source": str(d), "format": "ml-100k",
+              "n_duplicate_titles": int(items["title"].duplicated().sum())},
+    )

@@ -1,0 +1,308 @@
+"""Interaction rows, calibration/test split, ground truth and candidates (FACTER.md §1.2, REPRO protocol).
+
+1. Positives: ratings >= ``min_rating`` (4).  Each user's positives are sorted by (timestamp, item id);
+   a repeated (user, item) keeps its first occurrence (never in MovieLens; Amazon can repeat).
+2. A row is a (user, position t) with t >= H = 10: history = positives t-H..t-1 (oldest first),
+   target = positive t.
+3. Relevance set ("multi"): positives t..t+W-1, W = 10, cut at the user's end; target first.
+4. Exactly n rows are drawn without replacement by a seeded generator (default n: ml-1m 2,500,
+   amazon 3,750, others 2,500); a plain seeded permutation puts round(0.7 n) rows in "calib" and the
+   rest in "test" (REPRO's stratified split silently fell back to random; ours is random by design).
+5. Candidates (C = 40 per row): positives = relevance set minus history, at most min(W, C - 1);
+   negatives uniform without replacement from the catalogue minus history and positives; shuffled.
+
+Random streams: sampling, split and candidates each use their own generator
+``numpy.random.default_rng([seed, stream])`` with stream 0, 1, 2, so changing one step leaves the
+others' draws unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import pandas as pd
+
+from facterlab.config import DataConfig, cache_dir as _cache_dir, config_to_dict
+from facterlab.data import PROTECTED, Dataset
+
+PROTOCOL_VERSION = 1
+DEFAULT_N_ROWS = {"ml-1m": 2500, "amazon": 3750}
+STREAM_SAMPLE, STREAM_SPLIT, STREAM_CANDIDATES = 0, 1, 2
+LIST_COLUMNS = ("history", "relevant", "candidates")
+ROW_COLUMNS = ("row_id", "user_id") + PROTECTED + ("history", "target", "relevant", "candidates", "split")
+
+
+def default_n_rows(dataset_name: str) -> int:
+    """The protocol's n for a dataset: ml-1m 2,500, amazon 3,750, others 2,500.
+
+    >>> default_n_rows("amazon"), default_n_rows("ml-100k")
+    (3750, 2500)
+    """
+    return DEFAULT_N_ROWS.get(dataset_name, 2500)
+
+
+@dataclass
+class Interactions:
+    """Sampled interaction rows with their split (see the module docstring and docs/CONTRACTS.md)."""
+
+    rows: pd.DataFrame
+    items: pd.DataFrame
+    dataset: str
+    domain: str
+    is_synthetic: bool
+    config: DataConfig
+    content_hash: str
+    n_distinct_users: dict = field(default_factory=dict)
+    cache_path: Optional[Path] = None
+
+    @property
+    def calib(self) -> pd.DataFrame:
+        """Calibration rows, in row order."""
+        return self.rows[self.rows["split"].to_numpy() == "calib"]
+
+    @property
+    def test(self) -> pd.DataFrame:
+        """Test rows, in row order."""
+        return self.rows[self.rows["split"].to_numpy() == "test"]
+
+
+@dataclass
+class _Positives:
+    users: np.ndarray  # user id per positive, sorted by (user, timestamp, item)
+    items: np.ndarray
+    start: np.ndarray  # per positive: index of its user's first positive
+    end: np.ndarray  # per positive: one past its user's last positive
+
+
+def positives(dataset: Dataset, min_rating: int = 4) -> _Positives:
+    """Positives sorted by (user, timestamp, item id), repeats of a (user, item) dropped."""
+    r = dataset.ratings
+    keep = r["rating"].to_numpy() >= min_rating
+    u = r["user_id"].to_numpy()[keep]
+    i = r["item_id"].to_numpy()[keep]
+    t = r["timestamp"].to_numpy()[keep]
+    order = np.lexsort((i, t, u))
+    u, i = u[order], i[order]
+    if len(u):
+        dup = pd.DataFrame({"u": u, "i": i}).duplicated().to_numpy()
+        u, i = u[~dup], i[~dup]
+    n = len(u)
+    new_user = np.ones(n, dtype=bool)
+    new_user[1:] = u[1:] != u[:-1]
+    first = np.flatnonzero(new_user)
+    sizes = np.diff(np.append(first, n))
+    start = np.repeat(first, sizes)
+    end = np.repeat(first + sizes, sizes)
+    return _Positives(u, i, start, end)
+
+
+def eligible_positions(pos: _Positives, history_len: int = 10) -> np.ndarray:
+    """Indices (into the positives) of the rows' targets: positions t >= history_len, user order then t."""
+    return np.flatnonzero(np.arange(len(pos.users)) - pos.start >= history_len)
+
+
+def count_eligible(dataset: Dataset, cfg: Optional[DataConfig] = None) -> int:
+    """Number of eligible rows: sum over users of max(0, #positives - history_len)."""
+    cfg = cfg or DataConfig()
+    return int(len(eligible_positions(positives(dataset, cfg.min_rating), cfg.history_len)))
+
+
+def _candidates(rng: np.random.Generator, catalogue: np.ndarray, history: list, relevant: list,
+                n_candidates: int, max_pos: int) -> list:
+    hist = set(history)
+    pos = [x for x in relevant if x not in hist][:max_pos]
+    excl = hist | set(pos)
+    need = n_candidates - len(pos)
+    n_excl_in_cat = int(np.isin(np.fromiter(excl, dtype=np.int64, count=len(excl)), catalogue).sum())
+    if len(catalogue) - n_excl_in_cat < need:
+        raise ValueError(f"the catalogue has {len(catalogue)} items: too few to draw {need} negatives "
+                         f"outside a row's history and positives (n_candidates = {n_candidates})")
+    draw = catalogue[rng.choice(len(catalogue), size=min(len(catalogue), need + n_excl_in_cat), replace=False)]
+    neg = [int(x) for x in draw if int(x) not in excl][:need]
+    cands = pos + neg
+    return [cands[j] for j in rng.permutation(len(cands))]
+
+
+def build_interactions(dataset: Dataset, cfg: Optional[DataConfig] = None,
+                       n_rows: Optional[int] = None) -> Interactions:
+    """Build the protocol's rows (FACTER.md §1.2; see the module docstring for each step).
+
+    ``n_rows`` overrides ``cfg.n_rows``, which overrides the dataset default.  Too few eligible rows
+    is a ValueError naming both numbers.
+    """
+    cfg = cfg or DataConfig()
+    n = int(n_rows if n_rows is not None else cfg.n_rows if cfg.n_rows is not None
+            else default_n_rows(dataset.name))
+    H, W, C = cfg.history_len, cfg.future_window, cfg.n_candidates
+    if n < 2:
+        raise ValueError(f"n_rows must be at least 2 (one calibration and one test row), got {n}")
+    pos = positives(dataset, cfg.min_rating)
+    elig = eligible_positions(pos, H)
+    if len(elig) < n:
+        raise ValueError(f"dataset {dataset.name!r} has {len(elig)} eligible interaction rows (users' "
+                         f"positives at position >= {H} with rating >= {cfg.min_rating}), fewer than "
+                         f"the {n} rows requested")
+    rng_sample = np.random.default_rng([cfg.seed, STREAM_SAMPLE])
+    p = elig[rng_sample.choice(len(elig), size=n, replace=False)]
+    hist_idx = p[:, None] + np.arange(-H, 0)[None, :]
+    history = pos.items[hist_idx]
+    targets = pos.items[p]
+    ends = np.minimum(p + W, pos.end[p])
+    relevant = [pos.items[a:b].tolist() for a, b in zip(p, ends)]
+    user_ids = pos.users[p]
+    # split: plain seeded permutation
+    n_calib = int(round(cfg.calib_frac * n))
+    if not 0 < n_calib < n:
+        raise ValueError(f"calib_frac = {cfg.calib_frac} leaves an empty split for n = {n} rows")
+    perm = np.random.default_rng([cfg.seed, STREAM_SPLIT]).permutation(n)
+    split = np.full(n, "test", dtype=object)
+    split[perm[:n_calib]] = "calib"
+    # candidates
+    hist_lists = history.tolist()
+    if C > 0:
+        rng_c = np.random.default_rng([cfg.seed, STREAM_CANDIDATES])
+        catalogue = np.sort(dataset.items["item_id"].to_numpy(np.int64))
+        max_pos = min(W, C - 1)
+        cands = [_candidates(rng_c, catalogue, h, rel, C, max_pos) for h, rel in zip(hist_lists, relevant)]
+    else:
+        cands = [[] for _ in range(n)]
+    users = dataset.users.set_index("user_id")
+    attrs = users.loc[user_ids, list(PROTECTED)]
+    rows = pd.DataFrame({
+        "row_id": np.arange(n, dtype=np.int64), "user_id": user_ids.astype(np.int64),
+        **{a: attrs[a].to_numpy() for a in PROTECTED},
+        "history": hist_lists, "target": targets.astype(np.int64), "relevant": relevant,
+        "candidates": cands, "split": split.astype(str),
+    })
+    eff = effective_config(dataset, cfg, n)
+    return Interactions(
+        rows=rows, items=dataset.items.set_index("item_id"), dataset=dataset.name, domain=dataset.domain,
+        is_synthetic=dataset.is_synthetic, config=eff, content_hash=interactions_hash(dataset, eff),
+        n_distinct_users=distinct_users(rows),
+    )
+
+
+def distinct_users(rows: pd.DataFrame) -> dict:
+    """Distinct users per split and overall: ``{"calib": a, "test": b, "all": c}``."""
+    out = {s: int(rows.loc[rows["split"] == s, "user_id"].nunique()) for s in ("calib", "test")}
+    out["all"] = int(rows["user_id"].nunique())
+    return out
+
+
+def effective_config(dataset: Dataset, cfg: DataConfig, n: Optional[int] = None) -> DataConfig:
+    """``cfg`` with the dataset name resolved and n_rows filled in (what the rows depend on)."""
+    n = n if n is not None else cfg.n_rows if cfg.n_rows is not None else default_n_rows(dataset.name)
+    return replace(cfg, dataset=dataset.name, n_rows=int(n))
+
+
+def interactions_hash(dataset: Dataset, eff_cfg: DataConfig) -> str:
+    """SHA-256 (16 hex) of the dataset content, the effective config and the protocol version."""
+    blob = json.dumps({"dataset": dataset.fingerprint(), "config": config_to_dict(eff_cfg),
+                       "protocol_version": PROTOCOL_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _read_rows(path: Path) -> pd.DataFrame:
+    rows = pd.read_parquet(path)
+    for col in LIST_COLUMNS:
+        rows[col] = [np.asarray(v, dtype=np.int64).tolist() for v in rows[col]]
+    for col in ("row_id", "user_id", "target"):
+        rows[col] = rows[col].astype(np.int64)
+    return rows
+
+
+def load_or_build_interactions(dataset: Union[Dataset, str, None] = None, cfg: Optional[DataConfig] = None,
+                               data_dir: Optional[os.PathLike | str] = None,
+                               cache: Optional[os.PathLike | str] = None) -> Interactions:
+    """Build the rows once and reuse them: ``cache_dir()/interactions/<content hash>/``.
+
+    The folder holds ``rows.parquet`` and ``config.json`` (effective config, dataset, is_synthetic,
+    distinct users, content hash).  The hash covers the dataset's content and the config, so any
+    change of either builds anew.  ``dataset`` may be a :class:`Dataset` or a name (default
+    ``cfg.dataset``).
+    """
+    from facterlab.data import load_dataset
+
+    cfg = cfg or DataConfig()
+    if not isinstance(dataset, Dataset):
+        kw = {"demographics_seed": cfg.demographics_seed, "max_reviews": cfg.max_reviews}
+        name = dataset or cfg.dataset
+        from facterlab.data import resolve_dataset
+
+        resolved = resolve_dataset(name, data_dir)
+        dataset = load_dataset(resolved, data_dir, **(kw if resolved == "amazon" else {}))
+    eff = effective_config(dataset, cfg)
+    h = interactions_hash(dataset, eff)
+    d = _cache_dir(cache) / "interactions" / h
+    if (d / "rows.parquet").is_file() and (d / "config.json").is_file():
+        meta = json.loads((d / "config.json").read_text())
+        if meta.get("content_hash") == h:
+            return Interactions(
+                rows=_read_rows(d / "rows.parquet"), items=dataset.items.set_index("item_id"),
+                dataset=dataset.name, domain=dataset.domain, is_synthetic=dataset.is_synthetic,
+                config=eff, content_hash=h, n_distinct_users=meta["n_distinct_users"], cache_path=d)
+    inter = build_interactions(dataset, eff)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
+    try:
+        inter.rows.to_parquet(tmp / "rows.parquet", index=False)
+        (tmp / "config.json").write_text(json.dumps({
+            "content_hash": h, "dataset": dataset.name, "dataset_fingerprint": dataset.fingerprint(),
+            "is_synthetic": dataset.is_synthetic, "domain": dataset.domain,
+            "config": config_to_dict(eff), "protocol_version": PROTOCOL_VERSION,
+            "n_rows": int(len(inter.rows)), "n_calib": int(len(inter.calib)), "n_test": int(len(inter.test)),
+            "n_distinct_users": inter.n_distinct_users,
+            "split": "plain seeded permutation (not stratified)"}, indent=2, sort_keys=True))
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp, d)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    inter.cache_path = d
+    return inter
+
+
+def group_sizes(inter: Interactions, split: Optional[str] = "test", min_rows: int = 30) -> dict:
+    """Rows per value of each protected attribute and per joint (gender, age, occupation) tuple.
+
+    Returns ``{attr: DataFrame[value, n_rows, reaches_min], ..., "joint": DataFrame[...],
+    "n_qualifying": {attr: count of groups with >= min_rows rows}}`` for the given split (None: all).
+    """
+    rows = inter.rows if split is None else inter.rows[inter.rows["split"] == split]
+    out: dict = {}
+    qual = {}
+    for attr in PROTECTED:
+        vc = rows[attr].value_counts()
+        df = pd.DataFrame({"value": vc.index.astype(str), "n_rows": vc.to_numpy(np.int64)})
+        df["reaches_min"] = df["n_rows"] >= min_rows
+        out[attr] = df
+        qual[attr] = int(df["reaches_min"].sum())
+    joint = rows.groupby(list(PROTECTED)).size().sort_values(ascending=False)
+    jdf = joint.reset_index(name="n_rows")
+    jdf["reaches_min"] = jdf["n_rows"] >= min_rows
+    out["joint"] = jdf
+    qual["joint"] = int(jdf["reaches_min"].sum())
+    out["n_qualifying"] = qual
+    return out
+
+
+def summarize(dataset: Dataset, cfg: Optional[DataConfig] = None) -> dict:
+    """Dataset statistics for the CLI and notebook 01: sizes, positives, eligible rows, attributes."""
+    cfg = cfg or DataConfig()
+    pos = positives(dataset, cfg.min_rating)
+    n_elig = int(len(eligible_positions(pos, cfg.history_len)))
+    out = dataset.summary()
+    out.update({
+        "n_positive_ratings": int(len(pos.users)), "min_rating": cfg.min_rating,
+        "n_users_with_eligible_rows": int(len(np.unique(pos.users[eligible_positions(pos, cfg.history_len)]))),
+        "eligible_rows": n_elig, "default_n_rows": default_n_rows(dataset.name),
+    })
+    return out

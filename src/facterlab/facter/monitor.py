@@ -1,0 +1,280 @@
+"""The online phase of FACTER (Algorithm 1 / §3.3; FACTER.md §3), with exact optimistic batching.
+
+For T passes over the test rows in a fixed order (threshold and violation buffer carried across
+passes), for each row t:
+
+1. system prompt = FACTER prompt with the rules mined so far for this user's attribute values
+   (:func:`facterlab.facter.repair.mine_rules`), optionally announcing Q_t (``announce_threshold``);
+2. predict (open generation or re-ranking) and map the output to catalogue items;
+3. S_t = d_t + lambda Delta_t against the calibration set (:class:`OnlineScorer`);
+4. flags V(t) = S_t > Q_t (adaptive), V0(t) = S_t > Q0 (fixed), corrected variants;
+5. if S_t > Q_t: push (attributes, top-1 item, its features) into the FIFO buffer (M = 50);
+   then update Q with the configured rule (:mod:`facterlab.facter.threshold`).
+
+Baselines (Neutral, Fair) use the same loop with a static system prompt, no rule mining, one pass.
+
+Optimistic batching: a batch of B rows is predicted with the prompts of the current state; the rows
+are then processed in order, and a row whose prompt (recomputed from the state at its turn) differs
+from the one it was predicted with is predicted again (together with the later rows of the batch
+whose prompts changed too).  Because a recommender's answer depends only on its request, the result
+equals processing one row at a time, exactly; ``n_repredicted`` counts the extra requests.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.config import FacterConfig
+from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
+from facterlab.facter.neighbours import PROTECTED, NeighbourIndex, counterfactual_neighbours
+from facterlab.facter.repair import ViolationBuffer, mine_rules
+from facterlab.facter.scores import top1_distance
+from facterlab.facter.threshold import OnlineThreshold
+
+
+def request_seed(seed: int, row_id: int, pass_index: int = 0) -> int:
+    """Per-request sampling seed: a pure function of (run seed, row id, pass index).
+
+    Pass 0 of FACTER shares its seeds with the baselines (paired comparison); later passes draw anew.
+
+    >>> request_seed(0, 5, 0) == request_seed(0, 5, 0) != request_seed(0, 5, 1)
+    True
+    """
+    h = hashlib.blake2b(f"{int(seed)}|{int(row_id)}|{int(pass_index)}".encode(), digest_size=4).digest()
+    return int.from_bytes(h, "little") & 0x7FFFFFFF
+
+
+@dataclass
+class CalibrationState:
+    """What the online phase needs from calibration: Q0 and the calibration rows' contexts, protected
+    tuples and prediction representations f(yhat_j)."""
+
+    q0: float
+    context_emb: np.ndarray
+    groups: list
+    pred_emb: np.ndarray
+    alpha: float
+    k_index: int
+    n: int
+
+
+class OnlineScorer:
+    """S for test rows against the calibration set (FACTER.md §3 step 3).
+
+    Neighbours of each test row among the calibration contexts are computed once, blocked
+    (contexts do not depend on predictions); :meth:`score` then needs only f(yhat_t).
+    """
+
+    def __init__(self, calib: CalibrationState, test_context_emb: np.ndarray, test_groups: Sequence,
+                 target_emb: np.ndarray, lam: float = 0.7, tau_rho: float = 0.9, tau_x: Optional[float] = None):
+        self.calib, self.lam = calib, float(lam)
+        self.index: NeighbourIndex = counterfactual_neighbours(
+            test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x)
+        self.target_emb = np.asarray(target_emb, dtype=np.float64)
+        self.ref = np.asarray(calib.pred_emb, dtype=np.float64)
+
+    def score(self, pos: int, pred_vec: np.ndarray) -> tuple:
+        """(S, d, Delta, n_neighbours) for test position ``pos`` with representation ``pred_vec``."""
+        p = np.asarray(pred_vec, dtype=np.float64)[None, :]
+        d = float(top1_distance(p, self.target_emb[pos : pos + 1])[0])
+        nb = self.index.neighbours(pos)
+        delta = float(np.linalg.norm(self.ref[nb] - p, axis=1).max()) if len(nb) else 0.0
+        return d + self.lam * delta, d, delta, int(len(nb))
+
+
+@dataclass
+class MonitorResult:
+    """Records (one per (pass, row)), the final state and bookkeeping of a monitor run."""
+
+    records: pd.DataFrame
+    q_final: float
+    threshold_path: list  # [Q0, Q after pass 1, ...]
+    buffer: ViolationBuffer
+    n_predicted: int = 0
+    n_repredicted: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class FacterMonitor:
+    """The online loop (module docstring).  ``system_kind``: ``"facter"`` (rules mined and shown) or a
+    static baseline prompt (``"neutral"``, ``"fair"``, ``"empty"``: no rules).
+
+    ``prompts`` is the prompt module (default :mod:`facterlab.data.prompts`): it must provide
+    ``system_prompt(kind, rules, announce)`` and ``build_request(row, items, system, protocol, k,
+    domain, seed)``.  ``postprocess(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``
+    maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
+    """
+
+    def __init__(self, rows: pd.DataFrame, items: pd.DataFrame, recommender, scorer: OnlineScorer,
+                 postprocess: Callable, represent: Callable, cfg: FacterConfig, n_calib: int,
+                 protocol: str = "open", k: int = 10, domain: str = "movie", seed: int = 0,
+                 system_kind: str = "facter", batch_size: int = 8, progress: bool = False, prompts: Any = None,
+                 name: Optional[str] = None):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if prompts is None:
+            from facterlab.data import prompts as _prompts
+
+            prompts = _prompts
+        self.rows = rows.reset_index(drop=True)
+        self.row_dicts = self.rows.to_dict("records")
+        self.items, self.rec, self.scorer = items, recommender, scorer
+        self.postprocess, self.represent = postprocess, represent
+        self.cfg, self.n_calib = cfg, int(n_calib)
+        self.protocol, self.k, self.domain, self.seed = protocol, int(k), domain, int(seed)
+        self.kind, self.repair = system_kind, system_kind == "facter"
+        self.batch_size, self.progress, self.prompts = int(batch_size), progress, prompts
+        self.name = name or system_kind
+        self.attrs = [{a: str(r[a]) for a in PROTECTED} for r in self.row_dicts]
+        self.keys = [tuple(a[x] for x in PROTECTED) for a in self.attrs]
+        # state
+        q0 = scorer.calib.q0
+        self.q0 = float(q0)
+        self.thr = OnlineThreshold(q0, cfg.threshold_rule, cfg.gamma, cfg.eta, cfg.alpha)
+        self.buffer = ViolationBuffer(cfg.buffer_size)
+        self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
+        self._rules_memo: dict = {}
+        self.n_predicted = 0
+        self.n_repredicted = 0
+
+    # ------------------------------------------------------------------ prompts
+    def rules_for(self, attrs: dict) -> tuple:
+        """Rules mined from the current buffer for a user with ``attrs`` (empty for baselines)."""
+        if not self.repair:
+            return ()
+        key = (self.buffer.version, tuple(attrs[a] for a in PROTECTED))
+        r = self._rules_memo.get(key)
+        if r is None:
+            if len(self._rules_memo) > 4096:
+                self._rules_memo.clear()
+            r = mine_rules(self.buffer, attrs, self.cfg.rule_keying, self.cfg.rule_min_count, self.cfg.max_rules_per_attr)
+            self._rules_memo[key] = r
+        return r
+
+    def system_for(self, attrs: dict, pass_index: int, passes: int) -> tuple:
+        """(system prompt text, rules) for a user under the current state."""
+        rules = self.rules_for(attrs)
+        announce = (self.thr.q, pass_index + 1, passes) if (self.repair and self.cfg.announce_threshold) else None
+        return self.prompts.system_prompt(self.kind, rules, announce=announce), rules
+
+    def request_for(self, row: dict, system: str, pass_index: int):
+        return self.prompts.build_request(row, self.items, system, self.protocol, self.k, self.domain,
+                                          request_seed(self.seed, int(row["row_id"]), pass_index))
+
+    def _current(self, pos: int, pass_index: int, passes: int, row: Optional[dict] = None, attrs: Optional[dict] = None):
+        row = self.row_dicts[pos] if row is None else row
+        attrs = self.attrs[pos] if attrs is None else attrs
+        system, rules = self.system_for(attrs, pass_index, passes)
+        return self.request_for(row, system, pass_index), rules
+
+    def _predict(self, reqs: list) -> list:
+        preds = self.rec.predict(reqs)
+        if len(preds) != len(reqs):
+            raise ValueError(f"recommender returned {len(preds)} predictions for {len(reqs)} requests")
+        self.n_predicted += len(reqs)
+        return preds
+
+    def _prepare(self, positions: list, reqs: list, rules: list) -> dict:
+        preds = self._predict(reqs)
+        post = self.postprocess([self.row_dicts[p] for p in positions], preds)
+        vecs = self.represent([x[1] for x in post], [x[2] for x in post])
+        return {p: (rq, ru, pr, po, v) for p, rq, ru, pr, po, v in zip(positions, reqs, rules, preds, post, vecs)}
+
+    # ------------------------------------------------------------------ one row
+    def _process(self, pos: int, pass_index: int, pending: tuple, rules: tuple) -> dict:
+        req, _, pred, (mapped, top1, raw), vec = pending
+        s, d, delta, n_nb = self.scorer.score(pos, vec)
+        attrs, key = self.attrs[pos], self.keys[pos]
+        q_before = self.thr.q
+        v_fixed = s > self.q0
+        v_hoef = s > corrected_threshold(self.q0, "hoeffding", self.n_calib, self.cfg.hoeffding_delta)
+        v_repro = self.repro.step(key, s)
+        c_repro = self.repro.last_c
+        v_corr = {"none": v_fixed, "hoeffding": v_hoef, "repro_count": v_repro}[self.cfg.correction]
+        v_adapt = self.thr.step(s)
+        if v_adapt:
+            title, feats = self._top1_title_features(top1, raw)
+            self.buffer.push(attrs, title, feats)
+        row = self.row_dicts[pos]
+        return {
+            "method": self.name, "pass": pass_index + 1, "position": pos, "row_id": int(row["row_id"]),
+            "user_id": int(row["user_id"]), **attrs,
+            "S": s, "d": d, "delta": delta, "n_neighbours": n_nb,
+            "q_before": q_before, "q_after": self.thr.q,
+            "viol_adaptive": bool(v_adapt), "viol_fixed": bool(v_fixed), "viol_corrected": bool(v_corr),
+            "viol_hoeffding": bool(v_hoef), "viol_repro_count": bool(v_repro), "repro_count_c": int(c_repro),
+            "rules": [r.text() for r in rules], "n_rules": len(rules),
+            "titles": [str(t) for t in pred.titles], "mapped_ids": [int(m) for m in mapped],
+            "top1_id": int(top1), "top1_text": raw or "",
+            "parse_status": pred.parse_status, "n_model_positions": pred.n_model_positions,
+            "seed": int(req.seed),
+        }
+
+    def _top1_title_features(self, top1: int, raw: str) -> tuple:
+        if top1 is not None and int(top1) >= 0 and int(top1) in self.items.index:
+            it = self.items.loc[int(top1)]
+            return str(it["title"]), tuple(it["features"]) if it["features"] is not None else ()
+        return raw or "", ()
+
+    # ------------------------------------------------------------------ passes
+    def run(self, passes: Optional[int] = None) -> MonitorResult:
+        """Run ``passes`` passes (default: cfg.passes for FACTER, 1 for baselines)."""
+        passes = int(passes if passes is not None else (self.cfg.passes if self.repair else 1))
+        if passes < 1:
+            raise ValueError(f"passes must be >= 1, got {passes}")
+        records, path = [], [self.q0]
+        n = len(self.rows)
+        for t in range(passes):
+            it = range(0, n, self.batch_size)
+            bar = None
+            if self.progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=n, desc=f"{self.name} pass {t + 1}/{passes}", leave=False)
+            for i in it:
+                j = min(n, i + self.batch_size)
+                cur = [self._current(p, t, passes) for p in range(i, j)]
+                pending = self._prepare(list(range(i, j)), [c[0] for c in cur], [c[1] for c in cur])
+                for p in range(i, j):
+                    req_now, rules_now = self._current(p, t, passes)
+                    if req_now != pending[p][0]:
+                        redo_pos, redo_req, redo_rules = [p], [req_now], [rules_now]
+                        for q in range(p + 1, j):
+                            rq, ru = self._current(q, t, passes)
+                            if rq != pending[q][0]:
+                                redo_pos.append(q)
+                                redo_req.append(rq)
+                                redo_rules.append(ru)
+                        self.n_repredicted += len(redo_pos)
+                        pending.update(self._prepare(redo_pos, redo_req, redo_rules))
+                    records.append(self._process(p, t, pending.pop(p), rules_now))
+                if bar is not None:
+                    bar.update(j - i)
+            if bar is not None:
+                bar.close()
+            path.append(self.thr.q)
+        df = pd.DataFrame.from_records(records)
+        q_star = self.thr.q
+        df["viol_q_star"] = df["S"].to_numpy() > q_star
+        return MonitorResult(df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted)
+
+    def final_request(self, row: dict, pass_index: int = 0):
+        """A request for ``row`` (a mapping, e.g. a counterfactual copy) under the final state."""
+        attrs = {a: str(row[a]) for a in PROTECTED}
+        system, _ = self.system_for(attrs, pass_index, max(1, pass_index + 1))
+        return self.request_for(row, system, pass_index)
+
+
+def violation_summary(records: pd.DataFrame) -> dict:
+    """Per-pass violation counts from monitor records: fixed_q0, adaptive, corrected, q_star,
+    hoeffding, repro_count (lists, one entry per pass)."""
+    out = {}
+    g = records.groupby("pass", sort=True)
+    for name, col in (("fixed_q0", "viol_fixed"), ("adaptive", "viol_adaptive"), ("corrected", "viol_corrected"),
+                      ("q_star", "viol_q_star"), ("hoeffding", "viol_hoeffding"), ("repro_count", "viol_repro_count")):
+        out[name] = [int(x) for x in g[col].sum().tolist()]
+    return out

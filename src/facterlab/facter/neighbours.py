@@ -1,0 +1,162 @@
+"""Counterfactual neighbours of calibration / test contexts (FACTER §3.1, FACTER.md §2).
+
+Context x_i = f(context_text(history titles)), L2-normalised.  W_ij = cos(x_i, x_j).
+Row j is a *counterfactual neighbour* of row i when
+
+    W_ij > tau_rho  and  a_j != a_i  (protected tuple (gender, age, occupation))
+    [and, optionally, ||x_i - x_j||_2 <= tau_x  (locality gate, off by default)]
+
+and, when query and reference are the same set, j != i (the diagonal of W is excluded).
+
+The similarities are computed in row blocks so that no n x n matrix is ever held: peak extra memory
+is about ``max_block_bytes`` whatever n (100,000 calibration rows fit on a laptop).  The result is a
+CSR-style :class:`NeighbourIndex` (``indptr``, ``indices``, ``sims``).
+
+>>> x = np.array([[1, 0], [0.99, 0.141], [0, 1], [1, 0]], dtype=np.float32)
+>>> idx = counterfactual_neighbours(x, ["M", "F", "F", "M"], tau_rho=0.9)
+>>> [idx.neighbours(i).tolist() for i in range(4)]
+[[1], [0, 3], [], [1]]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+PROTECTED = ("gender", "age", "occupation")
+
+
+@dataclass
+class NeighbourIndex:
+    """Sparse neighbour lists: the neighbours of query i are ``indices[indptr[i]:indptr[i+1]]``
+    (reference row positions, ascending) with cosine similarities ``sims`` alongside."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    sims: np.ndarray
+    n_ref: int
+
+    @property
+    def n_query(self) -> int:
+        return len(self.indptr) - 1
+
+    def neighbours(self, i: int) -> np.ndarray:
+        """Reference positions of the neighbours of query row ``i``."""
+        return self.indices[self.indptr[i] : self.indptr[i + 1]]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of neighbours per query row."""
+        return np.diff(self.indptr)
+
+    def subset(self, rows: Sequence[int]) -> "NeighbourIndex":
+        """The index restricted to the given query rows (in that order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        counts = self.counts[rows]
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if len(rows):
+            take = np.concatenate([np.arange(self.indptr[r], self.indptr[r + 1]) for r in rows])
+        else:
+            take = np.zeros(0, dtype=np.int64)
+        return NeighbourIndex(indptr, self.indices[take], self.sims[take], self.n_ref)
+
+
+def group_codes(*frames: pd.DataFrame, attrs: Sequence[str] = PROTECTED) -> list:
+    """Integer codes of the protected tuple, consistent across several frames.
+
+    >>> a = pd.DataFrame({"gender": ["M", "F"], "age": ["18-24", "18-24"], "occupation": ["x", "x"]})
+    >>> b = pd.DataFrame({"gender": ["F"], "age": ["18-24"], "occupation": ["x"]})
+    >>> [c.tolist() for c in group_codes(a, b)]
+    [[0, 1], [1]]
+    """
+    keys = [f[list(attrs)].astype(str).agg("\x1f".join, axis=1) for f in frames]
+    allk = pd.concat(keys, ignore_index=True) if keys else pd.Series([], dtype=str)
+    codes, _ = pd.factorize(allk)
+    out, start = [], 0
+    for k in keys:
+        out.append(codes[start : start + len(k)].astype(np.int64))
+        start += len(k)
+    return out
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"embeddings must be a 2-d array (n, dim), got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("context embeddings contain a zero vector; cosine similarity is undefined")
+    return x / norms
+
+
+def counterfactual_neighbours(
+    query_emb: np.ndarray,
+    query_groups: Sequence,
+    ref_emb: Optional[np.ndarray] = None,
+    ref_groups: Optional[Sequence] = None,
+    tau_rho: float = 0.90,
+    tau_x: Optional[float] = None,
+    max_block_bytes: float = 64e6,
+    progress: bool = False,
+) -> NeighbourIndex:
+    """Counterfactual neighbours of each query row among the reference rows (FACTER.md §2).
+
+    j is a neighbour of i iff cos(x_i, r_j) > tau_rho, g_j != g_i, (tau_x is None or
+    ||x_i - r_j||_2 <= tau_x) and, when ``ref_emb is None`` (self mode: reference = query), j != i.
+    Groups may be any hashable labels (tuples, strings, ints).  Embeddings are re-normalised.
+
+    Computed in blocks of query rows sized so that each block's similarity matrix stays under
+    ``max_block_bytes``.
+
+    >>> q = np.array([[1.0, 0.0]]); r = np.array([[0.95, 0.312], [1.0, 0.0], [0.0, 1.0]])
+    >>> counterfactual_neighbours(q, ["a"], r, ["b", "a", "b"], tau_rho=0.9).neighbours(0).tolist()
+    [0]
+    >>> counterfactual_neighbours(q, ["a"], r, ["b", "b", "b"], tau_rho=0.9, tau_x=0.1).neighbours(0).tolist()
+    [1]
+    """
+    if not -1.0 <= tau_rho <= 1.0:
+        raise ValueError(f"tau_rho must be a cosine in [-1, 1], got {tau_rho}")
+    if tau_x is not None and tau_x < 0:
+        raise ValueError(f"tau_x must be a non-negative L2 distance, got {tau_x}")
+    self_mode = ref_emb is None
+    q = _normalise(query_emb)
+    r = q if self_mode else _normalise(ref_emb)
+    if r.shape[1] != q.shape[1]:
+        raise ValueError(f"query and reference dims differ: {q.shape[1]} vs {r.shape[1]}")
+    qg_raw = list(query_groups)
+    rg_raw = qg_raw if self_mode else list(ref_groups if ref_groups is not None else [])
+    if len(qg_raw) != len(q) or len(rg_raw) != len(r):
+        raise ValueError("one protected-group label is needed per embedding row")
+    codes, _ = pd.factorize(pd.Series([repr(g) for g in qg_raw + rg_raw], dtype=object))
+    qg, rg = codes[: len(qg_raw)], codes[len(qg_raw) :]
+    n_q, n_r = len(q), len(r)
+    block = int(max(1, min(n_q, max_block_bytes // max(1, 8 * n_r))))  # w (4 B) + masks
+    # L2 gate on unit vectors: ||x - y||^2 = 2 - 2 cos  ->  cos >= 1 - tau_x^2 / 2
+    cos_min_x = None if tau_x is None else 1.0 - tau_x * tau_x / 2.0
+    counts = np.zeros(n_q, dtype=np.int64)
+    idx_parts, sim_parts = [], []
+    starts = range(0, n_q, block)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="neighbours", total=(n_q + block - 1) // block)
+    for s in starts:
+        e = min(n_q, s + block)
+        w = q[s:e] @ r.T
+        mask = w > tau_rho
+        if cos_min_x is not None:
+            mask &= w >= cos_min_x
+        mask &= qg[s:e, None] != rg[None, :]
+        if self_mode:
+            mask[np.arange(e - s), np.arange(s, e)] = False
+        rows, cols = np.nonzero(mask)
+        counts[s:e] = np.bincount(rows, minlength=e - s)
+        idx_parts.append(cols.astype(np.int64))
+        sim_parts.append(w[rows, cols].astype(np.float32))
+        del w, mask
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
+    sims = np.concatenate(sim_parts) if sim_parts else np.zeros(0, dtype=np.float32)
+    return NeighbourIndex(indptr=indptr, indices=indices, sims=sims, n_ref=n_r)

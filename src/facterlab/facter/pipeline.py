@@ -1,0 +1,417 @@
+"""One FACTER experiment end to end (FACTER.md §1-§4): data, calibration, Neutral, Fair, FACTER, metrics.
+
+``run_experiment(cfg)``:
+
+1. dataset (``"auto"`` resolved and recorded) and interaction rows (cached by content hash);
+2. encoder and recommender (unless given; the recommender answers from the LLM cache on reruns);
+3. calibration: predictions for the calibration rows under the Neutral (or empty) system prompt,
+   counterfactual neighbours among calibration contexts, scores S = d + lambda Delta, Q0;
+4. baselines Neutral and Fair (one pass) and FACTER (T passes) with the online monitor;
+5. metrics of each method (FACTER: its last pass): Recall/NDCG@10 single and multi, Valid@10,
+   snsr_proxy, CFR multi and single, violations per pass, threshold path, parse status;
+6. files under ``<results>/runs/<run_id>/``: ``config.json``, ``calibration.parquet``,
+   ``rows_<method>.parquet``, ``metrics.json`` (docs/CONTRACTS.md schema), ``timings.json``.
+
+The run id is ``<config_hash(cfg)>-<hash of dataset content hash and model fingerprints>``: it
+changes whenever the config, the data or a model changes, never with the clock.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from facterlab.config import RunConfig, config_hash, config_to_dict, results_dir
+from facterlab.facter.baselines import run_baseline
+from facterlab.facter.conformal import ConformalThreshold
+from facterlab.facter.monitor import CalibrationState, FacterMonitor, OnlineScorer, request_seed, violation_summary
+from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
+from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+
+METHODS = ("neutral", "fair", "facter")
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_experiment` returns (docs/CONTRACTS.md)."""
+
+    run_id: str
+    config: dict
+    metrics: dict
+    rows: dict
+    calibration: pd.DataFrame
+    out_dir: Path
+    timings: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_clean(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _missing(reason: str) -> dict:
+    return {"value": None, "missing_reason": reason}
+
+
+def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
+    """``post(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``.
+
+    Re-ranking: titles map to the row's candidate ids by exact title.  Open generation: the first k
+    titles go through the catalogue mapper (one call per batch).
+    """
+    titles_by_id = items["title"].astype(str).to_dict()
+
+    def post(rows: list, preds: list) -> list:
+        if protocol == "rank":
+            out = []
+            for row, pr in zip(rows, preds):
+                lookup: dict = {}
+                for c in row["candidates"]:
+                    lookup.setdefault(titles_by_id[int(c)], int(c))
+                mapped = [lookup.get(str(t), -1) for t in pr.titles]
+                out.append((mapped, mapped[0] if mapped else -1, str(pr.titles[0]) if pr.titles else ""))
+            return out
+        lists = [list(pr.titles)[:k] for pr in preds]
+        mapped_rows = mapper.map_rows(lists, k=k)
+        return [([int(m) for m in mr], int(mr[0]) if len(mr) else -1, str(ts[0]) if ts else "")
+                for ts, mr in zip(lists, mapped_rows)]
+
+    return post
+
+
+def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: str) -> list:
+    out = []
+    it = range(0, len(requests), batch)
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc=desc, total=(len(requests) + batch - 1) // max(1, batch))
+    for s in it:
+        out.extend(recommender.predict(requests[s : s + batch]))
+    return out
+
+
+def _context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
+    titles = items["title"].astype(str)
+    texts = [prompts.context_text([titles.loc[int(i)] for i in h]) for h in rows["history"]]
+    return np.asarray(encoder.encode(texts), dtype=np.float32)
+
+
+def _groups(rows: pd.DataFrame) -> list:
+    return [tuple(str(r[a]) for a in PROTECTED) for _, r in rows[list(PROTECTED)].iterrows()]
+
+
+def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
+    """``<config_hash>-<8 hex of (content hash, model fingerprints)>``.
+
+    >>> from facterlab.config import preset
+    >>> a = run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"})
+    >>> a == run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"}) != run_id_for(preset(), "abd", {"llm": "x", "encoder": "y"})
+    True
+    """
+    blob = json.dumps({"content": content_hash, "models": fingerprints}, sort_keys=True)
+    return f"{config_hash(cfg)}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration
+
+
+def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encoder, represent: ItemRepresenter,
+              postprocess, cfg: RunConfig, domain: str, prompts, progress: bool = False) -> tuple:
+    """Offline calibration (FACTER.md §2) -> (CalibrationState, calibration DataFrame).
+
+    Calibration responses are generated under ``cfg.facter.calibration_prompt`` ("neutral" default, or
+    "empty"), with the seeds of pass 0.
+    """
+    fc = cfg.facter
+    rows = calib_rows.reset_index(drop=True)
+    row_dicts = rows.to_dict("records")
+    system = prompts.system_prompt(fc.calibration_prompt)
+    reqs = [prompts.build_request(r, items, system, cfg.protocol, cfg.metrics.k, domain,
+                                  request_seed(cfg.seed, int(r["row_id"]), 0)) for r in row_dicts]
+    preds = _predict_all(recommender, reqs, max(1, cfg.model.batch_size) * 8, progress, "calibration")
+    post = postprocess(row_dicts, preds)
+    pred_emb = represent.predictions([p[1] for p in post], [p[2] for p in post])
+    target_emb = represent.items(rows["target"].tolist())
+    ctx = _context_embeddings(rows, items, encoder, prompts)
+    groups = _groups(rows)
+    index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
+    sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
+    ct = ConformalThreshold(fc.alpha).fit(sc["S"].to_numpy())
+    state = CalibrationState(q0=ct.threshold_, context_emb=ctx, groups=groups, pred_emb=pred_emb,
+                             alpha=fc.alpha, k_index=ct.k_index_, n=ct.n_)
+    df = rows[["row_id", "user_id", *PROTECTED, "target"]].copy()
+    for c in ("S", "d", "delta", "n_neighbours"):
+        df[c] = sc[c].to_numpy()
+    df["titles"] = [[str(t) for t in p.titles] for p in preds]
+    df["mapped_ids"] = [[int(m) for m in p[0]] for p in post]
+    df["top1_id"] = [int(p[1]) for p in post]
+    df["top1_text"] = [p[2] for p in post]
+    df["parse_status"] = [p.parse_status for p in preds]
+    df["system_prompt"] = fc.calibration_prompt
+    return state, df
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+
+
+def _parse_counts(statuses) -> dict:
+    vc = pd.Series(list(statuses), dtype=object).value_counts()
+    out = {"ok": 0, "fallback": 0, "empty": 0}
+    out.update({str(k): int(v) for k, v in vc.items()})
+    return out
+
+
+def _cfr_block(monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: dict, cfg: RunConfig,
+               mapper, postprocess, orig_vecs: np.ndarray) -> tuple:
+    """CFR multi and single (FACTER.md §4) for a method whose final state is in ``monitor``."""
+    from facterlab.metrics import cfr_summary, flip_attributes
+
+    k = cfg.metrics.k
+    orig_dicts = sample.to_dict("records")
+    systems = [monitor.system_for({a: str(r[a]) for a in PROTECTED}, monitor_final_pass(monitor), monitor_passes(monitor))[0]
+               for r in orig_dicts]
+
+    def vecs_for(cf_rows: pd.DataFrame) -> np.ndarray:
+        dicts = cf_rows.to_dict("records")
+        reqs = [monitor.prompts.build_request(r, monitor.items, s, cfg.protocol, k, monitor.domain,
+                                              request_seed(cfg.seed, int(r["row_id"]), 0))
+                for r, s in zip(dicts, systems)]
+        preds = monitor.rec.predict(reqs)
+        post = postprocess(dicts, preds)
+        return mapper.row_embeddings([list(p.titles)[:k] for p in preds], [po[0][:k] for po in post], k=k)
+
+    flips = {"multi": tuple(PROTECTED), **{a: (a,) for a in PROTECTED}}
+    out = {}
+    for i, (name, attrs) in enumerate(flips.items()):
+        rng = np.random.default_rng([int(cfg.seed), 7, i])
+        cf = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
+        out[name] = cfr_summary(orig_vecs, vecs_for(cf))
+    multi = out.pop("multi")
+    return multi, out
+
+
+def monitor_final_pass(mon: FacterMonitor) -> int:
+    return max(0, getattr(mon, "_passes_run", 1) - 1)
+
+
+def monitor_passes(mon: FacterMonitor) -> int:
+    return max(1, getattr(mon, "_passes_run", 1))
+
+
+def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg: RunConfig, mapper,
+                   postprocess, attribute_values: dict) -> dict:
+    """Metrics of one method (its last pass) in the metrics.json schema."""
+    from facterlab.metrics import ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
+
+    k = cfg.metrics.k
+    rec = result.records
+    last = rec[rec["pass"] == rec["pass"].max()].sort_values("position")
+    test = test_rows.reset_index(drop=True)
+    ranked = [list(m)[:k] for m in last["mapped_ids"]]
+    multi = ranking_metrics(ranked, [list(r) for r in test["relevant"]], k)
+    single = ranking_metrics(ranked, [[int(t)] for t in test["target"]], k)
+    titles = [list(t)[:k] for t in last["titles"]]
+    row_vecs = mapper.row_embeddings(titles, ranked, k=k)
+    snsr = snsr_proxy(row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group)
+    sample_pos = sample_cfr_rows(pd.DataFrame({"pos": np.arange(len(test))}), cfg.metrics.cfr_rows,
+                                 np.random.default_rng([int(cfg.seed), 5]))["pos"].to_numpy()
+    sample = test.iloc[sample_pos]
+    if monitor.repair:
+        # FACTER: originals re-predicted under the final rules state
+        orig_vecs = None
+    else:
+        orig_vecs = row_vecs[sample_pos]
+    if orig_vecs is None:
+        dicts = sample.to_dict("records")
+        reqs = [monitor.final_request(r, 0) for r in dicts]
+        systems = [monitor.system_for({a: str(r[a]) for a in PROTECTED}, monitor_final_pass(monitor), monitor_passes(monitor))[0]
+                   for r in dicts]
+        reqs = [monitor.prompts.build_request(r, monitor.items, s, cfg.protocol, k, monitor.domain,
+                                              request_seed(cfg.seed, int(r["row_id"]), 0)) for r, s in zip(dicts, systems)]
+        preds = monitor.rec.predict(reqs)
+        post = postprocess(dicts, preds)
+        orig_vecs = mapper.row_embeddings([list(p.titles)[:k] for p in preds], [po[0][:k] for po in post], k=k)
+    cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess, orig_vecs)
+    viol = violation_summary(rec)
+    out = {
+        "ndcg@10_multi": multi["ndcg_mean"], "ndcg@10_single": single["ndcg_mean"],
+        "recall@10_multi": multi["recall_mean"], "recall@10_single": single["recall_mean"],
+        "valid@10": valid_at_k(ranked, k),
+        "snsr_proxy": snsr,
+        "cfr_multi": cfr_multi["value"] if cfr_multi["value"] is not None else cfr_multi,
+        "cfr_multi_detail": cfr_multi,
+        "cfr_single": {a: (v["value"] if v["value"] is not None else v) for a, v in cfr_single.items()},
+        "cfr_rows": int(len(sample)),
+        "violations": viol,
+        "threshold_path": [float(q) for q in result.threshold_path],
+        "parse_status": _parse_counts(last["parse_status"]),
+        "mean_S": [float(x) for x in rec.groupby("pass")["S"].mean().tolist()],
+        "n_empty_rows": int(multi["n_empty_rows"]),
+        "rules_in_last_pass": sorted({r for rr in last["rules"] for r in rr}),
+        "n_repredicted": int(result.n_repredicted),
+    }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiment
+
+
+def _load_data(cfg: RunConfig, data_dir, dataset):
+    from facterlab.data import Dataset, load_dataset, resolve_dataset
+    from facterlab.data.protocol import load_or_build_interactions
+
+    if dataset is None:
+        resolved = resolve_dataset(cfg.data.dataset, data_dir)
+        kw = {}
+        if resolved == "amazon":
+            kw = {"demographics_seed": cfg.data.demographics_seed, "max_reviews": cfg.data.max_reviews}
+        dataset = load_dataset(resolved, data_dir, **kw)
+    elif not isinstance(dataset, Dataset):
+        raise TypeError("dataset must be a facterlab.data.Dataset (or None to load cfg.data.dataset)")
+    inter = load_or_build_interactions(dataset, cfg.data, data_dir)
+    return dataset, inter
+
+
+def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None, out_dir=None,
+                   progress: bool = True, dataset=None) -> RunResult:
+    """Run Neutral, Fair and FACTER on one dataset and save everything (module docstring).
+
+    ``out_dir``: the results root (default :func:`facterlab.config.results_dir`); the run's files go to
+    ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
+    (tests, notebooks); otherwise ``cfg.data.dataset`` is resolved and loaded from ``data_dir``.
+    """
+    from facterlab.data import prompts
+    from facterlab.metrics import CatalogueMapper, random_ranking_floor
+
+    timings: dict = {}
+    t0 = time.perf_counter()
+    ds, inter = _load_data(cfg, data_dir, dataset)
+    timings["data_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if encoder is None:
+        from facterlab.models import load_encoder
+
+        encoder = load_encoder(cfg.model.encoder, device=cfg.model.device)
+    if recommender is None:
+        from facterlab.models import make_recommender
+
+        recommender = make_recommender(cfg.model, cfg.protocol)
+    timings["models_s"] = time.perf_counter() - t0
+    fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
+    run_id = run_id_for(cfg, inter.content_hash, fingerprints)
+    out = results_dir(out_dir) / "runs" / run_id
+
+    items = inter.items if inter.items.index.name == "item_id" else inter.items.set_index("item_id")
+    k = cfg.metrics.k
+    mapper = CatalogueMapper(items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold)
+    represent = ItemRepresenter(encoder, items)
+    post = make_postprocess(cfg.protocol, mapper, items, k)
+    calib_rows, test_rows = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
+    if len(test_rows) == 0:
+        raise ValueError("the test split is empty: increase data.n_rows")
+    if cfg.protocol == "rank" and any(len(c) == 0 for c in test_rows["candidates"]):
+        raise ValueError("the re-ranking protocol needs candidates, but some rows have none")
+
+    t0 = time.perf_counter()
+    state, calib_df = calibrate(calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain,
+                                prompts, progress)
+    timings["calibration_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
+    target_emb = represent.items(test_rows["target"].tolist())
+    scorer = OnlineScorer(state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x)
+    timings["test_neighbours_s"] = time.perf_counter() - t0
+
+    mon_kw = dict(rows=test_rows, items=items, recommender=recommender, scorer=scorer, postprocess=post,
+                  represent=represent.predictions, cfg=cfg.facter, n_calib=state.n, protocol=cfg.protocol, k=k,
+                  domain=inter.domain, seed=cfg.seed, batch_size=max(1, cfg.model.batch_size), progress=progress,
+                  prompts=prompts)
+    results, monitors = {}, {}
+    for kind in ("neutral", "fair"):
+        t0 = time.perf_counter()
+        res = run_baseline(kind, **mon_kw)
+        results[kind], monitors[kind] = res, res.extra.pop("monitor")
+        monitors[kind]._passes_run = 1
+        timings[f"{kind}_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fm = FacterMonitor(system_kind="facter", **mon_kw)
+    results["facter"] = fm.run(cfg.facter.passes)
+    fm._passes_run = cfg.facter.passes
+    monitors["facter"] = fm
+    timings["facter_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    methods = {m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values)
+               for m in METHODS}
+    timings["metrics_s"] = time.perf_counter() - t0
+
+    nb = calib_df["n_neighbours"].to_numpy()
+    metrics = {
+        "run_id": run_id, "dataset": inter.dataset, "is_synthetic": bool(inter.is_synthetic),
+        "protocol": cfg.protocol, "preset": cfg.preset, "model": fingerprints["llm"], "encoder": fingerprints["encoder"],
+        "model_name": cfg.model.llm, "encoder_name": cfg.model.encoder,
+        "n_calib": int(len(calib_rows)), "n_test": int(len(test_rows)),
+        "n_distinct_users": {s: int(inter.n_distinct_users.get(s, 0)) for s in ("calib", "test")},
+        "variants": {"threshold_rule": cfg.facter.threshold_rule, "correction": cfg.facter.correction,
+                     "rule_keying": cfg.facter.rule_keying, "mapping": mapper.variant,
+                     "flip_strategy": cfg.metrics.flip_strategy, "snsr": "snsr_proxy",
+                     "calibration_prompt": cfg.facter.calibration_prompt,
+                     "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
+                     "announce_threshold": cfg.facter.announce_threshold},
+        "calibration": {"alpha": state.alpha, "q0": state.q0, "k_index": state.k_index, "n": state.n,
+                        "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
+                        "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,
+                        "test_mean_neighbours": float(scorer.index.counts.mean()),
+                        "test_share_no_neighbour": float((scorer.index.counts == 0).mean())},
+        "methods": methods,
+    }
+    if cfg.protocol == "rank":
+        fl = random_ranking_floor([list(c) for c in test_rows["candidates"]], [list(r) for r in test_rows["relevant"]], k)
+        metrics["random_floor"] = {"ndcg@10_multi": fl["ndcg_mean"], "recall@10_multi": fl["recall_mean"]}
+    metrics = _clean(metrics)
+
+    config = _clean({
+        "run_id": run_id, "config": config_to_dict(cfg), "config_hash": config_hash(cfg),
+        "dataset_requested": cfg.data.dataset, "dataset": inter.dataset, "is_synthetic": bool(inter.is_synthetic),
+        "domain": inter.domain, "data_config": config_to_dict(inter.config), "content_hash": inter.content_hash,
+        "fingerprints": fingerprints,
+    })
+    rows = {m: results[m].records for m in METHODS}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    calib_df.to_parquet(out / "calibration.parquet", index=False)
+    for m, df in rows.items():
+        df.to_parquet(out / f"rows_{m}.parquet", index=False)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    (out / "timings.json").write_text(json.dumps(_clean(timings), indent=2, sort_keys=True))
+    return RunResult(run_id=run_id, config=config, metrics=metrics, rows=rows, calibration=calib_df, out_dir=out,
+                     timings=timings)

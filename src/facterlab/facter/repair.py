@@ -1,0 +1,111 @@
+"""Violation buffer and repair-rule mining (FACTER §3.3 prompt repair; FACTER.md §3).
+
+On an adaptive violation S_t > Q_t the row's protected attributes, its top-1 item and the item's
+features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are mined from the buffer:
+
+- ``per_attr`` keying (REPRO, default): for each attribute value v of the user (gender, age,
+  occupation in that order), count over buffered violations with attr = v the item features
+  (genres / categories) and, separately, the exact item titles; each feature with count >= n (3)
+  gives ``AVOID: (attr=v) -> (feature-only)``, then each title with count >= n gives
+  ``AVOID: (attr=v) -> (title)``; features first, then titles, each by count (desc) then name;
+  at most 5 rules per attribute.
+- ``tuple`` keying: the same on buffered violations with the user's whole protected tuple, the rule
+  printed as ``(tuple=gender=F, age=.., occupation=..)``.
+
+>>> buf = ViolationBuffer(maxlen=50)
+>>> for g in ["Romance", "Romance", "Romance"]:
+...     buf.push({"gender": "F", "age": "25-34", "occupation": "writer"}, "Sleepless (1993)", [g, "Comedy"])
+>>> [r.text() for r in mine_rules(buf, {"gender": "F", "age": "18-24", "occupation": "writer"})]
+['AVOID: (gender=F) -> (Comedy-only)', 'AVOID: (gender=F) -> (Romance-only)', 'AVOID: (gender=F) -> (Sleepless (1993))', 'AVOID: (occupation=writer) -> (Comedy-only)', 'AVOID: (occupation=writer) -> (Romance-only)', 'AVOID: (occupation=writer) -> (Sleepless (1993))']
+"""
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from facterlab.config import RULE_KEYINGS
+from facterlab.types import Rule
+
+PROTECTED = ("gender", "age", "occupation")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One buffered violation: protected attributes, top-1 title and its features."""
+
+    attrs: tuple  # ((attr, value), ...) in PROTECTED order
+    title: str
+    features: tuple
+
+
+class ViolationBuffer:
+    """FIFO of the last ``maxlen`` violations (M = 50).  ``version`` counts pushes (cheap change test)."""
+
+    def __init__(self, maxlen: int = 50, attrs: Sequence[str] = PROTECTED):
+        if maxlen <= 0:
+            raise ValueError(f"buffer size must be positive, got {maxlen}")
+        self.maxlen = int(maxlen)
+        self.attrs = tuple(attrs)
+        self.entries: deque = deque(maxlen=self.maxlen)
+        self.version = 0
+
+    def push(self, attrs: Mapping, title: str, features: Sequence[str] = ()) -> None:
+        self.entries.append(
+            Violation(tuple((a, str(attrs[a])) for a in self.attrs), str(title) if title else "", tuple(str(f) for f in features or ()))
+        )
+        self.version += 1
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def snapshot(self) -> list:
+        return list(self.entries)
+
+
+def _attr_rules(entries, attr: str, value: str, min_count: int, max_rules: int) -> list:
+    feats: Counter = Counter()
+    titles: Counter = Counter()
+    for e in entries:
+        feats.update(set(e.features))
+        if e.title:
+            titles[e.title] += 1
+    out = [Rule(attr, value, f, "feature") for f, c in sorted(feats.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
+    out += [Rule(attr, value, t, "title") for t, c in sorted(titles.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
+    return out[:max_rules]
+
+
+def mine_rules(
+    buffer: ViolationBuffer,
+    user_attrs: Mapping,
+    keying: str = "per_attr",
+    min_count: int = 3,
+    max_per_attr: int = 5,
+) -> tuple:
+    """Rules that apply to a user with ``user_attrs`` given the buffered violations (see module doc).
+
+    >>> b = ViolationBuffer()
+    >>> for _ in range(3): b.push({"gender": "M", "age": "18-24", "occupation": "x"}, "Heat (1995)", [])
+    >>> [r.text() for r in mine_rules(b, {"gender": "M", "age": "18-24", "occupation": "x"}, keying="tuple")]
+    ['AVOID: (tuple=gender=M, age=18-24, occupation=x) -> (Heat (1995))']
+    >>> mine_rules(b, {"gender": "F", "age": "56+", "occupation": "y"})
+    ()
+    """
+    if keying not in RULE_KEYINGS:
+        raise ValueError(f"unknown rule_keying {keying!r}; choose one of {', '.join(map(repr, RULE_KEYINGS))}")
+    if min_count < 1 or max_per_attr < 0:
+        raise ValueError("rule_min_count must be >= 1 and max_rules_per_attr >= 0")
+    entries = buffer.snapshot()
+    if not entries:
+        return ()
+    if keying == "tuple":
+        key = tuple((a, str(user_attrs[a])) for a in buffer.attrs)
+        sel = [e for e in entries if e.attrs == key]
+        label = ", ".join(f"{a}={v}" for a, v in key)
+        return tuple(_attr_rules(sel, "tuple", label, min_count, max_per_attr))
+    rules = []
+    for i, a in enumerate(buffer.attrs):
+        v = str(user_attrs[a])
+        sel = [e for e in entries if e.attrs[i][1] == v]
+        rules += _attr_rules(sel, a, v, min_count, max_per_attr)
+    return tuple(rules)

@@ -1,0 +1,186 @@
+"""Disk caches for LLM predictions and text embeddings (SQLite, WAL mode, JSON/float32 values).
+
+A run killed midway and restarted redoes no cached prompt: :class:`CachedRecommender` looks every
+request up first, generates only the misses, and writes each generated batch's rows right away.
+
+Key of a prediction (:func:`request_key`)::
+
+    sha256(json([recommender fingerprint (model + decoding parameters), seed, messages, candidates, k]))
+
+Values are JSON (never pickle).  Two processes may write at once: WAL journal, a busy timeout and a
+retry loop on ``database is locked``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from facterlab.config import cache_dir
+from facterlab.types import Prediction, PromptRequest
+
+__all__ = ["request_key", "PredictionCache", "EmbeddingCache", "CachedRecommender", "text_key"]
+
+_BUSY_MS = 60_000
+_RETRIES = 20
+
+
+def request_key(fingerprint: str, req: PromptRequest) -> str:
+    """SHA-256 hex key of (fingerprint, seed, messages, candidates, k) for a request.
+
+    >>> r = PromptRequest.from_messages([{"role": "user", "content": "hi"}], seed=3)
+    >>> request_key("m", r) == request_key("m", r), request_key("m", r) == request_key("n", r)
+    (True, False)
+    """
+    blob = json.dumps([fingerprint, int(req.seed), [list(m) for m in req.messages],
+                       None if req.candidates is None else list(req.candidates), int(req.k)],
+                      ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def text_key(fingerprint: str, text: str) -> str:
+    """SHA-256 hex key of (encoder fingerprint, text)."""
+    return hashlib.sha256(json.dumps([fingerprint, text], ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _retry(fn: Callable):
+    delay = 0.05
+    for attempt in range(_RETRIES):
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:  # busy/locked beyond the busy timeout
+            msg = str(exc).lower()
+            if ("locked" not in msg and "busy" not in msg) or attempt == _RETRIES - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+class _SqliteKV:
+    """A tiny key -> blob store in one SQLite table, WAL mode, safe for concurrent writers."""
+
+    def __init__(self, path: Path, table: str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.table = table
+        self._conn = sqlite3.connect(str(self.path), timeout=_BUSY_MS / 1000, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+        _retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        _retry(lambda: self._conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"))
+
+    def get_many(self, keys: Sequence[str]) -> dict:
+        out = {}
+        keys = list(dict.fromkeys(keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update(_retry(lambda: self._conn.execute(q, chunk).fetchall()))
+        return out
+
+    def put_many(self, items: Iterable[tuple]) -> None:
+        items = list(items)
+        if not items:
+            return
+
+        def _tx():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", items)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+        _retry(_tx)
+
+    def __len__(self) -> int:
+        return _retry(lambda: self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PredictionCache(_SqliteKV):
+    """Predictions keyed by :func:`request_key`; default file ``cache_dir()/llm_cache.sqlite``."""
+
+    def __init__(self, path: Optional[Path] = None):
+        super().__init__(Path(path) if path is not None else cache_dir() / "llm_cache.sqlite", "predictions")
+
+    def get_predictions(self, keys: Sequence[str]) -> dict:
+        return {k: Prediction(**{**json.loads(v), "titles": tuple(json.loads(v)["titles"])})
+                for k, v in self.get_many(keys).items()}
+
+    def put_predictions(self, pairs: Iterable[tuple]) -> None:
+        self.put_many((k, json.dumps(asdict(p), ensure_ascii=False)) for k, p in pairs)
+
+
+class EmbeddingCache(_SqliteKV):
+    """float32 vectors keyed by :func:`text_key`; default file ``cache_dir()/embeddings.sqlite``."""
+
+    def __init__(self, path: Optional[Path] = None):
+        super().__init__(Path(path) if path is not None else cache_dir() / "embeddings.sqlite", "embeddings")
+
+    def get_vectors(self, keys: Sequence[str]) -> dict:
+        return {k: np.frombuffer(v, dtype=np.float32) for k, v in self.get_many(keys).items()}
+
+    def put_vectors(self, pairs: Iterable[tuple]) -> None:
+        self.put_many((k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in pairs)
+
+
+class CachedRecommender:
+    """Wrap any :class:`~facterlab.types.Recommender`: answer cached requests from disk, predict misses.
+
+    Misses are grouped by ``inner.plan_batches(requests)`` when the inner recommender has it (the LLM
+    groups prompts of one length bucket), else in chunks of ``batch_size``; each batch's predictions
+    are written to the cache right after it is generated.  Same fingerprint as ``inner``.
+    """
+
+    def __init__(self, inner, cache: Optional[PredictionCache] = None, batch_size: int = 8, progress: bool = False):
+        self.inner = inner
+        self.fingerprint = inner.fingerprint
+        self.cache = cache if cache is not None else PredictionCache()
+        self.batch_size = int(batch_size)
+        self.progress = progress
+        self.n_generated = 0  # requests sent to the inner model (for tests and logs)
+
+    def __getattr__(self, name):  # expose the inner recommender's helpers (tokenizer, lm, ...)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def predict(self, requests: Sequence[PromptRequest]) -> list:
+        requests = list(requests)
+        keys = [request_key(self.fingerprint, r) for r in requests]
+        found = self.cache.get_predictions(keys)
+        missing: dict = {}
+        for i, k in enumerate(keys):
+            if k not in found:
+                missing.setdefault(k, i)  # duplicate requests are generated once
+        todo = list(missing.values())
+        if todo:
+            sub = [requests[i] for i in todo]
+            if hasattr(self.inner, "plan_batches"):
+                batches = [[todo[j] for j in b] for b in self.inner.plan_batches(sub)]
+            else:
+                batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+            it = batches
+            if self.progress:
+                from tqdm.auto import tqdm
+
+                it = tqdm(batches, desc="generate", unit="batch")
+            for b in it:
+                preds = self.inner.predict([requests[i] for i in b])
+                self.n_generated += len(b)
+                pairs = [(keys[i], p) for i, p in zip(b, preds)]
+                self.cache.put_predictions(pairs)
+                found.update(pairs)
+        return [found[k] for k in keys]

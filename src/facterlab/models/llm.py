@@ -1,0 +1,319 @@
+"""A causal LM with batch-independent sampling and shared-prefix likelihood scoring (FACTER.md §5).
+
+Generation (REPRO decoding: temperature 0.7, top-p 0.95, repetition penalty 1.2, 250 new tokens)
+runs our own decode loop over the KV cache so that the output for ``(messages, seed)`` does not
+depend on the batch it runs in:
+
+* every prompt is left-padded to its own *bucket length* ``L = (n // bucket + 1) * bucket`` (at least
+  one pad, so the attention mask is never trivially all-ones and the same attention path is taken
+  alone and in a batch); only prompts of one bucket are batched together;
+* positions are ``cumsum(mask) - 1``, so a row's real tokens get positions ``0..n-1`` whatever the pad;
+* each row samples from its own ``torch.Generator`` seeded by the request seed; finished rows keep
+  feeding a pad token (their outputs are ignored) so the batch shape never changes mid-decode;
+* decode-step matmuls have ``M = batch rows``; BLAS may choose another kernel for ``M = 1`` (GEMV), so
+  batches are padded with dummy rows up to ``min_decode_rows`` (default 2) -- see the report in the
+  test module ``tests/test_models_llm.py`` for what is exactly equal.
+
+Sampling step for one row, with logits ``z`` over the vocabulary and previous tokens ``P``:
+``z_t <- z_t * r if z_t < 0 else z_t / r`` for ``t in P`` (repetition penalty ``r``), ``z <- z / T``,
+keep the smallest set of top tokens whose probability mass reaches ``top_p``, sample
+``x ~ softmax(z)``; greedy ``argmax z`` when ``T == 0``.
+
+Likelihood scoring of candidates ``c = (c_1..c_m)`` given prompt ``x``:
+``log p(c | x) = sum_j log softmax(f(x, c_<j))[c_j]``; the prompt's KV cache is computed once and
+expanded along the batch for all candidates; the vocabulary log-softmax is taken only at candidate
+positions, one candidate at a time.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+from typing import Sequence
+
+from facterlab.models.device import resolve_device, torch_dtype
+from facterlab.models.registry import ResolvedModel, resolve_llm
+
+__all__ = ["CausalLM", "DecodingParams", "load_lm", "bucket_length", "merge_system_into_user"]
+
+
+@dataclass(frozen=True)
+class DecodingParams:
+    """Decoding settings (FACTER.md §5); ``temperature == 0`` means greedy."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_new_tokens: int = 250
+    repetition_penalty: float = 1.2
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+
+def bucket_length(n: int, bucket: int) -> int:
+    """Padded length of an ``n``-token prompt: ``(n // bucket + 1) * bucket`` (always >= 1 pad).
+
+    >>> bucket_length(10, 32), bucket_length(32, 32), bucket_length(33, 32)
+    (32, 64, 64)
+    """
+    if bucket < 1:
+        raise ValueError(f"bucket must be >= 1, got {bucket}")
+    return (n // bucket + 1) * bucket
+
+
+def merge_system_into_user(messages: Sequence[dict]) -> list:
+    """Fold system turns into the first user turn (for chat templates without a system role).
+
+    >>> merge_system_into_user([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])
+    [{'role': 'user', 'content': 'S\\n\\nU'}]
+    """
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system" and m["content"])
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system:
+        for m in rest:
+            if m["role"] == "user":
+                m["content"] = system + "\n\n" + m["content"]
+                break
+        else:
+            rest.insert(0, {"role": "user", "content": system})
+    return rest
+
+
+class CausalLM:
+    """A loaded tokenizer + causal LM (transformers), with the decode loop and scorers above."""
+
+    def __init__(self, resolved: ResolvedModel, device: str = "auto", dtype: str = "auto",
+                 trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.resolved = resolved
+        self.device, self.dtype_name = resolve_device(device, dtype)
+        self.bucket = int(bucket)
+        self.min_decode_rows = int(min_decode_rows)
+        kw = {"trust_remote_code": bool(trust_remote_code)}
+        if resolved.gguf_file:
+            kw["gguf_file"] = resolved.gguf_file
+        if resolved.is_local:
+            kw["local_files_only"] = True
+        self.tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
+        self.model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(self.dtype_name), **kw)
+        self.model.to(self.device).eval()
+        tok = self.tokenizer
+        eos = set()
+        for v in (tok.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
+            if isinstance(v, int):
+                eos.add(v)
+            elif isinstance(v, (list, tuple)):
+                eos.update(int(x) for x in v)
+        for name in ("<|eot_id|>", "<|im_end|>", "<|end_of_text|>"):
+            tid = tok.convert_tokens_to_ids(name) if name in tok.get_vocab() else None
+            if isinstance(tid, int):
+                eos.add(tid)
+        if not eos:
+            raise ValueError(f"model {resolved.name!r} defines no end-of-sequence token")
+        self.eos_ids = frozenset(eos)
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
+        self.context_window = int(getattr(self.model.config, "max_position_embeddings", 0) or 4096)
+        self.fingerprint = f"{resolved.fingerprint}|{self.dtype_name}"
+        self._torch = torch
+
+    # ---------------------------------------------------------------- prompts
+    def encode_messages(self, messages: Sequence[dict]) -> list:
+        """Token ids of ``messages`` under the chat template, ending with the assistant turn start.
+
+        A template that rejects the system role (raises) is retried with the system text merged into
+        the first user turn (:func:`merge_system_into_user`).
+        """
+        messages = [dict(m) for m in messages]
+        try:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - jinja TemplateError / ValueError differ across tokenizers
+            if not any(m["role"] == "system" for m in messages):
+                raise
+            text = self.tokenizer.apply_chat_template(merge_system_into_user(messages), tokenize=False,
+                                                      add_generation_prompt=True)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ---------------------------------------------------------------- generation
+    def _forward(self, **kw):
+        with self._torch.inference_mode():
+            return self.model(**kw)
+
+    def _sample_row(self, logits, prev_ids, params: DecodingParams, gen) -> int:
+        torch = self._torch
+        z = logits.float().clone()
+        if params.repetition_penalty != 1.0 and prev_ids.numel():
+            idx = torch.unique(prev_ids)
+            s = z.gather(0, idx)
+            s = torch.where(s < 0, s * params.repetition_penalty, s / params.repetition_penalty)
+            z.scatter_(0, idx, s)
+        if params.temperature == 0:
+            return int(torch.argmax(z))
+        z = z / params.temperature
+        if params.top_p < 1.0:
+            sz, si = torch.sort(z, descending=False)
+            cum = torch.softmax(sz, dim=-1).cumsum(-1)
+            drop = cum <= (1 - params.top_p)
+            drop[-1] = False
+            z = z.scatter(0, si, sz.masked_fill(drop, float("-inf")))
+        probs = torch.softmax(z, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=gen))
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams) -> list:
+        """Generate for prompts of ONE bucket; returns the new token ids per row (EOS excluded).
+
+        All rows are left-padded to the same bucket length; raises if the rows' buckets differ.
+        """
+        torch = self._torch
+        if not prompts:
+            return []
+        lengths = {bucket_length(len(p), self.bucket) for p in prompts}
+        if len(lengths) != 1:
+            raise ValueError("generate_ids batches prompts of one bucket only; use generate()")
+        L = lengths.pop()
+        n_real = len(prompts)
+        rows = list(prompts) + [prompts[-1]] * max(0, self.min_decode_rows - n_real)  # dummy rows
+        b = len(rows)
+        ids = torch.full((b, L), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((b, L), dtype=torch.long)
+        for i, p in enumerate(rows):
+            ids[i, L - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, L - len(p):] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        dev = self.device
+        ids, mask, pos = ids.to(dev), mask.to(dev), pos.to(dev)
+        gens = [torch.Generator(device=dev).manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in seeds]
+        prev = [torch.tensor(list(p), dtype=torch.long, device=dev) for p in prompts]
+        out: list = [[] for _ in range(n_real)]
+        done = [False] * n_real
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        res = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+        last_pos = pos[:, -1:]
+        for step in range(params.max_new_tokens):
+            logits = res.logits[:, -1, :]
+            nxt = [self.pad_id] * b
+            for i in range(n_real):
+                if done[i]:
+                    continue
+                t = self._sample_row(logits[i], prev[i], params, gens[i])
+                if t in self.eos_ids:
+                    done[i] = True
+                    continue
+                out[i].append(t)
+                prev[i] = torch.cat([prev[i], torch.tensor([t], device=dev)])
+                nxt[i] = t
+            if all(done) or step == params.max_new_tokens - 1:
+                break
+            mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=dev)], dim=1)
+            last_pos = last_pos + 1
+            res = self._forward(input_ids=torch.tensor(nxt, device=dev).view(b, 1), attention_mask=mask,
+                                position_ids=last_pos, past_key_values=res.past_key_values, use_cache=True,
+                                logits_to_keep=1)
+        return out
+
+    def plan(self, lengths: Sequence[int], batch_size: int) -> list:
+        """Index batches: group by bucket (first-seen order), then chunks of ``batch_size``."""
+        groups: dict = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(bucket_length(n, self.bucket), []).append(i)
+        return [g[j:j + batch_size] for g in groups.values() for j in range(0, len(g), batch_size)]
+
+    def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams,
+                 batch_size: int = 8) -> list:
+        """Generate text for any prompts: bucketed, batched; returns decoded strings in input order."""
+        texts: list = [None] * len(prompts)
+        for b in self.plan([len(p) for p in prompts], batch_size):
+            new = self.generate_ids([prompts[i] for i in b], [seeds[i] for i in b], params)
+            for i, t in zip(b, new):
+                texts[i] = self.tokenizer.decode(t, skip_special_tokens=True)
+        return texts
+
+    # ---------------------------------------------------------------- likelihood
+    def candidate_ids(self, text: str) -> list:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def score_candidates(self, prompt_ids: Sequence[int], candidates: Sequence[Sequence[int]],
+                         chunk: int = 40) -> list:
+        """Summed log-probabilities ``log p(c | prompt)`` of token sequences, sharing the prompt cache.
+
+        Returns a list of ``(sum_logprob, n_tokens)``.  The prompt is run once; its KV cache is
+        copied and repeated along the batch for each chunk of candidates.
+        """
+        torch = self._torch
+        if any(len(c) == 0 for c in candidates):
+            raise ValueError("a candidate tokenised to zero tokens; cannot score an empty title")
+        from transformers import DynamicCache
+
+        dev = self.device
+        P = len(prompt_ids)
+        cache = DynamicCache(config=self.model.config)
+        res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+        lp0 = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
+        prompt_cache = res.past_key_values
+        base = self.model.base_model
+        head = self.model.get_output_embeddings()
+        out = []
+        for s in range(0, len(candidates), chunk):
+            cands = candidates[s:s + chunk]
+            b = len(cands)
+            m = max(len(c) for c in cands)
+            inp = torch.full((b, m), self.pad_id, dtype=torch.long)
+            for i, c in enumerate(cands):
+                inp[i, :len(c)] = torch.tensor(list(c))
+            c_cache = copy.deepcopy(prompt_cache)
+            c_cache.batch_repeat_interleave(b)
+            pos = torch.arange(P, P + m).view(1, m).expand(b, m)
+            mask = torch.ones((b, P + m), dtype=torch.long)  # right pads come after: causal-harmless
+            with torch.inference_mode():
+                h = base(input_ids=inp.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                         past_key_values=c_cache, use_cache=True).last_hidden_state
+                for i, c in enumerate(cands):
+                    total = lp0[c[0]]
+                    if len(c) > 1:
+                        lg = head(h[i, : len(c) - 1]).float()
+                        lp = torch.log_softmax(lg, dim=-1)
+                        total = total + lp.gather(1, torch.tensor(list(c[1:]), device=dev).view(-1, 1)).sum()
+                    out.append((float(total), len(c)))
+            del c_cache, h
+        return out
+
+    def score_full(self, prompt_ids: Sequence[int], cand: Sequence[int]) -> float:
+        """Reference scorer: one full forward pass over ``prompt + cand`` (no sharing)."""
+        torch = self._torch
+        P = len(prompt_ids)
+        ids = torch.tensor([list(prompt_ids) + list(cand)], device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, use_cache=False).logits[0, P - 1: P + len(cand) - 1].float()
+            lp = torch.log_softmax(logits, dim=-1)
+            return float(lp.gather(1, torch.tensor(list(cand), device=self.device).view(-1, 1)).sum())
+
+
+@functools.lru_cache(maxsize=4)
+def _load_lm_cached(resolved: ResolvedModel, device: str, dtype: str, trust_remote_code: bool,
+                    bucket: int, min_decode_rows: int) -> CausalLM:
+    return CausalLM(resolved, device, dtype, trust_remote_code, bucket, min_decode_rows)
+
+
+def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto",
+            trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2) -> CausalLM:
+    """Load (once per process) the LLM ``name``: a registry name, local path, ``.gguf`` or hub id.
+
+    Unknown names fail fast, before torch/transformers are imported (see
+    :mod:`facterlab.models.registry`).
+    """
+    resolved = resolve_llm(name)
+    dev, dt = resolve_device(device, dtype)
+    return _load_lm_cached(resolved, dev, dt, bool(trust_remote_code), int(bucket), int(min_decode_rows))
+

@@ -1,0 +1,162 @@
+"""Parsing an LLM's recommendation list out of its generated text (FACTER.md §1.3, §5).
+
+The prompts ask for ONLY a JSON array of titles; small models often add prose, code fences, numbered
+or bulleted lines instead.  :func:`parse_titles` tries, in order:
+
+1. a JSON array of strings (the whole text, a fenced block, or the first ``[...]`` embedded in prose),
+   with smart quotes normalised; status :data:`~facterlab.types.PARSE_OK`;
+2. list lines: numbered (``1.``, ``2)``), bulleted (``-``, ``*``, ``•``) lines, or the lines of a
+   fenced block, or the quoted strings of an unterminated array; status ``PARSE_FALLBACK``;
+3. nothing usable: ``()`` with status ``PARSE_EMPTY``.
+
+Titles are kept as the model wrote them minus list markup and surrounding quotes (a trailing year
+such as ``(1995)`` is kept: stripping it is the catalogue mapper's job), de-duplicated
+case-insensitively (first occurrence wins) and capped at ``k``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional
+
+from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
+
+__all__ = ["parse_titles", "clean_title", "normalise_title"]
+
+_SMART = {
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"', "\u00bb": '"',
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+}
+_SMART_RE = re.compile("|".join(map(re.escape, _SMART)))
+_FENCE_RE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
+_LIST_LINE_RE = re.compile(r"^\s*(?:(?:\d{1,3}|[a-zA-Z])[.):]|#\d{1,3}[.):]?|[-*\u2022\u2023\u25e6\u2013+])\s+(.*\S)\s*$")
+_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\.)+)"')
+_BRACKETS = ("[", "]")
+
+
+def _desmart(text: str) -> str:
+    return _SMART_RE.sub(lambda m: _SMART[m.group(0)], text)
+
+
+def clean_title(raw: str) -> str:
+    """Strip list markup, surrounding quotes/brackets, trailing commas and markdown emphasis.
+
+    >>> clean_title(' 1. "Toy Story (1995)", ')
+    'Toy Story (1995)'
+    >>> clean_title('- **Heat**')
+    'Heat'
+    """
+    s = _desmart(str(raw)).strip()
+    m = _LIST_LINE_RE.match(s)
+    if m:
+        s = m.group(1)
+    for _ in range(3):
+        s = s.strip().rstrip(",;").strip()
+        s = re.sub(r"^(\*\*|__|\*|_|`)(.*)\1$", r"\2", s).strip()
+        if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+            s = s[1:-1]
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def normalise_title(title: str) -> str:
+    """Case-folded, quote- and whitespace-normalised key used for de-duplication and matching.
+
+    >>> normalise_title('  The  Matrix ') == normalise_title('the matrix')
+    True
+    """
+    return re.sub(r"\s+", " ", _desmart(title)).strip().casefold()
+
+
+def _dedup_cap(titles, k: int) -> tuple:
+    out, seen = [], set()
+    for t in titles:
+        if not isinstance(t, str):
+            if isinstance(t, (int, float)) and not isinstance(t, bool):
+                t = str(t)
+            elif isinstance(t, dict):  # {"title": ...} objects
+                t = next((v for key, v in t.items() if str(key).lower() in ("title", "name", "movie", "item")
+                          and isinstance(v, str)), None)
+                if t is None:
+                    continue
+            else:
+                continue
+        c = clean_title(t)
+        key = normalise_title(c)
+        if not c or key in seen:
+            continue
+        seen.add(key)
+        out.append(c)
+        if len(out) >= k:
+            break
+    return tuple(out)
+
+
+def _json_arrays(text: str):
+    """Yield every JSON array that parses, scanning each ``[`` in order."""
+    dec = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch != "[":
+            continue
+        try:
+            val, _ = dec.raw_decode(text, i)
+        except ValueError:
+            continue
+        if isinstance(val, list):
+            yield val
+
+
+def _from_json(text: str, k: int) -> Optional[tuple]:
+    for arr in _json_arrays(text):
+        # a list of lists (e.g. [["a", "b"]]) -> flatten one level
+        if arr and all(isinstance(x, list) for x in arr):
+            arr = [y for x in arr for y in x]
+        titles = _dedup_cap(arr, k)
+        if titles:
+            return titles
+    return None
+
+
+def _from_lines(text: str, k: int) -> tuple:
+    lines = text.splitlines()
+    marked = [m.group(1) for m in (_LIST_LINE_RE.match(ln) for ln in lines) if m]
+    if marked:
+        return _dedup_cap(marked, k)
+    # an unterminated array or quoted strings separated by commas: take the quoted strings
+    if "[" in text:
+        quoted = _QUOTED_RE.findall(text[text.index("["):])
+        if quoted:
+            return _dedup_cap(quoted, k)
+    return ()
+
+
+def parse_titles(text: str, k: int) -> tuple:
+    """Parse up to ``k`` distinct titles from generated ``text``; return ``(titles, status)``.
+
+    Status is ``"ok"`` for a JSON array, ``"fallback"`` for list lines/fenced lines/quoted strings,
+    ``"empty"`` when nothing usable was found.
+
+    >>> parse_titles('["Heat (1995)", "Fargo (1996)"]', 10)
+    (('Heat (1995)', 'Fargo (1996)'), 'ok')
+    >>> parse_titles('Sure!\\n1. Heat\\n2. Fargo\\n3. heat', 10)
+    (('Heat', 'Fargo'), 'fallback')
+    >>> parse_titles('I cannot help with that.', 10)
+    ((), 'empty')
+    """
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    if text is None:
+        return (), PARSE_EMPTY
+    t = _desmart(str(text))
+    found = _from_json(t, k)
+    if found:
+        return found, PARSE_OK
+    fences = [m.group(1) for m in _FENCE_RE.finditer(t)]
+    for block in fences:
+        lines = [ln for ln in block.splitlines() if ln.strip() and ln.strip() not in _BRACKETS]
+        found = _from_lines(block, k) or _dedup_cap(lines, k)
+        if found:
+            return found, PARSE_FALLBACK
+    found = _from_lines(t, k)
+    if found:
+        return found, PARSE_FALLBACK
+    return (), PARSE_EMPTY

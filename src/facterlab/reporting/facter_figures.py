@@ -1,0 +1,148 @@
+"""Figures of the FACTER notebooks (house style of :mod:`facterlab.reporting.figures`).
+
+Each function takes metrics dicts / DataFrames and returns a matplotlib figure whose title says
+which dataset, model and profile made it (synthetic data says so).  matplotlib is imported inside.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from facterlab.reporting.figures import PALETTE, apply_style, title_with_provenance
+from facterlab.reporting.tables import METHOD_LABELS, MissingValue, flatten_method_metrics
+
+METHODS = ("neutral", "fair", "facter")
+
+
+def _title(title: str, m: dict, profile: str) -> str:
+    return title_with_provenance(title, str(m.get("dataset")), bool(m.get("is_synthetic")), str(m.get("model")), profile)
+
+
+def method_bars(metrics: dict, keys: Sequence[str], title: str, profile: str = "", labels: Optional[dict] = None):
+    """Grouped bars: one group per metric key, one bar per method; missing values are marked 'n/a'."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(keys), 3.6))
+    width = 0.8 / len(METHODS)
+    x = np.arange(len(keys))
+    for j, method in enumerate(METHODS):
+        block = (metrics.get("methods") or {}).get(method)
+        if not isinstance(block, dict):
+            continue
+        flat = flatten_method_metrics(block)
+        vals = [flat.get(k, MissingValue("absent")) for k in keys]
+        heights = [0.0 if isinstance(v, MissingValue) else float(v) for v in vals]
+        bars = ax.bar(x + (j - 1) * width, heights, width, label=METHOD_LABELS[method], color=PALETTE[method])
+        for b, v in zip(bars, vals):
+            if isinstance(v, MissingValue):
+                ax.text(b.get_x() + b.get_width() / 2, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set_xticks(x)
+    ax.set_xticklabels([(labels or {}).get(k, k) for k in keys])
+    ax.legend(fontsize=8)
+    ax.set_title(_title(title, metrics, profile), fontsize=9)
+    return fig
+
+
+def violations_by_pass(runs: Sequence[dict], title: str, profile: str = "", method: str = "facter",
+                       published: Optional[dict] = None):
+    """Fig. 1: violations per pass against the adaptive threshold Q_t, the fixed Q0 and the final Q*
+    (mean over runs, error bars = sd when several), and the threshold path Q0, Q1, ... (right axis).
+    ``published``: optional ``{"adaptive": [...], "fixed_q0": [...], "threshold_path": [...]}``
+    (REPRO's ML-1M numbers) drawn as hollow markers."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    kinds = (("adaptive", "V(t) vs adaptive Q_t", PALETTE["facter"]), ("fixed_q0", "V(0) vs fixed Q0", PALETTE["neutral"]),
+             ("q_star", "V vs final Q*", PALETTE["fair"]))
+    series = {k: [] for k, _, _ in kinds}
+    paths = []
+    for m in runs:
+        block = (m.get("methods") or {}).get(method) or {}
+        v = block.get("violations") or {}
+        for k, _, _ in kinds:
+            series[k].append([np.nan if x is None or isinstance(x, dict) else float(x) for x in (v.get(k) or [])])
+        paths.append([np.nan if x is None or isinstance(x, dict) else float(x) for x in (block.get("threshold_path") or [])])
+    n_pass = max((len(s) for k in series for s in series[k]), default=0)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    x = np.arange(1, n_pass + 1)
+    width = 0.8 / len(kinds)
+    for j, (k, label, color) in enumerate(kinds):
+        arr = np.array([s + [np.nan] * (n_pass - len(s)) for s in series[k]], dtype=float) if series[k] else np.full((1, n_pass), np.nan)
+        mean = np.nanmean(arr, axis=0) if np.isfinite(arr).any() else np.full(n_pass, np.nan)
+        sd = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else None
+        ax.bar(x + (j - 1) * width, np.nan_to_num(mean), width, yerr=sd, label=label, color=color, alpha=0.85)
+        if published and published.get(k):
+            pv = published[k][:n_pass]
+            ax.plot(x[:len(pv)] + (j - 1) * width, pv, "o", mfc="none", mec="black", label=f"REPRO {label.split(' ')[0]}")
+    ax.set_xlabel("pass")
+    ax.set_ylabel("violations (test rows)")
+    ax.set_xticks(x)
+    ax2 = ax.twinx()
+    parr = np.array([p + [np.nan] * (n_pass + 1 - len(p)) for p in paths], dtype=float) if paths else np.full((1, n_pass + 1), np.nan)
+    ax2.plot(np.arange(0, n_pass + 1), np.nanmean(parr, axis=0) if np.isfinite(parr).any() else parr[0],
+             "-s", color="black", label="threshold Q (after pass; 0 = Q0)")
+    if published and published.get("threshold_path"):
+        pp = published["threshold_path"][:n_pass + 1]
+        ax2.plot(np.arange(len(pp)), pp, "--", color="grey", label="REPRO threshold")
+    ax2.set_ylabel("threshold Q")
+    ax2.grid(False)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper right")
+    ax.set_title(_title(title, runs[0], profile), fontsize=9)
+    return fig
+
+
+def calibration_panels(cal, q0: float, title: str, metrics: dict, profile: str = "",
+                       score_col: str = "score", d_col: str = "d", delta_col: str = "delta",
+                       neigh_col: str = "n_neighbours"):
+    """Calibration: score histogram with Q0, neighbour counts, and d against Delta."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    s = cal[score_col].to_numpy(dtype=float)
+    axes[0].hist(s[np.isfinite(s)], bins=30, color=PALETTE["neutral"])
+    if q0 is not None and np.isfinite(q0):
+        axes[0].axvline(q0, color=PALETTE["facter"], ls="--", label=f"Q0 = {q0:.3f}")
+        axes[0].legend(fontsize=8)
+    axes[0].set_xlabel("nonconformity score S = d + lambda Delta")
+    axes[0].set_ylabel("calibration rows")
+    if neigh_col in cal.columns:
+        n = cal[neigh_col].to_numpy()
+        axes[1].hist(n, bins=min(30, max(1, int(n.max()) + 1)), color=PALETTE["fair"])
+    else:
+        axes[1].text(0.5, 0.5, "n/a: no neighbour counts recorded", ha="center", transform=axes[1].transAxes)
+    axes[1].set_xlabel("counterfactual neighbours per row")
+    if d_col in cal.columns and delta_col in cal.columns:
+        axes[2].scatter(cal[d_col], cal[delta_col], s=6, alpha=0.5, color=PALETTE["facter"])
+    axes[2].set_xlabel("d = 1 - cos(prediction, target)")
+    axes[2].set_ylabel("Delta (counterfactual disparity)")
+    fig.suptitle(_title(title, metrics, profile), fontsize=9)
+    return fig
+
+
+def gap_bars(frame, title: str, metrics: dict, profile: str = ""):
+    """Per-user vs aggregate exposure gap (popular minus long tail) per method and user group."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    methods = list(dict.fromkeys(frame["method"]))
+    groups = list(dict.fromkeys(frame["users"]))
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 0.35 * len(groups) + 2.2), squeeze=False)
+    for ax, method in zip(axes[0], methods):
+        sub = frame[frame["method"] == method].set_index("users").reindex(groups)
+        y = np.arange(len(groups))
+        ax.barh(y - 0.2, sub["per_user_gap"].astype(float).fillna(0), 0.4, color=PALETTE["per_user"], label="per-user gap")
+        ax.barh(y + 0.2, sub["aggregate_gap"].astype(float).fillna(0), 0.4, color=PALETTE["aggregate"], label="aggregate gap")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(y)
+        ax.set_yticklabels(groups, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(METHOD_LABELS.get(method, method), fontsize=9)
+        ax.set_xlabel("exposure gap (popular - long tail)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(_title(title, metrics, profile), fontsize=9)
+    return fig

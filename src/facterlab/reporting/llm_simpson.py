@@ -1,0 +1,207 @@
+"""Simpson's paradox check on an LLM re-ranker's outputs (SIMPSON.md §1-§2 applied to FACTER §1.2 step 5).
+
+A rank-protocol run gives, per interaction row, a ranking of its 40 candidates; its relevance set is
+the row's ``relevant`` list. We treat each row as one "user" of Prost et al. (choice: a user with
+several rows counts once per row, since each row is a separate request with its own candidates),
+positions 1..40 over the candidate list (f(p) = 1/log2(1+p) by default), and two item groups:
+
+- group 0 = **popular** (head): the top ``head_share`` (default 20%) of catalogue items by their
+  number of ratings in the dataset (training popularity); ties at the cut go to the head;
+- group 1 = **long tail**: all other items (including items with no ratings).
+
+Then PerUserGap (mean over rows with relevant items of both groups of e_0 - e_1) and AggregateGap
+(pooled relevant pairs) come from :mod:`facterlab.simpson.gaps`; a positive gap means popular
+relevant items get more exposure than long-tail relevant ones. The random experiment: per row one
+candidate drawn uniformly (seeded); the naive estimate and the IPS estimates of
+:mod:`facterlab.simpson.ips` use as user variable V the share of popular items in the row's history
+(``counts``: quantile cells of V; ``model``: a logistic regression on V and the row's demographics).
+Both views are also computed within each demographic group of the users.
+
+>>> import pandas as pd
+>>> ratings = pd.DataFrame({"item_id": [1, 1, 1, 2, 3, 4, 5]})
+>>> popularity_groups(ratings, [1, 2, 3, 4, 5, 6], head_share=0.2).to_dict()
+{1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+GROUP_NAMES = {0: "popular", 1: "long tail"}
+RANKED_COLUMNS = ("ranked_ids", "mapped_ids", "pred_ids", "ranking", "ranked")
+
+
+def popularity_groups(ratings: pd.DataFrame, item_ids: Sequence[int], head_share: float = 0.2) -> pd.Series:
+    """Item group per item id: 0 = popular (top ``head_share`` of items by rating count), 1 = long tail.
+
+    The cut is the count of the item at rank ``ceil(head_share * n_items)``; items with at least that
+    count (and at least one rating) are popular.
+    """
+    if not 0.0 < head_share < 1.0:
+        raise ValueError(f"head_share must be in (0, 1), got {head_share}")
+    ids = pd.Index(pd.unique(np.asarray(item_ids, dtype=np.int64)))
+    counts = ratings["item_id"].value_counts().reindex(ids, fill_value=0)
+    k = max(1, math.ceil(head_share * len(ids)))
+    cut = np.sort(counts.to_numpy())[::-1][k - 1]
+    group = np.where((counts.to_numpy() >= cut) & (counts.to_numpy() > 0), 0, 1)
+    return pd.Series(group, index=ids, name="group")
+
+
+def _ranked_column(rows: pd.DataFrame, ranked_col: Optional[str]) -> str:
+    if ranked_col is not None:
+        if ranked_col not in rows.columns:
+            raise ValueError(f"rows have no column {ranked_col!r}; columns: {list(rows.columns)}")
+        return ranked_col
+    for c in RANKED_COLUMNS:
+        if c in rows.columns:
+            return c
+    raise ValueError(f"rows have none of the ranked-id columns {RANKED_COLUMNS}; columns: {list(rows.columns)}")
+
+
+def ranking_long_table(rows: pd.DataFrame, item_group: pd.Series, ranked_col: Optional[str] = None,
+                       unit_col: str = "row_id") -> pd.DataFrame:
+    """Long table ``user, item, group, relevant, position`` from rank-protocol rows.
+
+    Positions are 1-based over the row's candidates: the model's ranked ids first (ids not among the
+    candidates and repeats are dropped), then any candidate the ranking left out, in candidate
+    order. ``user`` is ``unit_col`` (the row id by default).
+    """
+    col = _ranked_column(rows, ranked_col)
+    recs = []
+    for r in rows.itertuples(index=False):
+        rd = r._asdict()
+        cands = [int(c) for c in rd["candidates"]]
+        if not cands:
+            raise ValueError(f"row {rd.get(unit_col)} has no candidates: not a rank-protocol row")
+        cset = set(cands)
+        order: list = []
+        for i in rd[col]:
+            i = int(i)
+            if i in cset and i not in order:
+                order.append(i)
+        order += [c for c in cands if c not in set(order)]
+        rel = {int(i) for i in rd["relevant"]}
+        for pos, item in enumerate(order, start=1):
+            recs.append((rd[unit_col], item, int(item_group.get(item, 1)), item in rel, pos))
+    return pd.DataFrame(recs, columns=["user", "item", "group", "relevant", "position"])
+
+
+def history_popular_share(rows: pd.DataFrame, item_group: pd.Series) -> np.ndarray:
+    """Share of popular (group 0) items in each row's history: the user variable V."""
+    return np.array([np.mean([item_group.get(int(i), 1) == 0 for i in h]) if len(h) else 0.0
+                     for h in rows["history"]], dtype=float)
+
+
+def shown_item_experiment(table: pd.DataFrame, rows: pd.DataFrame, item_group: pd.Series, seed: int = 0,
+                          exposure: str = "log", unit_col: str = "row_id") -> SimpleNamespace:
+    """The random experiment: one candidate per row drawn uniformly (seeded); its relevance, group,
+    exposure (f of its position), and the row's user variables."""
+    from facterlab.simpson.exposure import get_exposure
+
+    rng = np.random.default_rng(seed)
+    f = get_exposure(exposure)
+    units = rows[unit_col].to_numpy()
+    by_user = {u: g for u, g in table.groupby("user", sort=False)}
+    rel, grp, expo = [], [], []
+    for u in units:
+        g = by_user[u]
+        pick = g.iloc[int(rng.integers(len(g)))]
+        rel.append(bool(pick["relevant"]))
+        grp.append(int(pick["group"]))
+        expo.append(float(f(np.array([pick["position"]]))[0]))
+    v = history_popular_share(rows, item_group)
+    demo = []
+    for attr in ("gender", "age"):
+        if attr in rows.columns:
+            demo.append(pd.get_dummies(rows[attr].astype(str)).to_numpy(dtype=float))
+    emb = np.column_stack([v, *demo]) if demo else v[:, None]
+    return SimpleNamespace(relevant=np.array(rel), group=np.array(grp), exposure=np.array(expo),
+                           user_feature=v, user_embedding=emb)
+
+
+def _val(x) -> dict:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    return float(x)
+
+
+def _gap_block(table: pd.DataFrame, exposure: str) -> dict:
+    from facterlab.simpson.gaps import gaps_from_table
+
+    pu, ag = gaps_from_table(table, exposure)
+    out = {
+        "n_users": int(pu.n_users),
+        "per_user_gap": _val(pu.value) if pu.missing_reason is None else
+        {"value": None, "missing_reason": pu.missing_reason},
+        "share_defined": _val(pu.share_defined),
+        "aggregate_gap": _val(ag.value) if ag.missing_reason is None else
+        {"value": None, "missing_reason": ag.missing_reason},
+        "mean_exposure_popular": _val(ag.mean_exposure_0),
+        "mean_exposure_long_tail": _val(ag.mean_exposure_1),
+        "n_relevant_popular": int(ag.n_pairs_0),
+        "n_relevant_long_tail": int(ag.n_pairs_1),
+    }
+    pv, av = out["per_user_gap"], out["aggregate_gap"]
+    if isinstance(pv, float) and isinstance(av, float):
+        out["signs_disagree"] = bool(np.sign(pv) != np.sign(av) and pv != 0 and av != 0)
+        out["abs_difference"] = abs(pv - av)
+    else:
+        out["signs_disagree"] = {"value": None, "missing_reason": "a gap is undefined"}
+        out["abs_difference"] = {"value": None, "missing_reason": "a gap is undefined"}
+    return out
+
+
+def _estimate_block(est) -> dict:
+    if est.missing_reason is not None or not math.isfinite(est.value):
+        return {"value": None, "missing_reason": est.missing_reason or "not finite",
+                "n_observed_popular": int(est.n_0), "n_observed_long_tail": int(est.n_1)}
+    return {"value": float(est.value), "n_observed_popular": int(est.n_0), "n_observed_long_tail": int(est.n_1)}
+
+
+def llm_simpson_report(rows: pd.DataFrame, item_group: pd.Series, exposure: str = "log", seed: int = 0,
+                       by: Sequence[str] = ("gender", "age"), ranked_col: Optional[str] = None,
+                       n_bins: int = 5) -> dict:
+    """Per-user vs aggregate exposure gap (popular minus long tail) of one method's ranked rows,
+    overall and within each demographic group, plus the naive and IPS estimates from one random
+    shown item per row.  Returns a JSON-ready dict (missing values carry their reason)."""
+    from facterlab.simpson.ips import ips_estimate, naive_estimate
+
+    table = ranking_long_table(rows, item_group, ranked_col)
+    out = {"exposure": exposure, "unit": "interaction row", "groups": dict(GROUP_NAMES),
+           "overall": _gap_block(table, exposure)}
+    exp = shown_item_experiment(table, rows, item_group, seed, exposure)
+    out["random_experiment"] = {
+        "n_rows": int(len(exp.relevant)),
+        "naive": _estimate_block(naive_estimate(exp)),
+        "ips_counts": _estimate_block(ips_estimate(exp, "counts", n_bins=n_bins)),
+        "ips_model": _estimate_block(ips_estimate(exp, "model")),
+        "user_variable": "share of popular items in the history (+ gender/age dummies for the model)",
+    }
+    per_group = {}
+    for attr in by:
+        if attr not in rows.columns:
+            continue
+        for value, sub in rows.groupby(attr, sort=True):
+            t = table[table["user"].isin(set(sub["row_id"]))]
+            per_group[f"{attr}={value}"] = _gap_block(t, exposure)
+    out["by_user_group"] = per_group
+    return out
+
+
+def report_frame(reports: dict) -> pd.DataFrame:
+    """One row per (method, user group): per-user gap, aggregate gap, share defined, disagreement."""
+    recs = []
+    for method, rep in reports.items():
+        blocks = {"all rows": rep["overall"], **rep.get("by_user_group", {})}
+        for grp, b in blocks.items():
+            def num(x):
+                return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+            recs.append({"method": method, "users": grp, "n_rows": b["n_users"],
+                         "per_user_gap": num(b["per_user_gap"]), "aggregate_gap": num(b["aggregate_gap"]),
+                         "share_defined": b["share_defined"],
+                         "signs_disagree": b["signs_disagree"] if isinstance(b["signs_disagree"], bool) else None})
+    return pd.DataFrame(recs)

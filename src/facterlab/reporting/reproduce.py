@@ -1,0 +1,248 @@
+"""``facterlab reproduce``: run every notebook in ``notebooks/`` with papermill, in numeric order.
+
+Profiles (the notebooks' parameter cells hold the ``default`` values; a profile passes ``PROFILE``,
+``SMOKE`` and overrides, each only to the notebooks that declare that parameter):
+
+- ``default``: bundled SmolLM2-135M + MiniLM, dataset ``auto`` (ML-1M if present, else ML-100K,
+  else synthetic), sizes chosen so that all notebooks together finish within about 30 minutes on
+  2 CPU cores.
+- ``paper``: REPRO's sizes (ML-1M, n = 2,500 rows, 3 seeds, T = 3 passes, 200 CFR rows) and the
+  7-8B backbones (``llama3-8b``, ``llama2-7b``, ``mistral-7b``): for a GPU machine.
+- ``smoke``: ``SMOKE = True`` and synthetic data: tiny sizes, a check that everything runs.
+
+Notebooks run with ``kernel_name="python3"`` and the repository root as working directory, so
+``figures/`` and ``results/`` land in the repository; executed copies go to ``build/notebooks/``.
+A failing notebook does not stop the others; at the end the command names every failed notebook
+with its cell error and exits non-zero. Wall times go to ``results/reproduce_timings.json``.
+
+>>> filter_parameters({"SMOKE": True, "MODELS": ["x"]}, {"SMOKE", "DATASET"})
+({'SMOKE': True}, ['MODELS'])
+>>> sorted(PROFILES)
+['default', 'paper', 'smoke']
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
+
+PROFILES: dict = {
+    "default": {
+        "description": "bundled SmolLM2-135M + MiniLM on CPU, dataset auto, ~30 min on 2 cores",
+        "smoke": False,
+        "overrides": {},
+    },
+    "paper": {
+        "description": "REPRO sizes (ML-1M n=2,500, 3 seeds, T=3) with the 7-8B backbones; needs a GPU",
+        "smoke": False,
+        "overrides": {
+            "DATASET": "ml-1m",
+            "MODEL": "llama3-8b",
+            "MODELS": PAPER_MODELS,
+            "SEEDS": [0, 1, 2],
+            "N_INTERACTIONS": None,  # the dataset's REPRO size: ML-1M 2,500, Amazon 3,750
+            "PASSES": 3,
+            "CFR_ROWS": 200,
+            "MAX_NEW_TOKENS": 250,
+            "BATCH_SIZE": 16,
+            "DEVICE": "auto",
+        },
+    },
+    "smoke": {
+        "description": "SMOKE=True on synthetic data: tiny sizes, checks that every notebook runs",
+        "smoke": True,
+        "overrides": {"DATASET": "synthetic"},
+    },
+}
+
+
+@dataclass
+class NotebookRun:
+    """The outcome of one notebook: wall time, status (``ok``/``failed``), the parameters passed and
+    skipped, and the error (cell and exception) when it failed."""
+
+    notebook: str
+    seconds: float
+    status: str
+    output: str
+    parameters: dict = field(default_factory=dict)
+    skipped_parameters: list = field(default_factory=list)
+    error: Optional[str] = None
+
+
+def numeric_order(paths: Iterable[Path]) -> list:
+    """Notebooks sorted by their leading number (``2_x`` before ``10_y``), then by name.
+
+    >>> [p.name for p in numeric_order([Path("10_a.ipynb"), Path("2_b.ipynb"), Path("00_q.ipynb")])]
+    ['00_q.ipynb', '2_b.ipynb', '10_a.ipynb']
+    """
+    def key(p: Path):
+        m = re.match(r"(\d+)", p.name)
+        return (int(m.group(1)) if m else 10**9, p.name)
+
+    return sorted(paths, key=key)
+
+
+def discover_notebooks(notebooks_dir: Path, only: Optional[str] = None) -> list:
+    """The ``*.ipynb`` files of ``notebooks_dir`` (checkpoints excluded) in numeric order,
+    filtered by ``only`` (a glob such as ``0[3-5]*``, or a substring of the name)."""
+    import fnmatch
+
+    notebooks_dir = Path(notebooks_dir)
+    if not notebooks_dir.is_dir():
+        raise FileNotFoundError(f"no notebooks directory at {notebooks_dir}; run from the repository root")
+    paths = [p for p in notebooks_dir.glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    if only:
+        paths = [p for p in paths if fnmatch.fnmatch(p.name, only) or fnmatch.fnmatch(p.stem, only)
+                 or only in p.name]
+    return numeric_order(paths)
+
+
+def declared_parameters(notebook: Path) -> set:
+    """Names of the parameters a notebook declares in its tagged ``parameters`` cell."""
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook)).keys())
+
+
+def filter_parameters(params: dict, declared: Iterable[str]) -> tuple:
+    """Split ``params`` into those the notebook declares (passed) and the others (skipped, sorted)."""
+    declared = set(declared)
+    passed = {k: v for k, v in params.items() if k in declared}
+    return passed, sorted(k for k in params if k not in declared)
+
+
+def profile_parameters(profile: str, extra: Optional[dict] = None) -> dict:
+    """All parameters a profile passes (before per-notebook filtering): PROFILE, SMOKE, overrides,
+    then ``extra`` (``--set KEY=VALUE``) on top.
+
+    >>> profile_parameters("smoke")["SMOKE"], profile_parameters("smoke", {"MODEL": "fake"})["MODEL"]
+    (True, 'fake')
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(map(repr, PROFILES))}")
+    spec = PROFILES[profile]
+    params = {"PROFILE": profile, "SMOKE": bool(spec["smoke"]), **spec["overrides"]}
+    params.update(extra or {})
+    return params
+
+
+def _error_text(exc: BaseException) -> str:
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    cell = getattr(exc, "exec_count", None)
+    where = f"cell [{cell}]" if cell is not None else "notebook"
+    return f"{where}: {ename}: {evalue}".strip()
+
+
+def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir: Optional[str] = None,
+                  out: os.PathLike | str = "build/notebooks", notebooks_dir: os.PathLike | str = "notebooks",
+                  cwd: Optional[os.PathLike | str] = None, extra: Optional[dict] = None,
+                  timings_path: Optional[os.PathLike | str] = None, log=print) -> list:
+    """Execute the notebooks with papermill; return one :class:`NotebookRun` each (never raises on
+    a notebook's failure: the caller decides).  Writes ``results/reproduce_timings.json``."""
+    import papermill
+
+    from facterlab.config import results_dir
+
+    params = profile_parameters(profile, extra)
+    if data_dir is not None:
+        os.environ["FACTERLAB_DATA"] = str(Path(data_dir).expanduser().resolve())
+    cwd = Path(cwd) if cwd is not None else Path.cwd()
+    nb_dir = Path(notebooks_dir)
+    if not nb_dir.is_absolute():
+        nb_dir = cwd / nb_dir
+    out = Path(out)
+    if not out.is_absolute():
+        out = cwd / out
+    out.mkdir(parents=True, exist_ok=True)
+    notebooks = discover_notebooks(nb_dir, only)
+    if not notebooks:
+        raise FileNotFoundError(f"no notebooks matched in {nb_dir}" + (f" for --only {only!r}" if only else ""))
+    runs = []
+    t_all = time.perf_counter()
+    for nb in notebooks:
+        passed, skipped = filter_parameters(params, declared_parameters(nb))
+        target = out / nb.name
+        log(f"[reproduce] {nb.name} (profile {profile}; parameters {passed})")
+        t0 = time.perf_counter()
+        try:
+            papermill.execute_notebook(str(nb), str(target), parameters=passed, kernel_name="python3",
+                                       cwd=str(cwd), progress_bar=False, log_output=False)
+            status, error = "ok", None
+        except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
+            status, error = "failed", _error_text(exc)
+            log(f"[reproduce] FAILED {nb.name}: {error}")
+        runs.append(NotebookRun(nb.stem, round(time.perf_counter() - t0, 2), status, str(target),
+                                passed, skipped, error))
+    total = round(time.perf_counter() - t_all, 2)
+    path = Path(timings_path) if timings_path else results_dir() / "reproduce_timings.json"
+    if not path.is_absolute():
+        path = cwd / path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "profile": profile, "profile_description": PROFILES[profile]["description"],
+        "parameters": params, "data_dir": os.environ.get("FACTERLAB_DATA"),
+        "total_seconds": total, "notebooks": [asdict(r) for r in runs],
+    }, indent=2, default=str))
+    return runs
+
+
+def timings_table(runs: list, profile: str = "") -> str:
+    """A plain-text table: notebook, status, wall time, and the total."""
+    width = max([len(r.notebook) for r in runs] + [8])
+    lines = [f"{'notebook':<{width}}  {'status':<6}  {'seconds':>8}", "-" * (width + 18)]
+    for r in runs:
+        lines.append(f"{r.notebook:<{width}}  {r.status:<6}  {r.seconds:>8.1f}")
+    total = sum(r.seconds for r in runs)
+    lines.append("-" * (width + 18))
+    lines.append(f"{'total' + (f' (profile {profile})' if profile else ''):<{width}}  {'':<6}  {total:>8.1f}")
+    return "\n".join(lines)
+
+
+def _parse_set(items: Optional[list]) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            out[key.strip()] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = raw
+    return out
+
+
+def _cmd(args) -> int:
+    runs = run_notebooks(profile=args.profile, only=args.only, data_dir=args.data_dir, out=args.out,
+                         extra=_parse_set(args.set))
+    print(timings_table(runs, args.profile))
+    failed = [r for r in runs if r.status != "ok"]
+    if failed:
+        print(f"\nfacterlab reproduce: {len(failed)} of {len(runs)} notebook(s) failed:", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.notebook}: {r.error}  (executed copy: {r.output})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``facterlab reproduce`` to the CLI."""
+    p = subparsers.add_parser("reproduce", help="run every notebook with papermill (numeric order)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", choices=sorted(PROFILES), default="default",
+                   help="; ".join(f"{k}: {v['description']}" for k, v in PROFILES.items()))
+    p.add_argument("--only", default=None, help="run only notebooks matching this glob or substring")
+    p.add_argument("--data-dir", default=None, help="data directory (sets FACTERLAB_DATA for the notebooks)")
+    p.add_argument("--out", default="build/notebooks", help="where the executed notebooks go")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="extra parameter for every notebook that declares KEY (Python literal), repeatable")
+    p.set_defaults(func=_cmd)

@@ -1,0 +1,640 @@
+"""Tables from FACTER runs' ``metrics.json`` (FACTER.md §4, §6): Markdown, CSV and LaTeX.
+
+A table is built from one or more metrics dicts (the ``metrics.json`` schema of docs/CONTRACTS.md).
+Runs that agree on everything but the seed form one group; each cell of a group is
+``mean ± sd`` over its seeds (sample sd, ``ddof = 1``; a single seed prints the value alone).
+A value that cannot be computed prints ``n/a [k]`` with footnote ``[k]`` giving the reason,
+never 0; a mean over fewer seeds than the group has gets a footnote that says how many were missing.
+
+Every table states what made it: dataset, model, profile, preset, protocol and the variant names
+(threshold_rule, snsr variant, mapping, flip strategy, correction, ...). A variant on which the
+runs disagree becomes a row-label column, so that rows never mix variants silently.
+
+>>> m = {"dataset": "synthetic", "is_synthetic": True, "model": "fake", "protocol": "open",
+...      "preset": "repro", "variants": {"threshold_rule": "one_sided"},
+...      "methods": {"neutral": {"ndcg@10_multi": 0.25},
+...                  "facter": {"ndcg@10_multi": {"value": None, "missing_reason": "no rows"}}}}
+>>> t = method_table([m], name="t", title="T", columns=[Column("ndcg@10_multi", "NDCG@10")],
+...                  methods=("neutral", "facter"), published=())
+>>> [r[-1] for r in t.rows]
+['0.250', 'n/a [1]']
+>>> t.footnotes
+['[1] no rows']
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from facterlab.types import MissingValue
+
+METHODS = ("neutral", "fair", "facter")
+METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER",
+                 "random_floor": "Random ranking (floor)"}
+VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star")
+ATTRIBUTES = ("gender", "age", "occupation")
+#: Variant names printed with every table (keys of metrics.json "variants").
+VARIANT_KEYS = ("threshold_rule", "correction", "rule_keying", "mapping", "flip_strategy", "snsr",
+                "calibration_prompt", "ranker")
+#: Run-level fields that identify a group besides the variants.
+RUN_KEYS = ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic")
+NOT_REPORTED = "not reported by the published source"
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: the flat metric key, its header, and decimals (3 for rates, 1 for counts)."""
+
+    key: str
+    label: str
+    decimals: int = 3
+
+
+OPEN_COLUMNS = (
+    Column("ndcg@10_multi", "NDCG@10"),
+    Column("ndcg@10_single", "NDCG@10 (single)"),
+    Column("recall@10_multi", "Recall@10"),
+    Column("recall@10_single", "Recall@10 (single)"),
+    Column("valid@10", "Valid@10"),
+    Column("snsr_joint", "SNSR"),
+    Column("cfr_multi", "CFR"),
+    Column("violations_fixed_q0", "V(0)", 1),
+    Column("violations_adaptive", "V(t)", 1),
+)
+RANK_COLUMNS = (
+    Column("ndcg@10_multi", "NDCG@10"),
+    Column("ndcg@10_single", "NDCG@10 (single)"),
+    Column("recall@10_multi", "Recall@10"),
+    Column("recall@10_single", "Recall@10 (single)"),
+    Column("snsr_joint", "SNSR"),
+    Column("cfr_multi", "CFR"),
+    Column("violations_fixed_q0", "V(0)", 1),
+    Column("violations_adaptive", "V(t)", 1),
+)
+THRESHOLD_COLUMNS = (
+    Column("violations_fixed_q0", "V vs Q0", 1),
+    Column("violations_adaptive", "V vs Q_t", 1),
+    Column("violations_q_star", "V vs Q*", 1),
+    Column("violations_corrected", "V corrected", 1),
+    Column("q_final", "Q final"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading metrics.json values
+
+
+def metric_value(x: Any, what: str = "value") -> Any:
+    """A metrics.json value as a float, or a :class:`MissingValue` with its reason.
+
+    Numbers pass through; ``{"value": null, "missing_reason": r}`` and ``None`` become missing;
+    NaN/inf become missing (they are never printed as numbers).
+
+    >>> metric_value(0.5), metric_value({"value": 2})
+    (0.5, 2.0)
+    >>> metric_value({"value": None, "missing_reason": "too few groups"}).reason
+    'too few groups'
+    >>> metric_value(None, "ndcg").reason
+    'ndcg not recorded in metrics.json'
+    """
+    if isinstance(x, MissingValue):
+        return x
+    if x is None:
+        return MissingValue(f"{what} not recorded in metrics.json")
+    if isinstance(x, dict):
+        if "value" in x:
+            if x["value"] is None:
+                return MissingValue(str(x.get("missing_reason") or f"{what} missing (no reason given)"))
+            return metric_value(x["value"], what)
+        return MissingValue(f"{what} is a mapping without a value")
+    if isinstance(x, bool):
+        return float(x)
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return MissingValue(f"{what} is not a number: {x!r}")
+    if not math.isfinite(v):
+        return MissingValue(f"{what} is not finite ({v})")
+    return v
+
+
+def flatten_method_metrics(method: dict) -> dict:
+    """Flat ``key -> float | MissingValue`` view of one method's block of metrics.json.
+
+    Keys: the scalar metrics as they are (``ndcg@10_multi``, ``valid@10``, ``cfr_multi``...);
+    ``snsr_<g>``/``snsv_<g>``/``n_groups_<g>`` for g in joint, gender, age, occupation;
+    ``cfr_<attr>`` for the single-attribute CFR; ``violations_<kind>`` = the count of the LAST pass
+    (REPRO's headline convention), ``violations_<kind>_total`` and ``violations_<kind>_pass<i>``
+    (1-based); ``q0`` and ``q_final`` from the threshold path; ``parse_<status>`` counts.
+
+    >>> f = flatten_method_metrics({"violations": {"adaptive": [5, 3]}, "threshold_path": [1.0, 1.2, 1.3],
+    ...                             "snsr_proxy": {"joint": {"snsr": 0.1, "snsv": 0.05, "n_groups": 3}}})
+    >>> f["violations_adaptive"], f["violations_adaptive_total"], f["violations_adaptive_pass1"], f["q_final"]
+    (3.0, 8.0, 5.0, 1.3)
+    >>> f["snsr_joint"], f["n_groups_joint"]
+    (0.1, 3.0)
+    """
+    out: dict = {}
+    for key, val in method.items():
+        if key in ("snsr_proxy", "cfr_single", "violations", "threshold_path", "parse_status"):
+            continue
+        if isinstance(val, (dict, list)) and not (isinstance(val, dict) and "value" in val):
+            continue
+        out[key] = metric_value(val, key)
+    snsr = method.get("snsr_proxy")
+    if isinstance(snsr, dict):
+        for g, block in snsr.items():
+            if isinstance(block, dict) and "snsr" in block:
+                out[f"snsr_{g}"] = metric_value(block.get("snsr"), f"snsr_{g}")
+                out[f"snsv_{g}"] = metric_value(block.get("snsv"), f"snsv_{g}")
+                out[f"n_groups_{g}"] = metric_value(block.get("n_groups"), f"n_groups_{g}")
+            else:
+                miss = metric_value(block, f"snsr_{g}")
+                for pre in ("snsr", "snsv", "n_groups"):
+                    out[f"{pre}_{g}"] = miss if isinstance(miss, MissingValue) else MissingValue(
+                        f"snsr_{g} has no snsr/snsv fields")
+    cfr = method.get("cfr_single")
+    if isinstance(cfr, dict) and "value" not in cfr:
+        for attr, val in cfr.items():
+            out[f"cfr_{attr}"] = metric_value(val, f"cfr_{attr}")
+    elif cfr is not None:
+        miss = metric_value(cfr, "cfr_single")
+        for attr in ATTRIBUTES:
+            out[f"cfr_{attr}"] = miss
+    viol = method.get("violations")
+    if isinstance(viol, dict):
+        for kind, series in viol.items():
+            if isinstance(series, (list, tuple)):
+                vals = [metric_value(v, f"violations_{kind}") for v in series]
+                for i, v in enumerate(vals, start=1):
+                    out[f"violations_{kind}_pass{i}"] = v
+                if not vals:
+                    out[f"violations_{kind}"] = MissingValue(f"violations_{kind}: no passes recorded")
+                    continue
+                out[f"violations_{kind}"] = vals[-1]
+                miss = [v for v in vals if isinstance(v, MissingValue)]
+                out[f"violations_{kind}_total"] = miss[0] if miss else float(sum(vals))
+            else:
+                out[f"violations_{kind}"] = metric_value(series, f"violations_{kind}")
+    path = method.get("threshold_path")
+    if isinstance(path, (list, tuple)) and path:
+        out["q0"] = metric_value(path[0], "q0")
+        out["q_final"] = metric_value(path[-1], "q_final")
+    status = method.get("parse_status")
+    if isinstance(status, dict):
+        for k, v in status.items():
+            out[f"parse_{k}"] = metric_value(v, f"parse_{k}")
+    return out
+
+
+def run_field(metrics: dict, key: str) -> Any:
+    """A run-level field (``dataset``, ``model``...) or a variant (``threshold_rule``...) of a run."""
+    if key in metrics:
+        return metrics[key]
+    return (metrics.get("variants") or {}).get(key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+
+
+@dataclass
+class Cell:
+    """A table cell: the mean and sd over the values present, how many were present, and why the
+    others were missing."""
+
+    mean: Optional[float]
+    sd: Optional[float]
+    n: int
+    n_total: int
+    reasons: tuple = ()
+
+    @property
+    def missing(self) -> bool:
+        return self.n == 0
+
+
+def aggregate(values: Sequence[Any]) -> Cell:
+    """Mean and sample sd (ddof = 1) of the present values; missing ones are counted, not zeroed.
+
+    >>> c = aggregate([1.0, 2.0, 3.0]); (c.mean, c.sd, c.n)
+    (2.0, 1.0, 3)
+    >>> c = aggregate([1.0, MissingValue("x")]); (c.mean, c.sd, c.n, c.n_total, c.reasons)
+    (1.0, None, 1, 2, ('x',))
+    >>> aggregate([MissingValue("x")]).missing
+    True
+    """
+    present = [float(v) for v in values if not isinstance(v, MissingValue)]
+    reasons = tuple(dict.fromkeys(v.reason for v in values if isinstance(v, MissingValue)))
+    if not present:
+        return Cell(None, None, 0, len(values), reasons)
+    mean = sum(present) / len(present)
+    sd = None
+    if len(present) >= 2:
+        sd = math.sqrt(sum((v - mean) ** 2 for v in present) / (len(present) - 1))
+    return Cell(mean, sd, len(present), len(values), reasons)
+
+
+def format_mean_sd(mean: float, sd: Optional[float], decimals: int = 3, pm: str = "±") -> str:
+    """``mean ± sd`` at ``decimals`` places (the sd omitted when None).
+
+    >>> format_mean_sd(0.03456, 0.0041), format_mean_sd(42.666, None, 1)
+    ('0.035 ± 0.004', '42.7')
+    """
+    if sd is None:
+        return f"{mean:.{decimals}f}"
+    return f"{mean:.{decimals}f} {pm} {sd:.{decimals}f}"
+
+
+class _Footnotes:
+    """Numbered footnotes, one per distinct text, in order of first use."""
+
+    def __init__(self) -> None:
+        self.texts: list = []
+
+    def mark(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[{self.texts.index(text) + 1}]"
+
+    def lines(self) -> list:
+        return [f"[{i}] {t}" for i, t in enumerate(self.texts, start=1)]
+
+
+def render_cell(cell: Cell, decimals: int, notes: _Footnotes) -> str:
+    if cell.missing:
+        reason = "; ".join(cell.reasons) or "missing"
+        return f"n/a {notes.mark(reason)}"
+    text = format_mean_sd(cell.mean, cell.sd, decimals)
+    if cell.n < cell.n_total:
+        reason = f"{cell.n_total - cell.n} of {cell.n_total} seeds missing: " + "; ".join(cell.reasons)
+        text += f" {notes.mark(reason)}"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The table object and its writers
+
+
+@dataclass
+class Table:
+    """A formatted table: header, string rows, provenance notes and numbered footnotes.
+
+    ``values`` is the long numeric form (one row per cell: labels, column, mean, sd, n, n_total,
+    missing_reason) for anyone who wants numbers rather than strings.
+    """
+
+    name: str
+    title: str
+    header: list
+    rows: list
+    notes: list = field(default_factory=list)
+    footnotes: list = field(default_factory=list)
+    values: Any = None
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=self.header)
+
+    def to_markdown(self) -> str:
+        """GitHub Markdown: title, provenance lines, the table, footnotes."""
+        def esc(s: str) -> str:
+            return str(s).replace("|", "\\|")
+
+        lines = [f"**{self.title}**", ""]
+        lines += [f"{n}  " for n in self.notes]
+        if self.notes:
+            lines.append("")
+        lines.append("| " + " | ".join(esc(h) for h in self.header) + " |")
+        lines.append("|" + "|".join("---" for _ in self.header) + "|")
+        for row in self.rows:
+            lines.append("| " + " | ".join(esc(c) for c in row) + " |")
+        if self.footnotes:
+            lines.append("")
+            lines += [f"{f}  " for f in self.footnotes]
+        return "\n".join(lines) + "\n"
+
+    def to_csv(self) -> str:
+        """CSV of the formatted cells; provenance and footnotes follow as ``# `` comment lines
+        (``pandas.read_csv(path, comment="#")`` reads the table back)."""
+        import csv
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.header)
+        w.writerows(self.rows)
+        for line in [self.title, *self.notes, *self.footnotes]:
+            buf.write(f"# {line}\n")
+        return buf.getvalue()
+
+    def to_latex(self) -> str:
+        """A ``table`` environment with booktabs rules; notes and footnotes below the tabular."""
+        def tex(s: str) -> str:
+            return "".join(_TEX.get(ch, ch) for ch in str(s))
+
+        ncol = len(self.header)
+        lines = [r"\begin{table}[t]", r"\centering", r"\small",
+                 r"\begin{tabular}{" + "l" * ncol + "}", r"\toprule",
+                 " & ".join(tex(h) for h in self.header) + r" \\", r"\midrule"]
+        for row in self.rows:
+            lines.append(" & ".join(tex(c) for c in row) + r" \\")
+        lines.append(r"\bottomrule")
+        lines.append(r"\end{tabular}")
+        extra = [*self.notes, *self.footnotes]
+        if extra:
+            lines.append(r"\par\footnotesize " + r" \\ ".join(tex(e) for e in extra))
+        lines.append(r"\caption{" + tex(self.title) + "}")
+        lines.append(r"\label{tab:" + self.name.replace("_", "-") + "}")
+        lines.append(r"\end{table}")
+        return "\n".join(lines) + "\n"
+
+    def save(self, directory: Optional[os.PathLike | str] = None) -> dict:
+        """Write ``<name>.md``, ``<name>.csv`` and ``<name>.tex`` into ``figures/`` (or
+        ``directory``); return ``{"md": path, "csv": path, "tex": path}``."""
+        from facterlab.reporting.figures import figures_dir
+
+        out = figures_dir(directory)
+        paths = {}
+        for ext, text in (("md", self.to_markdown()), ("csv", self.to_csv()), ("tex", self.to_latex())):
+            p = out / f"{self.name}.{ext}"
+            p.write_text(text, encoding="utf-8")
+            paths[ext] = p
+        return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Provenance
+
+
+def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: Optional[str]) -> list:
+    def values_of(key):
+        vals = [run_field(m, key) for m in runs]
+        return list(dict.fromkeys("n/a" if v is None else str(v) for v in vals))
+
+    made = []
+    for key in ("dataset", "model", "encoder", "protocol", "preset"):
+        if key in varying:
+            continue
+        vals = values_of(key)
+        made.append(f"{key} {' / '.join(vals)}")
+    if profile is not None:
+        made.append(f"profile {profile}")
+    notes = ["Made by: " + ", ".join(made) + "."]
+    if any(bool(m.get("is_synthetic")) for m in runs):
+        notes.insert(0, "SYNTHETIC DATA: these numbers are not MovieLens or Amazon results.")
+    variant_keys = list(dict.fromkeys([*VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    variants = []
+    for key in variant_keys:
+        if key in varying:
+            continue
+        vals = values_of(key)
+        if vals == ["n/a"]:
+            continue
+        variants.append(f"{key}={' / '.join(vals)}")
+    if variants:
+        notes.append("Variants: " + ", ".join(variants) + ".")
+    calib = [m.get("calibration") or {} for m in runs]
+    alphas = list(dict.fromkeys(str(c.get("alpha")) for c in calib if c.get("alpha") is not None))
+    sizes = list(dict.fromkeys(f"{m.get('n_calib')}/{m.get('n_test')}" for m in runs if m.get("n_calib") is not None))
+    bits = []
+    if alphas:
+        bits.append(f"alpha {' / '.join(alphas)}")
+    if sizes:
+        bits.append(f"calibration/test rows {' / '.join(sizes)}")
+    if bits:
+        notes.append("Setting: " + ", ".join(bits) + "; cells are mean ± sd over seeds (sd with ddof 1).")
+    return notes
+
+
+def _group_runs(runs: Sequence[dict], label_keys: Sequence[str]) -> list:
+    """Group runs that agree on every run key and variant (i.e. differ only by seed)."""
+    keys = list(dict.fromkeys([*label_keys, *RUN_KEYS, *VARIANT_KEYS,
+                               *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    groups: dict = {}
+    for m in runs:
+        gk = tuple(str(run_field(m, k)) for k in keys)
+        groups.setdefault(gk, []).append(m)
+    return list(groups.values())
+
+
+def varying_keys(runs: Sequence[dict]) -> list:
+    """Run keys and variants that take more than one value across ``runs``."""
+    keys = list(dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS,
+                               *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    return [k for k in keys if len({str(run_field(m, k)) for m in runs}) > 1]
+
+
+def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
+                 columns: Sequence[Column] = OPEN_COLUMNS, methods: Sequence[str] = METHODS,
+                 row_by: Sequence[str] = ("dataset", "model"), profile: Optional[str] = None,
+                 published: Optional[Sequence[tuple]] = None, random_floor: bool = False) -> Table:
+    """One row per (group of seeds, method), plus published rows, plus the random-ranking floor.
+
+    ``runs``: metrics.json dicts. Runs that differ only by seed are one group (mean ± sd).
+    ``row_by``: run fields or variants shown as row-label columns; any variant on which the runs
+    disagree is added to them (never mixed silently). ``published``: ``(source, dataset, model)``
+    triples whose numbers (:mod:`facterlab.reporting.published`) follow as rows labelled with
+    their source; ``None`` picks every published setting of the runs' protocols whose dataset is
+    among the runs' datasets, else REPRO's ML-1M Llama-3 rows. ``random_floor``: add the
+    ``random_floor`` block of rank-protocol runs as a row.
+    """
+    from facterlab.reporting import published as pub
+
+    runs = [runs] if isinstance(runs, dict) else list(runs)
+    if not runs:
+        raise ValueError("method_table needs at least one metrics dict")
+    varying = varying_keys(runs)
+    label_keys = list(dict.fromkeys([*row_by, *[k for k in varying if k not in ("is_synthetic", "encoder")]]))
+    notes = _provenance_notes(runs, label_keys, profile)
+    foot = _Footnotes()
+    header = ["Source", *[k.replace("_", " ").capitalize() if k not in ("dataset", "model") else k.capitalize()
+                          for k in label_keys], "Method", "Seeds", *[c.label for c in columns]]
+    rows, long = [], []
+
+    for group in _group_runs(runs, label_keys):
+        labels = [str(run_field(group[0], k)) for k in label_keys]
+        block_methods = list(methods)
+        if random_floor:
+            block_methods.append("random_floor")
+        for method in block_methods:
+            if method == "random_floor":
+                flat = [{k: metric_value(v, k) for k, v in (m.get("random_floor") or {}).items()} for m in group]
+                if not any(flat):
+                    continue
+            else:
+                flat = []
+                for m in group:
+                    block = (m.get("methods") or {}).get(method)
+                    flat.append(flatten_method_metrics(block) if isinstance(block, dict) else None)
+                if all(f is None for f in flat):
+                    continue
+            cells = []
+            for col in columns:
+                vals = []
+                for f in flat:
+                    if f is None:
+                        vals.append(MissingValue(f"method {method} not in this run"))
+                    elif col.key in f:
+                        vals.append(f[col.key])
+                    elif method == "random_floor":
+                        vals.append(MissingValue("not defined for the random ranking"))
+                    else:
+                        vals.append(MissingValue(f"{col.key} not recorded in metrics.json"))
+                cell = aggregate(vals)
+                cells.append(render_cell(cell, col.decimals, foot))
+                long.append({"source": "ours", **dict(zip(label_keys, labels)), "method": method,
+                             "column": col.key, "mean": cell.mean, "sd": cell.sd, "n": cell.n,
+                             "n_total": cell.n_total,
+                             "missing_reason": "; ".join(cell.reasons) if cell.reasons else None})
+            rows.append(["ours", *labels, METHOD_LABELS.get(method, method), str(len(group)), *cells])
+
+    if published is None:
+        protocols = {m.get("protocol") for m in runs}
+        datasets = {m.get("dataset") for m in runs}
+        settings = []
+        for r in pub.PUBLISHED:
+            if r.protocol in protocols and r.dataset in datasets:
+                settings.append((r.source, r.dataset, r.model))
+        if not settings:
+            settings = [(r.source, r.dataset, r.model) for r in pub.PUBLISHED
+                        if r.protocol in protocols and r.source == "REPRO" and r.dataset == "ml-1m"]
+        published = list(dict.fromkeys(settings))
+    protocols = sorted({str(m.get("protocol")) for m in runs})
+    for source, dataset, model in published:
+        for protocol in protocols:
+            recs = [r for r in pub.published_records(source, dataset, None, protocol)
+                    if r.model == model and r.pass_index is None]
+            if not recs:
+                continue
+            for method in methods:
+                mrecs = {r.metric: r for r in recs if r.method == method}
+                if not mrecs:
+                    continue
+                cells = []
+                for col in columns:
+                    r = mrecs.get(col.key)
+                    if r is None:
+                        cells.append(f"n/a {foot.mark(NOT_REPORTED)}")
+                        continue
+                    text = format_mean_sd(r.value, r.sd, col.decimals)
+                    if r.note:
+                        text += f" {foot.mark(f'{source}: {r.note}')}"
+                    cells.append(text)
+                label_vals = []
+                for k in label_keys:
+                    label_vals.append({"dataset": dataset, "model": pub.PUBLISHED_MODELS.get(model, model),
+                                       "protocol": protocol}.get(k, "n/a"))
+                rows.append([source, *label_vals, METHOD_LABELS.get(method, method), "3" if source == "REPRO" else "1",
+                             *cells])
+    if any(r[0] != "ours" for r in rows):
+        notes.append("Published rows: " + "; ".join(f"{s} = {pub.SOURCES[s]}" for s in
+                                                      dict.fromkeys(r[0] for r in rows if r[0] != "ours"))
+                     + " (means only: the spec records no sd).")
+    import pandas as pd
+
+    return Table(name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(),
+                 values=pd.DataFrame(long))
+
+
+def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method: str = "facter",
+                   profile: Optional[str] = None, published: bool = True) -> Table:
+    """Violations per pass (adaptive, fixed Q0, corrected, Q*) and the threshold after each pass,
+    mean ± sd over the runs (seeds); REPRO's ML-1M open per-pass numbers as extra columns."""
+    from facterlab.reporting import published as pub
+
+    runs = [runs] if isinstance(runs, dict) else list(runs)
+    if not runs:
+        raise ValueError("per_pass_table needs at least one metrics dict")
+    flats = [flatten_method_metrics(((m.get("methods") or {}).get(method)) or {}) for m in runs]
+    n_pass = max((sum(1 for k in f if k.startswith("violations_adaptive_pass")) for f in flats), default=0)
+    if n_pass == 0:
+        raise ValueError(f"no per-pass violations recorded for method {method!r}")
+    foot = _Footnotes()
+    cols = [("violations_adaptive_pass{p}", "V(t) adaptive", 1), ("violations_fixed_q0_pass{p}", "V(0) fixed Q0", 1),
+            ("violations_corrected_pass{p}", "V corrected", 1), ("violations_q_star_pass{p}", "V(Q*)", 1)]
+    header = ["Pass", *[c[1] for c in cols], "Q after pass"]
+    show_pub = published and any(m.get("protocol") == "open" for m in runs)
+    if show_pub:
+        header += ["REPRO V(t)", "REPRO V(0)", "REPRO Q"]
+    rows, long = [], []
+    paths = [((m.get("methods") or {}).get(method) or {}).get("threshold_path") or [] for m in runs]
+    for p in range(0, n_pass + 1):
+        row = ["Q0 (before pass 1)" if p == 0 else str(p)]
+        for key, _label, dec in cols:
+            if p == 0:
+                row.append("")
+                continue
+            k = key.format(p=p)
+            cell = aggregate([f.get(k, MissingValue(f"{k} not recorded")) for f in flats])
+            row.append(render_cell(cell, dec, foot))
+            long.append({"pass": p, "column": k, "mean": cell.mean, "sd": cell.sd, "n": cell.n})
+        qv = [metric_value(path[p], "threshold") if len(path) > p else MissingValue(
+            f"threshold path shorter than {p + 1} entries") for path in paths]
+        cell = aggregate(qv)
+        row.append(render_cell(cell, 3, foot))
+        long.append({"pass": p, "column": "threshold", "mean": cell.mean, "sd": cell.sd, "n": cell.n})
+        if show_pub:
+            vals = []
+            for metric, dec in (("violations_adaptive_pass", 1), ("violations_fixed_q0_pass", 1), ("threshold_path", 3)):
+                idx = p if metric == "threshold_path" else p - 1
+                v = pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", method, metric, idx) if idx >= 0 else None
+                if v is None:
+                    vals.append("" if p == 0 and metric != "threshold_path" else f"n/a {foot.mark(NOT_REPORTED)}")
+                else:
+                    vals.append(format_mean_sd(v, None, dec))
+            row += vals
+        rows.append(row)
+    notes = _provenance_notes(runs, [], profile)
+    notes.append(f"Method: {METHOD_LABELS.get(method, method)}; counts are per pass over the test rows.")
+    if show_pub:
+        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (FACTER.md §6).")
+    import pandas as pd
+
+    return Table(name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(),
+                 values=pd.DataFrame(long))
+
+
+def frame_table(df, *, name: str, title: str, notes: Sequence[str] = (), decimals: int = 3,
+                index: bool = False) -> Table:
+    """A :class:`Table` from a DataFrame whose cells are numbers, strings or MissingValue/None.
+
+    Floats print at ``decimals`` places; missing cells print ``n/a [k]`` with the reason.
+
+    >>> import pandas as pd
+    >>> t = frame_table(pd.DataFrame({"a": [1.23456, None]}), name="x", title="X")
+    >>> t.rows, t.footnotes
+    ([['1.235'], ['n/a [1]']], ['[1] a: value missing'])
+    """
+    if index:
+        df = df.reset_index()
+    foot = _Footnotes()
+    rows = []
+    for rec in df.itertuples(index=False, name=None):
+        row = []
+        for col, v in zip(df.columns, rec):
+            if isinstance(v, MissingValue):
+                row.append(f"n/a {foot.mark(v.reason)}")
+            elif v is None or (isinstance(v, float) and not math.isfinite(v)):
+                row.append(f"n/a {foot.mark(f'{col}: value missing')}")
+            elif isinstance(v, dict) and "value" in v:
+                mv = metric_value(v, str(col))
+                row.append(f"n/a {foot.mark(mv.reason)}" if isinstance(mv, MissingValue)
+                           else f"{mv:.{decimals}f}")
+            elif isinstance(v, bool):
+                row.append(str(v))
+            elif isinstance(v, int) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
+                row.append(str(int(v)))
+            elif isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
+                row.append(f"{float(v):.{decimals}f}")
+            else:
+                row.append(str(v))
+        rows.append(row)
+    return Table(name=name, title=title, header=[str(c) for c in df.columns], rows=rows, notes=list(notes),
+                 footnotes=foot.lines(), values=df.copy())

@@ -1,0 +1,334 @@
+"""Vectorised, seeded simulation of the paper's synthetic recommender (Prost et al. 2022, §5;
+SIMPSON.md §3).
+
+- Users U_i: uniform on the unit sphere of R^r (choice), r = 8.
+- Items of group s: normalise(mu_s + Gaussian(0, (1/d_s) I)), mu_0 = [1, 0, ...], mu_1 = [1, 1, 0, ...];
+  d_0 = 1.5, d_1 varied ("density").  M = 100 items, half in each group (choice).
+- Relevance: Rel(i, j) = 1 iff U_i . V_j > T, T = 0.3 (21.6 % of pairs at r = 8).
+- Score(i, j) = U_i . V_j + noise_ij + bias_j, bias_j = b for group-1 items (model bias),
+  noise_ij ~ N(0, (sigma (1 + f(x_i)))^2), x_i = clip(U_i . mu_1/|mu_1|, -1, 1),
+  f linear with f(-1) = 0, f(1) = sigma_1 ("noise level"), i.e. f(x) = sigma_1 (x + 1)/2.
+- Full ranking by score (argsort of the N x M score matrix, chunked over users);
+  Exp = f_exp(position), default 1/log2(1 + p).
+- Random experiment: one item per user, drawn uniformly and independently of the user.
+- Factor read-outs (SIMPSON.md §3): a hypothetical user u* = mu_1/|mu_1| (excluded from the gaps,
+  noise sd sigma (1 + sigma_1)): competition n(u*) and C(u*), performance nDCG(u*) (choice: the
+  mean over ``probe_draws`` independent noise draws).
+
+Random streams are split with ``numpy.random.SeedSequence(seed).spawn``: users, items, noise,
+experiment and probe each have their own stream, so that e.g. the items do not change with N.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.simpson.exposure import competition, get_exposure
+from facterlab.simpson.gaps import (UserStats, aggregate_gap, decompose, lemma_aggregate_gap,
+                                    per_user_gap)
+
+SWEEP_PARAMS = ("d1", "sigma1", "bias", "n_users", "d0", "sigma", "threshold", "rank", "n_items")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Every knob of the simulation (SIMPSON.md §3); defaults are the spec's choices.
+
+    >>> SimConfig().n_users, SimConfig().rank, SimConfig(d1=3.0).d1
+    (10000, 8, 3.0)
+    >>> SimConfig(n_users=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_users must be >= 1, got 0
+    """
+
+    n_users: int = 10_000
+    n_items: int = 100
+    rank: int = 8
+    threshold: float = 0.3
+    d0: float = 1.5
+    d1: float = 1.5
+    sigma: float = 0.05
+    sigma1: float = 0.0
+    bias: float = 0.0
+    exposure: str = "log"
+    share_group1: float = 0.5
+    seed: int = 0
+    chunk_size: int = 10_000
+    probe_draws: int = 32
+
+    def __post_init__(self) -> None:
+        if self.n_users < 1:
+            raise ValueError(f"n_users must be >= 1, got {self.n_users}")
+        if self.n_items < 2:
+            raise ValueError(f"n_items must be >= 2, got {self.n_items}")
+        if self.n_items > 32_767:
+            raise ValueError("n_items must be <= 32767 (positions are stored as int16)")
+        if self.rank < 2:
+            raise ValueError(f"rank must be >= 2 (mu_1 needs two coordinates), got {self.rank}")
+        if self.d0 <= 0 or self.d1 <= 0:
+            raise ValueError("densities d0 and d1 must be > 0")
+        if self.sigma < 0 or self.sigma1 < 0:
+            raise ValueError("noise parameters sigma and sigma1 must be >= 0")
+        if not 0.0 < self.share_group1 < 1.0:
+            raise ValueError("share_group1 must be in (0, 1)")
+        if self.chunk_size < 1 or self.probe_draws < 1:
+            raise ValueError("chunk_size and probe_draws must be >= 1")
+        get_exposure(self.exposure)
+
+    def replace(self, **kw) -> "SimConfig":
+        return dataclasses.replace(self, **kw)
+
+
+@dataclass
+class Simulation:
+    """One simulated world and the recommender's full rankings in it."""
+
+    config: SimConfig
+    users: np.ndarray = field(repr=False)  # N x r, unit norm
+    items: np.ndarray = field(repr=False)  # M x r, unit norm
+    groups: np.ndarray = field(repr=False)  # M, 0/1
+    positions: np.ndarray = field(repr=False)  # N x M int16, from 1
+    relevant: np.ndarray = field(repr=False)  # N x M bool
+    stats: UserStats = field(repr=False)
+    probe: dict = field(default_factory=dict)
+
+    @property
+    def mu1_hat(self) -> np.ndarray:
+        return _mu(1, self.config.rank) / np.sqrt(2.0)
+
+    @property
+    def user_feature(self) -> np.ndarray:
+        """x_i = clip(U_i . mu_1/|mu_1|, -1, 1): the scalar user variable of the counts estimator."""
+        return np.clip(self.users @ self.mu1_hat, -1.0, 1.0)
+
+
+@dataclass
+class RandomExperiment:
+    """One uniformly drawn shown item per user, with what is observed about it."""
+
+    shown: np.ndarray  # item index per user
+    group: np.ndarray  # S of the shown item
+    relevant: np.ndarray  # Rel of the shown item
+    exposure: np.ndarray  # Exp the evaluated recommender gives the shown item
+    user_feature: np.ndarray  # scalar x_i (for the counts cells)
+    user_embedding: np.ndarray = field(repr=False)  # U_i (for the logistic model)
+
+
+def _mu(s: int, r: int) -> np.ndarray:
+    mu = np.zeros(r)
+    mu[0] = 1.0
+    if s == 1:
+        mu[1] = 1.0
+    return mu
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
+    """sd = sigma (1 + f(x)), f(x) = sigma_1 (x + 1)/2 (linear, f(-1) = 0, f(1) = sigma_1), x clipped to [-1, 1].
+
+    >>> noise_sd(np.array([-1.0, 0.0, 1.0, 2.0]), 0.05, 10.0).round(3).tolist()
+    [0.05, 0.3, 0.55, 0.55]
+    """
+    x = np.clip(np.asarray(x, dtype=float), -1.0, 1.0)
+    return sigma * (1.0 + sigma1 * (x + 1.0) / 2.0)
+
+
+def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
+    """Positions (1 = top) of each item in each row's descending ranking (ties: lower index first).
+
+    >>> ranks_from_scores(np.array([[0.1, 0.9, 0.5]])).tolist()
+    [[3, 1, 2]]
+    """
+    n, m = scores.shape
+    order = np.argsort(-scores, axis=1, kind="stable")
+    pos = np.empty((n, m), dtype=np.int16)
+    np.put_along_axis(pos, order, np.broadcast_to(np.arange(1, m + 1, dtype=np.int16), (n, m)), axis=1)
+    return pos
+
+
+def simulate(cfg: SimConfig = SimConfig()) -> Simulation:
+    """Simulate users, items, relevance and the recommender's full rankings (SIMPSON.md §3).
+
+    >>> sim = simulate(SimConfig(n_users=200, seed=1))
+    >>> sim.positions.shape, int(sim.positions.min()), int(sim.positions.max()), int(sim.groups.sum())
+    ((200, 100), 1, 100, 50)
+    """
+    ss = np.random.SeedSequence(cfg.seed)
+    s_users, s_items, s_noise, _s_exp, s_probe = ss.spawn(5)
+    r, n, m = cfg.rank, cfg.n_users, cfg.n_items
+    users = _normalise(np.random.default_rng(s_users).standard_normal((n, r)))
+    m1 = int(round(m * cfg.share_group1))
+    m0 = m - m1
+    rng_items = np.random.default_rng(s_items)
+    v0 = _mu(0, r) + rng_items.standard_normal((m0, r)) / np.sqrt(cfg.d0)
+    v1 = _mu(1, r) + rng_items.standard_normal((m1, r)) / np.sqrt(cfg.d1)
+    items = _normalise(np.vstack([v0, v1]))
+    groups = np.r_[np.zeros(m0, dtype=np.int8), np.ones(m1, dtype=np.int8)]
+    bias = np.where(groups == 1, cfg.bias, 0.0)
+    mu1_hat = _mu(1, r) / np.sqrt(2.0)
+
+    rng_noise = np.random.default_rng(s_noise)
+    positions = np.empty((n, m), dtype=np.int16)
+    relevant = np.empty((n, m), dtype=bool)
+    for start in range(0, n, cfg.chunk_size):
+        u = users[start:start + cfg.chunk_size]
+        aff = u @ items.T
+        sd = noise_sd(u @ mu1_hat, cfg.sigma, cfg.sigma1)
+        scores = aff + rng_noise.standard_normal(aff.shape) * sd[:, None] + bias[None, :]
+        positions[start:start + len(u)] = ranks_from_scores(scores)
+        relevant[start:start + len(u)] = aff > cfg.threshold
+    stats = _stats_chunked(positions, relevant, groups, cfg)
+    probe = _probe(items, groups, bias, cfg, np.random.default_rng(s_probe))
+    return Simulation(cfg, users, items, groups, positions, relevant, stats, probe)
+
+
+def _stats_chunked(positions, relevant, groups, cfg) -> UserStats:
+    parts = [UserStats.from_arrays(positions[s:s + cfg.chunk_size], relevant[s:s + cfg.chunk_size], groups, cfg.exposure)
+             for s in range(0, positions.shape[0], cfg.chunk_size)]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.concat(p)
+    return out
+
+
+def _probe(items, groups, bias, cfg: SimConfig, rng) -> dict:
+    """Competition and performance of a hypothetical user aligned with mu_1 (SIMPSON.md §3)."""
+    f = get_exposure(cfg.exposure)
+    u = _mu(1, cfg.rank) / np.sqrt(2.0)
+    aff = items @ u
+    rel = aff > cfg.threshold
+    n_rel = int(rel.sum())
+    c = float(competition(np.array([n_rel]), cfg.exposure)[0]) if n_rel else float("nan")
+    sd = cfg.sigma * (1.0 + cfg.sigma1)
+    scores = aff[None, :] + rng.standard_normal((cfg.probe_draws, len(aff))) * sd + bias[None, :]
+    pos = ranks_from_scores(scores)
+    if n_rel:
+        ebar = (f(pos) * rel[None, :]).sum(axis=1) / n_rel
+        ndcg = float(np.mean(ebar / c))
+    else:
+        ndcg = float("nan")
+    return {"probe_n_relevant": n_rel, "probe_n_relevant_0": int((rel & (groups == 0)).sum()),
+            "probe_n_relevant_1": int((rel & (groups == 1)).sum()),
+            "probe_competition": c, "probe_ndcg": ndcg}
+
+
+def random_experiment(sim: Simulation, seed: Optional[int] = None) -> RandomExperiment:
+    """Show each user one item drawn uniformly (independently of the user) and observe it.
+
+    ``seed=None`` uses the simulation's own experiment stream; an int draws a fresh experiment
+    on the same world (used to check that the naive estimator is unbiased).
+    """
+    if seed is None:
+        rng = np.random.default_rng(np.random.SeedSequence(sim.config.seed).spawn(5)[3])
+    else:
+        rng = np.random.default_rng(np.random.SeedSequence([sim.config.seed, 7919, int(seed)]))
+    n, m = sim.positions.shape
+    shown = rng.integers(0, m, size=n)
+    rows = np.arange(n)
+    f = get_exposure(sim.config.exposure)
+    return RandomExperiment(shown=shown, group=sim.groups[shown].astype(np.int8),
+                            relevant=sim.relevant[rows, shown],
+                            exposure=f(sim.positions[rows, shown]),
+                            user_feature=sim.user_feature, user_embedding=sim.users)
+
+
+def measure(sim: Simulation, experiment: Optional[RandomExperiment] = None, ips: bool = True,
+            n_bins: int = 10) -> dict:
+    """All read-outs of one simulation: true gaps, decomposition, factors and estimates (raw units)."""
+    from facterlab.simpson import ips as ips_mod
+
+    st = sim.stats
+    pug = per_user_gap(st)
+    agg = aggregate_gap(st)
+    dec = decompose(st)
+    out = {
+        "per_user_gap": pug.value, "share_defined": pug.share_defined,
+        "aggregate_gap": agg.value, "lemma_aggregate_gap": lemma_aggregate_gap(st),
+        "competition_performance_term": dec.competition_performance,
+        "per_user_gap_term": dec.per_user_gap_term,
+        "relevance_rate": float(sim.relevant.mean()),
+        "mean_n_relevant_0": float(st.n0.mean()), "mean_n_relevant_1": float(st.n1.mean()),
+        "mean_ndcg": float(np.nanmean(dec.performance)),
+    }
+    out.update(sim.probe)
+    if ips:
+        exp = experiment if experiment is not None else random_experiment(sim)
+        out["naive_estimate"] = ips_mod.naive_estimate(exp).value
+        out["ips_counts"] = ips_mod.ips_estimate(exp, "counts", n_bins=n_bins).value
+        out["ips_model"] = ips_mod.ips_estimate(exp, "model").value
+        out["n_observed_0"] = int((exp.relevant & (exp.group == 0)).sum())
+        out["n_observed_1"] = int((exp.relevant & (exp.group == 1)).sum())
+    return out
+
+
+def run(cfg: SimConfig = SimConfig(), ips: bool = True) -> dict:
+    """simulate + random experiment + measure: a flat dict with the config's knobs and read-outs."""
+    sim = simulate(cfg)
+    res = {k: getattr(cfg, k) for k in ("n_users", "n_items", "rank", "d0", "d1", "sigma", "sigma1", "bias", "seed")}
+    res.update(measure(sim, ips=ips))
+    return res
+
+
+def sweep(param: str, values: Iterable, seeds: Sequence[int] = range(10), base: SimConfig = SimConfig(),
+          ips: bool = True, progress: bool = True) -> pd.DataFrame:
+    """One row per (value, seed): ``run(base.replace(param=value, seed=seed))``.
+
+    >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimConfig(n_users=300), progress=False)
+    >>> df[["bias", "seed"]].values.tolist()
+    [[0.0, 0.0], [0.1, 0.0]]
+    """
+    if param not in SWEEP_PARAMS:
+        raise ValueError(f"unknown sweep parameter {param!r}; choose one of {', '.join(SWEEP_PARAMS)}")
+    from tqdm.auto import tqdm
+
+    combos = list(itertools.product(list(values), list(seeds)))
+    rows = [run(base.replace(**{param: v, "seed": int(s)}), ips=ips)
+            for v, s in tqdm(combos, desc=f"sweep {param}", disable=not progress)]
+    return pd.DataFrame(rows)
+
+
+def grid(sigma1_values=None, d1_values=None, base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
+         seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """The 160-simulation grid (SIMPSON.md §3): sigma_1 in linspace(0,10,16) x d_1 in linspace(1.5,4,10),
+    b = 0.03, one run each (seed = ``seed`` + configuration index), N = 50,000 by default."""
+    from tqdm.auto import tqdm
+
+    s_vals = np.linspace(0, 10, 16) if sigma1_values is None else np.asarray(sigma1_values, dtype=float)
+    d_vals = np.linspace(1.5, 4, 10) if d1_values is None else np.asarray(d1_values, dtype=float)
+    combos = list(itertools.product(s_vals, d_vals))
+    rows = [run(base.replace(sigma1=float(s), d1=float(d), seed=seed + k))
+            for k, (s, d) in enumerate(tqdm(combos, desc="grid", disable=not progress))]
+    return pd.DataFrame(rows)
+
+
+def grid_summary(df: pd.DataFrame) -> dict:
+    """Mean absolute errors (pp) against the true PerUserGap, and how often signs disagree."""
+    pu = df["per_user_gap"]
+    out = {"n_configurations": int(len(df)),
+           "mean_abs_aggregate_minus_per_user_pp": float(100 * (df["aggregate_gap"] - pu).abs().mean())}
+    for k in ("ips_counts", "ips_model", "naive_estimate"):
+        if k in df:
+            out[f"mean_abs_{k}_minus_per_user_pp"] = float(100 * (df[k] - pu).abs().mean())
+            out[f"sign_disagreement_{k}"] = float((np.sign(df[k]) != np.sign(pu)).mean())
+    out["sign_disagreement_aggregate"] = float((np.sign(df["aggregate_gap"]) != np.sign(pu)).mean())
+    out["paper_mean_abs_aggregate_minus_per_user_pp"] = 4.0
+    out["paper_mean_abs_estimate_minus_per_user_pp"] = 0.9
+    return out
+
+
+def summarise(df: pd.DataFrame, by: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Mean and sd over seeds per value of ``by`` (columns ``<col>_mean``, ``<col>_sd``)."""
+    cols = [c for c in (columns or df.columns) if c != by and c != "seed" and pd.api.types.is_numeric_dtype(df[c])]
+    g = df.groupby(by)[cols]
+    mean, sd = g.mean(), g.std(ddof=1)
+    out = pd.concat([mean.add_suffix("_mean"), sd.add_suffix("_sd")], axis=1)
+    return out.reset_index()
