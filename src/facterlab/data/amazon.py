@@ -47,9 +47,9 @@ def draw_demographics(n_users: int, seed: int = 0) -> pd.DataFrame:
     True
     """
     rng = np.random.default_rng(seed)
-    g = rng.integers(0, 2, size=n_users)
-    a = rng.integers(0, len(AGE_LABELS), size=n_users)
-    o = rng.integers(0, len(OCCUPATION_LABELS), size=n_users)
+    # one (gender, age, occupation) draw per user, user after user: a prefix of users keeps its draws
+    draws = rng.integers(0, [len(GENDERS), len(AGE_LABELS), len(OCCUPATION_LABELS)], size=(n_users, 3))
+    g, a, o = draws[:, 0], draws[:, 1], draws[:, 2]
     return pd.DataFrame({
         "gender": np.array(GENDERS, dtype=object)[g],
         "age": np.array(AGE_ORDER, dtype=object)[a],

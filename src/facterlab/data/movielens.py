@@ -16,9 +16,8 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,19 +53,29 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
     expected = expected or f"{len(names)} fields separated by {sep!r}"
     if not text.strip():
         return pd.DataFrame({n: pd.Series(dtype=np.int64 if n in int_cols else object) for n in names})
-    lines = None
+    # fast path: integer columns parsed directly by the C parser; any problem -> the checking path
+    pos_dtypes = {j: (np.int64 if n in int_cols else str) for j, n in enumerate(names)}
     try:
-        df = pd.read_csv(io.StringIO(text), sep=psep, header=None, names=list(names), dtype=str,
-                         quoting=csv.QUOTE_NONE, keep_default_na=False, na_filter=False,
-                         skip_blank_lines=False, engine="c")
-    except pd.errors.ParserError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        lineno = int(m.group(1)) if m else 0
-        lines = raw.split("\n")
-        line = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
-        raise _malformed(path, lineno, line, expected) from None
-    # a short line leaves its last field(s) empty: with na_filter off, pandas gives NaN there
-    bad = df.isna().any(axis=1).to_numpy().copy()
+        df = pd.read_csv(io.StringIO(text), sep=psep, header=None, dtype=pos_dtypes,
+                         quoting=csv.QUOTE_NONE, keep_default_na=False, skip_blank_lines=False,
+                         engine="c")
+        if df.shape[1] == len(names) and not df.isna().to_numpy().any():
+            df.columns = list(names)
+            return df
+    except (ValueError, OverflowError, pd.errors.ParserError):
+        pass
+    # checking path: find the first line with the wrong number of fields, then the first bad value
+    lines = raw.split("\n")
+    plines = text.split("\n")
+    if plines and plines[-1] == "":
+        plines = plines[:-1]
+    for i, line in enumerate(plines):
+        if line.rstrip("\r").count(psep) != len(names) - 1:
+            raise _malformed(path, i + 1, lines[i], expected)
+    df = pd.read_csv(io.StringIO(text), sep=psep, header=None, names=list(names), dtype=str,
+                     quoting=csv.QUOTE_NONE, keep_default_na=False, na_filter=False,
+                     skip_blank_lines=False, engine="c", index_col=False)
+    bad = np.zeros(len(df), dtype=bool)
     converted = {}
     for col in int_cols:
         vals = pd.to_numeric(df[col], errors="coerce")
@@ -74,7 +83,6 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
         converted[col] = vals
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        lines = raw.split("\n")
         raise _malformed(path, i + 1, lines[i] if i < len(lines) else "", expected)
     for col, vals in converted.items():
         df[col] = vals.to_numpy().astype(np.int64)
@@ -85,7 +93,9 @@ def _check_values(path: Path, series: pd.Series, allowed, what: str) -> None:
     bad = ~series.isin(list(allowed)).to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{path}: malformed line {i + 1}: {what} {series.iloc[i]!r} is not one of "
+        value = series.iloc[i]
+        value = value.item() if hasattr(value, "item") else value
+        raise ValueError(f"{path}: malformed line {i + 1}: {what} {value!r} is not one of "
                          f"{sorted(allowed)}")
 
 

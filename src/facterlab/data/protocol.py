@@ -114,13 +114,18 @@ def count_eligible(dataset: Dataset, cfg: Optional[DataConfig] = None) -> int:
     return int(len(eligible_positions(positives(dataset, cfg.min_rating), cfg.history_len)))
 
 
-def _candidates(rng: np.random.Generator, catalogue: np.ndarray, history: list, relevant: list,
-                n_candidates: int, max_pos: int) -> list:
+def _candidates(rng: np.random.Generator, catalogue: np.ndarray, cat_set: set, history: list,
+                relevant: list, n_candidates: int, max_pos: int) -> list:
+    """Positives (relevance minus history, capped) + uniform negatives, shuffled (FACTER.md §1.2 step 5).
+
+    Drawing need + |excluded| distinct catalogue items and keeping the first ``need`` not excluded is
+    a uniform draw without replacement from the catalogue minus the excluded items.
+    """
     hist = set(history)
     pos = [x for x in relevant if x not in hist][:max_pos]
     excl = hist | set(pos)
     need = n_candidates - len(pos)
-    n_excl_in_cat = int(np.isin(np.fromiter(excl, dtype=np.int64, count=len(excl)), catalogue).sum())
+    n_excl_in_cat = len(excl & cat_set)
     if len(catalogue) - n_excl_in_cat < need:
         raise ValueError(f"the catalogue has {len(catalogue)} items: too few to draw {need} negatives "
                          f"outside a row's history and positives (n_candidates = {n_candidates})")
@@ -170,7 +175,9 @@ def build_interactions(dataset: Dataset, cfg: Optional[DataConfig] = None,
         rng_c = np.random.default_rng([cfg.seed, STREAM_CANDIDATES])
         catalogue = np.sort(dataset.items["item_id"].to_numpy(np.int64))
         max_pos = min(W, C - 1)
-        cands = [_candidates(rng_c, catalogue, h, rel, C, max_pos) for h, rel in zip(hist_lists, relevant)]
+        cat_set = set(catalogue.tolist())
+        cands = [_candidates(rng_c, catalogue, cat_set, h, rel, C, max_pos)
+                 for h, rel in zip(hist_lists, relevant)]
     else:
         cands = [[] for _ in range(n)]
     users = dataset.users.set_index("user_id")

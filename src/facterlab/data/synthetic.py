@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from facterlab.config import cache_dir as _cache_dir
-from facterlab.data import AGE_LABELS, GENRES, OCCUPATION_LABELS, Dataset
+from facterlab.data import GENRES, Dataset
 
 GENERATOR_VERSION = 3
 DEFAULTS = {"n_users": 1000, "n_items": 1200, "n_ratings": 100_000, "seed": 0}
@@ -256,5 +256,3 @@ def load_synthetic(n_users: int = DEFAULTS["n_users"], n_items: int = DEFAULTS["
         "version": GENERATOR_VERSION}})
     return ds
 
-
-_ = (AGE_LABELS, OCCUPATION_LABELS)  # the codes written are the ML-1M codes of these tables

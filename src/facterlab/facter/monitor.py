@@ -48,6 +48,14 @@ def request_seed(seed: int, row_id: int, pass_index: int = 0) -> int:
     return int.from_bytes(h, "little") & 0x7FFFFFFF
 
 
+def prompt_items(items: pd.DataFrame) -> dict:
+    """item_id -> title mapping given to ``prompts.build_request`` (a dict lookup is ~100x faster than
+    a DataFrame lookup per row; requests then carry no history features in ``meta``, the fakes read
+    them from their own item table)."""
+    tbl = items.set_index("item_id") if "item_id" in items.columns else items
+    return {int(i): str(t) for i, t in zip(tbl.index, tbl["title"])}
+
+
 @dataclass
 class CalibrationState:
     """What the online phase needs from calibration: Q0 and the calibration rows' contexts, protected
@@ -123,6 +131,7 @@ class FacterMonitor:
         self.rows = rows.reset_index(drop=True)
         self.row_dicts = self.rows.to_dict("records")
         self.items, self.rec, self.scorer = items, recommender, scorer
+        self.prompt_items = prompt_items(items)
         self.postprocess, self.represent = postprocess, represent
         self.cfg, self.n_calib = cfg, int(n_calib)
         self.protocol, self.k, self.domain, self.seed = protocol, int(k), domain, int(seed)
@@ -140,6 +149,7 @@ class FacterMonitor:
         self._rules_memo: dict = {}
         self.n_predicted = 0
         self.n_repredicted = 0
+        self.passes_run = 0
 
     # ------------------------------------------------------------------ prompts
     def rules_for(self, attrs: dict) -> tuple:
@@ -162,7 +172,7 @@ class FacterMonitor:
         return self.prompts.system_prompt(self.kind, rules, announce=announce), rules
 
     def request_for(self, row: dict, system: str, pass_index: int):
-        return self.prompts.build_request(row, self.items, system, self.protocol, self.k, self.domain,
+        return self.prompts.build_request(row, self.prompt_items, system, self.protocol, self.k, self.domain,
                                           request_seed(self.seed, int(row["row_id"]), pass_index))
 
     def _current(self, pos: int, pass_index: int, passes: int, row: Optional[dict] = None, attrs: Optional[dict] = None):
@@ -257,16 +267,16 @@ class FacterMonitor:
             if bar is not None:
                 bar.close()
             path.append(self.thr.q)
+            self.passes_run = t + 1
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
         df["viol_q_star"] = df["S"].to_numpy() > q_star
         return MonitorResult(df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted)
 
-    def final_request(self, row: dict, pass_index: int = 0):
-        """A request for ``row`` (a mapping, e.g. a counterfactual copy) under the final state."""
-        attrs = {a: str(row[a]) for a in PROTECTED}
-        system, _ = self.system_for(attrs, pass_index, max(1, pass_index + 1))
-        return self.request_for(row, system, pass_index)
+    def final_system(self, attrs: dict) -> str:
+        """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`)."""
+        t = max(1, self.passes_run)
+        return self.system_for({a: str(attrs[a]) for a in PROTECTED}, t - 1, t)[0]
 
 
 def violation_summary(records: pd.DataFrame) -> dict:

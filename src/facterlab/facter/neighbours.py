@@ -51,35 +51,6 @@ class NeighbourIndex:
         """Number of neighbours per query row."""
         return np.diff(self.indptr)
 
-    def subset(self, rows: Sequence[int]) -> "NeighbourIndex":
-        """The index restricted to the given query rows (in that order)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        counts = self.counts[rows]
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        if len(rows):
-            take = np.concatenate([np.arange(self.indptr[r], self.indptr[r + 1]) for r in rows])
-        else:
-            take = np.zeros(0, dtype=np.int64)
-        return NeighbourIndex(indptr, self.indices[take], self.sims[take], self.n_ref)
-
-
-def group_codes(*frames: pd.DataFrame, attrs: Sequence[str] = PROTECTED) -> list:
-    """Integer codes of the protected tuple, consistent across several frames.
-
-    >>> a = pd.DataFrame({"gender": ["M", "F"], "age": ["18-24", "18-24"], "occupation": ["x", "x"]})
-    >>> b = pd.DataFrame({"gender": ["F"], "age": ["18-24"], "occupation": ["x"]})
-    >>> [c.tolist() for c in group_codes(a, b)]
-    [[0, 1], [1]]
-    """
-    keys = [f[list(attrs)].astype(str).agg("\x1f".join, axis=1) for f in frames]
-    allk = pd.concat(keys, ignore_index=True) if keys else pd.Series([], dtype=str)
-    codes, _ = pd.factorize(allk)
-    out, start = [], 0
-    for k in keys:
-        out.append(codes[start : start + len(k)].astype(np.int64))
-        start += len(k)
-    return out
-
 
 def _normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
@@ -107,8 +78,9 @@ def counterfactual_neighbours(
     ||x_i - r_j||_2 <= tau_x) and, when ``ref_emb is None`` (self mode: reference = query), j != i.
     Groups may be any hashable labels (tuples, strings, ints).  Embeddings are re-normalised.
 
-    Computed in blocks of query rows sized so that each block's similarity matrix stays under
-    ``max_block_bytes``.
+    Computed in blocks of query rows sized so that each block's similarity matrix and mask stay
+    under ``max_block_bytes``; the group, locality and diagonal tests run only on the pairs above
+    tau_rho.
 
     >>> q = np.array([[1.0, 0.0]]); r = np.array([[0.95, 0.312], [1.0, 0.0], [0.0, 1.0]])
     >>> counterfactual_neighbours(q, ["a"], r, ["b", "a", "b"], tau_rho=0.9).neighbours(0).tolist()
@@ -132,7 +104,7 @@ def counterfactual_neighbours(
     codes, _ = pd.factorize(pd.Series([repr(g) for g in qg_raw + rg_raw], dtype=object))
     qg, rg = codes[: len(qg_raw)], codes[len(qg_raw) :]
     n_q, n_r = len(q), len(r)
-    block = int(max(1, min(n_q, max_block_bytes // max(1, 8 * n_r))))  # w (4 B) + masks
+    block = int(max(1, min(n_q, max_block_bytes // max(1, 5 * n_r))))  # w (4 B) + mask (1 B) per pair
     # L2 gate on unit vectors: ||x - y||^2 = 2 - 2 cos  ->  cos >= 1 - tau_x^2 / 2
     cos_min_x = None if tau_x is None else 1.0 - tau_x * tau_x / 2.0
     counts = np.zeros(n_q, dtype=np.int64)
@@ -145,17 +117,19 @@ def counterfactual_neighbours(
     for s in starts:
         e = min(n_q, s + block)
         w = q[s:e] @ r.T
-        mask = w > tau_rho
+        flat = np.flatnonzero(w > tau_rho)  # much faster than a 2-d np.nonzero on a sparse mask
+        rows, cols = np.divmod(flat, n_r)
+        sims = w[rows, cols]
+        del w
+        keep = qg[s + rows] != rg[cols]
         if cos_min_x is not None:
-            mask &= w >= cos_min_x
-        mask &= qg[s:e, None] != rg[None, :]
+            keep &= sims >= cos_min_x
         if self_mode:
-            mask[np.arange(e - s), np.arange(s, e)] = False
-        rows, cols = np.nonzero(mask)
+            keep &= (s + rows) != cols
+        rows, cols, sims = rows[keep], cols[keep], sims[keep]
         counts[s:e] = np.bincount(rows, minlength=e - s)
         idx_parts.append(cols.astype(np.int64))
-        sim_parts.append(w[rows, cols].astype(np.float32))
-        del w, mask
+        sim_parts.append(sims.astype(np.float32))
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     indices = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
     sims = np.concatenate(sim_parts) if sim_parts else np.zeros(0, dtype=np.float32)

@@ -32,7 +32,9 @@ import pandas as pd
 from facterlab.config import RunConfig, config_hash, config_to_dict, results_dir
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
-from facterlab.facter.monitor import CalibrationState, FacterMonitor, OnlineScorer, request_seed, violation_summary
+from facterlab.facter.monitor import (
+    CalibrationState, FacterMonitor, OnlineScorer, prompt_items, request_seed, violation_summary,
+)
 from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
 
@@ -76,6 +78,12 @@ def _missing(reason: str) -> dict:
     return {"value": None, "missing_reason": reason}
 
 
+def _value_or_missing(summary: dict):
+    if summary.get("value") is None:
+        return _missing(summary.get("missing_reason", "not computed"))
+    return summary["value"]
+
+
 def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
     """``post(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``.
 
@@ -83,6 +91,9 @@ def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
     titles go through the catalogue mapper (one call per batch).
     """
     titles_by_id = items["title"].astype(str).to_dict()
+    exact: dict = {}
+    for iid, t in titles_by_id.items():
+        exact.setdefault(t, int(iid))
 
     def post(rows: list, preds: list) -> list:
         if protocol == "rank":
@@ -94,10 +105,16 @@ def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
                 mapped = [lookup.get(str(t), -1) for t in pr.titles]
                 out.append((mapped, mapped[0] if mapped else -1, str(pr.titles[0]) if pr.titles else ""))
             return out
-        lists = [list(pr.titles)[:k] for pr in preds]
-        mapped_rows = mapper.map_rows(lists, k=k)
-        return [([int(m) for m in mr], int(mr[0]) if len(mr) else -1, str(ts[0]) if ts else "")
-                for ts, mr in zip(lists, mapped_rows)]
+        lists = [[str(t) for t in list(pr.titles)[:k]] for pr in preds]
+        # exact catalogue titles map to themselves (cosine 1 / fuzzy 100: what the mapper would return);
+        # only the other titles go through the mapper, in one call per batch
+        unknown = sorted({t for ts in lists for t in ts if t not in exact})
+        found = dict(zip(unknown, (int(m) for m in mapper.map(unknown)))) if unknown else {}
+        out = []
+        for ts in lists:
+            mr = [exact[t] if t in exact else found[t] for t in ts]
+            out.append((mr, mr[0] if mr else -1, ts[0] if ts else ""))
+        return out
 
     return post
 
@@ -151,7 +168,8 @@ def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encode
     rows = calib_rows.reset_index(drop=True)
     row_dicts = rows.to_dict("records")
     system = prompts.system_prompt(fc.calibration_prompt)
-    reqs = [prompts.build_request(r, items, system, cfg.protocol, cfg.metrics.k, domain,
+    pitems = prompt_items(items)
+    reqs = [prompts.build_request(r, pitems, system, cfg.protocol, cfg.metrics.k, domain,
                                   request_seed(cfg.seed, int(r["row_id"]), 0)) for r in row_dicts]
     preds = _predict_all(recommender, reqs, max(1, cfg.model.batch_size) * 8, progress, "calibration")
     post = postprocess(row_dicts, preds)
@@ -188,45 +206,64 @@ def _parse_counts(statuses) -> dict:
 
 
 def _cfr_block(monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: dict, cfg: RunConfig,
-               mapper, postprocess, orig_vecs: np.ndarray) -> tuple:
-    """CFR multi and single (FACTER.md §4) for a method whose final state is in ``monitor``."""
+               mapper, postprocess) -> tuple:
+    """CFR multi and single (FACTER.md §4) for the method whose final state is in ``monitor``.
+
+    Original and counterfactual rows are predicted under the same system prompt: the one the original
+    row gets under the method's final state (static for the baselines, the final rules for FACTER),
+    with the seeds of pass 0.
+    """
     from facterlab.metrics import cfr_summary, flip_attributes
 
     k = cfg.metrics.k
-    orig_dicts = sample.to_dict("records")
-    systems = [monitor.system_for({a: str(r[a]) for a in PROTECTED}, monitor_final_pass(monitor), monitor_passes(monitor))[0]
-               for r in orig_dicts]
+    systems = [monitor.final_system(r) for r in sample.to_dict("records")]
 
-    def vecs_for(cf_rows: pd.DataFrame) -> np.ndarray:
-        dicts = cf_rows.to_dict("records")
-        reqs = [monitor.prompts.build_request(r, monitor.items, s, cfg.protocol, k, monitor.domain,
-                                              request_seed(cfg.seed, int(r["row_id"]), 0))
-                for r, s in zip(dicts, systems)]
+    def vecs_for(rows: pd.DataFrame) -> np.ndarray:
+        dicts = rows.to_dict("records")
+        reqs = [monitor.request_for(r, s, 0) for r, s in zip(dicts, systems)]
         preds = monitor.rec.predict(reqs)
         post = postprocess(dicts, preds)
         return mapper.row_embeddings([list(p.titles)[:k] for p in preds], [po[0][:k] for po in post], k=k)
 
+    orig = vecs_for(sample)
     flips = {"multi": tuple(PROTECTED), **{a: (a,) for a in PROTECTED}}
     out = {}
     for i, (name, attrs) in enumerate(flips.items()):
         rng = np.random.default_rng([int(cfg.seed), 7, i])
         cf = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
-        out[name] = cfr_summary(orig_vecs, vecs_for(cf))
+        out[name] = cfr_summary(orig, vecs_for(cf))
     multi = out.pop("multi")
     return multi, out
 
 
-def monitor_final_pass(mon: FacterMonitor) -> int:
-    return max(0, getattr(mon, "_passes_run", 1) - 1)
+def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values: dict, cfg: RunConfig,
+                   postprocess) -> dict:
+    """snsr_fairllm (Zhang et al. 2023; FACTER.md §4): per attribute value, Jaccard@k between the list
+    with the value set and the list without the demographics block, over ``fairllm_users`` sampled
+    test rows, under the method's final system prompt."""
+    from facterlab.metrics import sample_cfr_rows, snsr_fairllm
 
+    k = cfg.metrics.k
+    sample = sample_cfr_rows(test, cfg.metrics.fairllm_users, np.random.default_rng([int(cfg.seed), 11]))
+    dicts = sample.to_dict("records")
+    systems = [monitor.final_system(r) for r in dicts]
 
-def monitor_passes(mon: FacterMonitor) -> int:
-    return max(1, getattr(mon, "_passes_run", 1))
+    def lists(rows: list, demographics: bool = True) -> list:
+        reqs = [monitor.prompts.build_request(r, monitor.prompt_items, sy, cfg.protocol, k, monitor.domain,
+                                              request_seed(cfg.seed, int(r["row_id"]), 0), demographics=demographics)
+                for r, sy in zip(rows, systems)]
+        return [po[0][:k] for po in postprocess(rows, monitor.rec.predict(reqs))]
+
+    neutral = lists(dicts, demographics=False)
+    by_value = {a: {str(v): lists([{**r, a: v} for r in dicts]) for v in attribute_values[a]} for a in PROTECTED}
+    out = snsr_fairllm(by_value, neutral, k)
+    out["n_users"] = int(len(dicts))
+    return out
 
 
 def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg: RunConfig, mapper,
-                   postprocess, attribute_values: dict) -> dict:
-    """Metrics of one method (its last pass) in the metrics.json schema."""
+                   postprocess, attribute_values: dict, fairllm: bool = False) -> dict:
+    """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md)."""
     from facterlab.metrics import ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
 
     k = cfg.metrics.k
@@ -239,36 +276,21 @@ def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg:
     titles = [list(t)[:k] for t in last["titles"]]
     row_vecs = mapper.row_embeddings(titles, ranked, k=k)
     snsr = snsr_proxy(row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group)
-    sample_pos = sample_cfr_rows(pd.DataFrame({"pos": np.arange(len(test))}), cfg.metrics.cfr_rows,
-                                 np.random.default_rng([int(cfg.seed), 5]))["pos"].to_numpy()
-    sample = test.iloc[sample_pos]
-    if monitor.repair:
-        # FACTER: originals re-predicted under the final rules state
-        orig_vecs = None
-    else:
-        orig_vecs = row_vecs[sample_pos]
-    if orig_vecs is None:
-        dicts = sample.to_dict("records")
-        reqs = [monitor.final_request(r, 0) for r in dicts]
-        systems = [monitor.system_for({a: str(r[a]) for a in PROTECTED}, monitor_final_pass(monitor), monitor_passes(monitor))[0]
-                   for r in dicts]
-        reqs = [monitor.prompts.build_request(r, monitor.items, s, cfg.protocol, k, monitor.domain,
-                                              request_seed(cfg.seed, int(r["row_id"]), 0)) for r, s in zip(dicts, systems)]
-        preds = monitor.rec.predict(reqs)
-        post = postprocess(dicts, preds)
-        orig_vecs = mapper.row_embeddings([list(p.titles)[:k] for p in preds], [po[0][:k] for po in post], k=k)
-    cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess, orig_vecs)
-    viol = violation_summary(rec)
-    out = {
+    sample = sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
+    cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)
+    extra = {}
+    if fairllm:
+        extra["snsr_fairllm"] = _fairllm_block(monitor, test, attribute_values, cfg, postprocess)
+    return {
+        **extra,
         "ndcg@10_multi": multi["ndcg_mean"], "ndcg@10_single": single["ndcg_mean"],
         "recall@10_multi": multi["recall_mean"], "recall@10_single": single["recall_mean"],
         "valid@10": valid_at_k(ranked, k),
         "snsr_proxy": snsr,
-        "cfr_multi": cfr_multi["value"] if cfr_multi["value"] is not None else cfr_multi,
-        "cfr_multi_detail": cfr_multi,
-        "cfr_single": {a: (v["value"] if v["value"] is not None else v) for a, v in cfr_single.items()},
-        "cfr_rows": int(len(sample)),
-        "violations": viol,
+        "cfr_multi": _value_or_missing(cfr_multi),
+        "cfr_single": {a: _value_or_missing(v) for a, v in cfr_single.items()},
+        "cfr_detail": {"multi": cfr_multi, **cfr_single, "n_rows": int(len(sample))},
+        "violations": violation_summary(rec),
         "threshold_path": [float(q) for q in result.threshold_path],
         "parse_status": _parse_counts(last["parse_status"]),
         "mean_S": [float(x) for x in rec.groupby("pass")["S"].mean().tolist()],
@@ -276,7 +298,6 @@ def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg:
         "rules_in_last_pass": sorted({r for rr in last["rules"] for r in rr}),
         "n_repredicted": int(result.n_repredicted),
     }
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,8 +321,12 @@ def _load_data(cfg: RunConfig, data_dir, dataset):
 
 
 def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None, out_dir=None,
-                   progress: bool = True, dataset=None) -> RunResult:
+                   progress: bool = True, dataset=None, fairllm: bool = False) -> RunResult:
     """Run Neutral, Fair and FACTER on one dataset and save everything (module docstring).
+
+    ``fairllm=True`` adds the ``snsr_fairllm`` variant to each method's metrics (costly: for
+    ``metrics.fairllm_users`` rows, one prediction per value of every attribute plus one without
+    demographics).
 
     ``out_dir``: the results root (default :func:`facterlab.config.results_dir`); the run's files go to
     ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
@@ -360,17 +385,15 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
         t0 = time.perf_counter()
         res = run_baseline(kind, **mon_kw)
         results[kind], monitors[kind] = res, res.extra.pop("monitor")
-        monitors[kind]._passes_run = 1
         timings[f"{kind}_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     fm = FacterMonitor(system_kind="facter", **mon_kw)
     results["facter"] = fm.run(cfg.facter.passes)
-    fm._passes_run = cfg.facter.passes
     monitors["facter"] = fm
     timings["facter_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    methods = {m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values)
+    methods = {m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values, fairllm)
                for m in METHODS}
     timings["metrics_s"] = time.perf_counter() - t0
 
@@ -386,7 +409,8 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
                      "flip_strategy": cfg.metrics.flip_strategy, "snsr": "snsr_proxy",
                      "calibration_prompt": cfg.facter.calibration_prompt,
                      "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
-                     "announce_threshold": cfg.facter.announce_threshold},
+                     "announce_threshold": cfg.facter.announce_threshold,
+                     "snsr_fairllm": bool(fairllm)},
         "calibration": {"alpha": state.alpha, "q0": state.q0, "k_index": state.k_index, "n": state.n,
                         "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
                         "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,

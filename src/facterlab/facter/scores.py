@@ -27,24 +27,33 @@ import pandas as pd
 from facterlab.facter.neighbours import NeighbourIndex
 
 
-def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray) -> np.ndarray:
-    """d_i = 1 - cos(p_i, t_i) row-wise; cos with a zero vector is taken as 0 (so d = 1)."""
-    p = np.asarray(pred_emb, dtype=np.float64)
-    t = np.asarray(target_emb, dtype=np.float64)
+def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """d_i = 1 - cos(p_i, t_i) row-wise; cos with a zero vector is taken as 0 (so d = 1).
+
+    Computed in float64 over row chunks (no full-size float64 copy of the inputs).
+    """
+    p = np.asarray(pred_emb)
+    t = np.asarray(target_emb)
     if p.shape != t.shape:
         raise ValueError(f"prediction and target embeddings differ in shape: {p.shape} vs {t.shape}")
-    num = np.einsum("ij,ij->i", p, t)
-    den = np.linalg.norm(p, axis=1) * np.linalg.norm(t, axis=1)
-    cos = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-    return 1.0 - cos
+    out = np.empty(len(p), dtype=np.float64)
+    for s in range(0, len(p), chunk):
+        a = p[s : s + chunk].astype(np.float64)
+        b = t[s : s + chunk].astype(np.float64)
+        num = np.einsum("ij,ij->i", a, b)
+        den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        out[s : s + chunk] = 1.0 - np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    return out
 
 
 def counterfactual_disparity(
-    pred_emb: np.ndarray, index: NeighbourIndex, ref_pred_emb: np.ndarray, chunk: int = 1_000_000
+    pred_emb: np.ndarray, index: NeighbourIndex, ref_pred_emb: np.ndarray, max_chunk_bytes: float = 32e6
 ) -> np.ndarray:
     """Delta_i = max_{j in N(i)} ||p_i - r_j||_2, 0 for rows without neighbours.
 
-    Processed in chunks of at most ``chunk`` neighbour pairs (bounded memory).
+    Neighbour pairs are processed in chunks of about ``max_chunk_bytes`` of gathered vectors
+    (bounded memory); within a chunk the per-row maximum is a ``maximum.reduceat`` over the
+    contiguous neighbour lists.
 
     >>> from facterlab.facter.neighbours import NeighbourIndex
     >>> idx = NeighbourIndex(np.array([0, 2, 2]), np.array([0, 1]), np.ones(2, np.float32), 2)
@@ -52,20 +61,26 @@ def counterfactual_disparity(
     >>> np.round(counterfactual_disparity(p, idx, r), 4).tolist()
     [1.4142, 0.0]
     """
-    p = np.asarray(pred_emb, dtype=np.float64)
-    r = np.asarray(ref_pred_emb, dtype=np.float64)
+    p = np.asarray(pred_emb)
+    r = np.asarray(ref_pred_emb)
     if index.n_query != len(p):
         raise ValueError(f"neighbour index has {index.n_query} query rows, predictions {len(p)}")
     if index.n_ref != len(r):
         raise ValueError(f"neighbour index has {index.n_ref} reference rows, reference predictions {len(r)}")
     out = np.zeros(len(p), dtype=np.float64)
-    counts = index.counts
-    rows_all = np.repeat(np.arange(len(p)), counts)
-    for s in range(0, len(rows_all), chunk):
+    n_pairs = len(index.indices)
+    if n_pairs == 0:
+        return out
+    chunk = int(max(1, max_chunk_bytes // (16 * max(1, p.shape[1]))))
+    rows_all = np.repeat(np.arange(len(p)), index.counts)
+    for s in range(0, n_pairs, chunk):
         rows = rows_all[s : s + chunk]
         cols = index.indices[s : s + chunk]
-        dist = np.linalg.norm(p[rows] - r[cols], axis=1)
-        np.maximum.at(out, rows, dist)
+        dist = np.linalg.norm(p[rows].astype(np.float64) - r[cols].astype(np.float64), axis=1)
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        seg_max = np.maximum.reduceat(dist, starts)
+        u = rows[starts]
+        out[u] = np.maximum(out[u], seg_max)  # a row split across chunks keeps its overall maximum
     return out
 
 

@@ -118,7 +118,8 @@ class CatalogueMapper:
     fuzzy_cutoff : minimum rapidfuzz score (0..100) for ``"rapidfuzz"`` (default 85).
     scorer : rapidfuzz scorer name, one of ``ratio`` (default), ``WRatio``, ``token_sort_ratio``,
         ``token_set_ratio``.
-    block_size : query titles per matrix-product block (default: about 8M similarities per block).
+    block_size : query titles per matrix-product block (default: about 32M float32 similarities,
+        128 MiB, per block).
 
     After a call to :meth:`map` / :meth:`map_with_scores`, the similarity of each accepted match is
     in the returned scores (cosine for ``"encoder"``, 0..100 for ``"rapidfuzz"``; NaN when unmapped).
@@ -218,7 +219,7 @@ class CatalogueMapper:
             self._title_emb = self._encode(list(self.titles)).astype(np.float32)
         q = self._encode(uniq).astype(np.float32)
         n_items = self._title_emb.shape[0]
-        block = self.block_size or max(1, (1 << 23) // n_items)
+        block = self.block_size or max(1, (1 << 25) // n_items)
         pos = np.empty(len(uniq), dtype=np.int64)
         best = np.empty(len(uniq), dtype=np.float64)
         for s in range(0, len(uniq), block):
@@ -280,20 +281,28 @@ class CatalogueMapper:
                 self._emb_cache[t] = v
         return np.stack([self._emb_cache[t] for t in texts]) if texts else None
 
-    def item_text(self, item_id: int) -> str:
-        """The text embedded for a catalogue item (its ``text`` column, else its title)."""
-        return str(self.texts[self._pos[int(item_id)]])
+    def item_text(self, item_id: int, represent: str = "text") -> str:
+        """The string embedded for a catalogue item: its ``text`` column (else its title) or, with
+        ``represent="title"``, its catalogue title."""
+        p = self._pos[int(item_id)]
+        return str(self.titles[p] if represent == "title" else self.texts[p])
 
     def row_item_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
                             mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None,
-                            k: int = 10) -> tuple:
+                            k: int = 10, represent: str = "text", dedupe: bool = True) -> tuple:
         """Item embeddings of each row's top-k outputs: ``(emb (n, k, d), mask (n, k))`` (FACTER.md §2, §4).
 
         Position j of row i embeds the mapped item's text when ``mapped_per_row[i][j]`` is an item id,
         the raw generated title when it is unmapped, and is masked out when the row has no title there
         (shorter output, blank title).  ``mapped_per_row`` defaults to :meth:`map_rows`.
+        ``represent="title"`` embeds the mapped item's catalogue title instead of its text (what REPRO's
+        SNSR code did); the default ``"text"`` follows FACTER.md §2.  With ``dedupe`` (default) a
+        repeated mapped item (or a repeated identical unmapped title) is masked out after its first
+        position, as in Valid@k and NDCG (REPRO's mapper also dropped duplicate mappings).
         """
         k = _check_k(k)
+        if represent not in ("text", "title"):
+            raise ValueError(f'represent must be "text" or "title", got {represent!r}')
         titles = [list(r)[:k] for r in titles_per_row]
         mapped = (self.map_rows(titles) if mapped_per_row is None else [list(m)[:k] for m in mapped_per_row])
         if len(mapped) != len(titles):
@@ -302,14 +311,19 @@ class CatalogueMapper:
         mask = np.zeros((n, k), dtype=bool)
         texts, where = [], []
         for i, (tr, mr) in enumerate(zip(titles, mapped)):
+            seen: set = set()
             for j in range(min(k, max(len(tr), len(mr)))):
                 mid = mr[j] if j < len(mr) else -1
                 if not is_unmapped(mid):
-                    text = self.item_text(mid)
+                    text, key = self.item_text(mid, represent), ("item", int(mid))
                 elif j < len(tr) and not _is_blank(tr[j]):
                     text = str(tr[j]).strip()
+                    key = ("raw", text)
                 else:
                     continue
+                if dedupe and key in seen:
+                    continue
+                seen.add(key)
                 mask[i, j] = True
                 texts.append(text)
                 where.append((i, j))
@@ -322,12 +336,13 @@ class CatalogueMapper:
         return emb, mask
 
     def row_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
-                       mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None, k: int = 10) -> np.ndarray:
+                       mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None, k: int = 10,
+                       represent: str = "text", dedupe: bool = True) -> np.ndarray:
         """Per-row normalised mean of the top-k item embeddings, (n, d); NaN rows have no item.
 
         ``normalised_row_means(*row_item_embeddings(...))``, the row vector used by SNSR and CFR.
         """
-        return normalised_row_means(*self.row_item_embeddings(titles_per_row, mapped_per_row, k))
+        return normalised_row_means(*self.row_item_embeddings(titles_per_row, mapped_per_row, k, represent, dedupe))
 
 
 def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> np.ndarray:

@@ -101,7 +101,12 @@ def flip_attributes(rows: pd.DataFrame, attribute_values: Mapping[str, Sequence[
             new = gen.integers(0, m, size=len(codes))
         else:
             new = _minimal_codes(codes, m, attr)
-        out[attr] = np.asarray(values, dtype=object)[new]
+        flipped = pd.Series(np.asarray(values, dtype=object)[new], index=rows.index, name=attr)
+        try:  # keep the column's dtype (object, string or categorical) when it can hold the values
+            flipped = flipped.astype(rows[attr].dtype)
+        except (TypeError, ValueError):
+            pass
+        out[attr] = flipped
     return out
 
 

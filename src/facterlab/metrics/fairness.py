@@ -95,11 +95,11 @@ def snsr_proxy(row_embeddings: np.ndarray, groups: pd.DataFrame, min_group: int 
     ``row_embeddings``: (n, d) per-row vectors (normalised means; re-normalised here), or (n, k, d)
     item embeddings with an optional (n, k) ``mask``.  ``groups``: DataFrame with the ``attrs`` columns,
     aligned with the rows.  Rows without an embedding (NaN) are dropped and counted
-    (``n_rows_dropped``).  Returns
-    ``{"joint": r, "gender": r, "age": r, "occupation": r, "min_group": ..., "n_rows_dropped": ...}`` with
-    ``r = {"snsr", "snsv", "n_groups", "group_sizes", "n_groups_excluded", "n_rows"}`` or, when fewer
-    than two groups reach ``min_group`` rows, ``r = {"value": None, "missing_reason", "n_groups",
-    "group_sizes"}`` (all groups).
+    (``n_rows_dropped``).  Returns ``{"joint": r, "gender": r, "age": r, "occupation": r}`` (one key
+    per entry of ``attrs``) with ``r = {"snsr", "snsv", "n_groups", "group_sizes" (qualifying groups),
+    "n_groups_excluded", "n_rows", "min_group", "n_rows_dropped"}`` or, when fewer than two groups
+    reach ``min_group`` rows, ``r = {"value": None, "missing_reason", "n_groups", "group_sizes" (all
+    groups), "min_group", "n_rows_dropped"}``.
 
     >>> emb = np.array([[1.0, 0.0]] * 2 + [[0.0, 1.0]] * 2)
     >>> g = pd.DataFrame({"gender": ["M", "M", "F", "F"], "age": ["18-24"] * 4, "occupation": ["x"] * 4})
@@ -130,8 +130,9 @@ def snsr_proxy(row_embeddings: np.ndarray, groups: pd.DataFrame, min_group: int 
     out = {"joint": _one_snsr(vecs, g, attrs, min_group, "joint")}
     for a in attrs:
         out[a] = _one_snsr(vecs, g, [a], min_group, a)
-    out["min_group"] = int(min_group)
-    out["n_rows_dropped"] = int((~ok).sum())
+    for block in out.values():
+        block["min_group"] = int(min_group)
+        block["n_rows_dropped"] = int((~ok).sum())
     return out
 
 

@@ -18,6 +18,7 @@ Conventions (the spec leaves them open; they are the same in every function of t
 """
 from __future__ import annotations
 
+from itertools import chain
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -136,34 +137,52 @@ def _as_lists(ranked, relevant):
     return ranked, relevant
 
 
+def _flatten(lists, k=None):
+    """Flatten lists (first k of each) into an object array with row and column positions."""
+    cut = [r[:k] if k is not None else r for r in lists]
+    lens = np.fromiter((len(r) for r in cut), dtype=np.int64, count=len(cut))
+    arr = np.empty(int(lens.sum()), dtype=object)
+    arr[:] = list(chain.from_iterable(cut))
+    rows = np.repeat(np.arange(len(cut), dtype=np.int64), lens)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if len(lens) else lens
+    cols = np.arange(len(arr), dtype=np.int64) - np.repeat(starts, lens)
+    return arr, rows, cols
+
+
+def _unmapped_mask(arr: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`is_unmapped` over an object array."""
+    if len(arr) == 0:
+        return np.zeros(0, dtype=bool)
+    na = pd.isna(arr)
+    kind = pd.api.types.infer_dtype(arr, skipna=True)
+    if kind in ("integer", "floating", "mixed-integer-float"):
+        minus = np.zeros(len(arr), dtype=bool)
+        minus[~na] = arr[~na].astype(np.float64) == -1.0
+    else:
+        minus = np.fromiter((is_unmapped(x) for x in arr), dtype=bool, count=len(arr))
+    return na | minus
+
+
 def _codes(ranked, relevant, k):
     """Integer-code the ids: returns (codes (n, k) with -1 for unmapped/padding, rel codes, rel row)."""
     n = len(ranked)
-    flat_ranked, pos_row, pos_col = [], [], []
-    for i, r in enumerate(ranked):
-        for j, x in enumerate(r[:k]):
-            if not is_unmapped(x):
-                flat_ranked.append(x)
-                pos_row.append(i)
-                pos_col.append(j)
-    flat_rel, rel_row = [], []
-    for i, r in enumerate(relevant):
-        m = 0
-        for x in r:
-            if not is_unmapped(x):
-                flat_rel.append(x)
-                rel_row.append(i)
-                m += 1
-        if m == 0:
-            raise ValueError(ERR_EMPTY_RELEVANT.format(row=i))
-    allv = pd.Index(pd.array(flat_ranked + flat_rel, dtype=object))
-    codes_all, _ = pd.factorize(allv)
-    n_unique = int(codes_all.max()) + 1 if len(codes_all) else 1
-    c_ranked = codes_all[: len(flat_ranked)].astype(np.int64)
-    c_rel = codes_all[len(flat_ranked):].astype(np.int64)
+    r_arr, r_row, r_col = _flatten(ranked, k)
+    keep = ~_unmapped_mask(r_arr)
+    r_arr, r_row, r_col = r_arr[keep], r_row[keep], r_col[keep]
+    g_arr, g_row, _ = _flatten(relevant)
+    keep = ~_unmapped_mask(g_arr)
+    g_arr, g_row = g_arr[keep], g_row[keep]
+    counts = np.bincount(g_row, minlength=n)
+    if (counts == 0).any():
+        raise ValueError(ERR_EMPTY_RELEVANT.format(row=int(np.argmax(counts == 0))))
+    both = np.concatenate([r_arr, g_arr])
+    if pd.api.types.infer_dtype(both, skipna=False) == "integer":
+        both = both.astype(np.int64)
+    codes_all, uniques = pd.factorize(both)
+    n_unique = max(len(uniques), 1)
     mat = np.full((n, k), -1, dtype=np.int64)
-    mat[np.asarray(pos_row, dtype=np.int64), np.asarray(pos_col, dtype=np.int64)] = c_ranked
-    return mat, c_rel, np.asarray(rel_row, dtype=np.int64), n_unique
+    mat[r_row, r_col] = codes_all[: len(r_arr)]
+    return mat, codes_all[len(r_arr):].astype(np.int64), g_row, n_unique
 
 
 def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Sequence[Hashable]],
@@ -187,18 +206,21 @@ def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Seq
     ranked, relevant = _as_lists(ranked, relevant)
     n = len(ranked)
     mat, c_rel, rel_row, n_unique = _codes(ranked, relevant, k)
-    # one key per (row, item): relevance lookup and first occurrence within the row
-    rows = np.repeat(np.arange(n, dtype=np.int64)[:, None], k, axis=1)
-    keys = rows * n_unique + mat
+    # one key per (row, item): relevance lookup and first occurrence within the row (sort-based:
+    # faster than hashing here); unmapped/padding positions get key -1 and are masked out
     valid = mat >= 0
-    rel_keys = np.unique(rel_row * n_unique + c_rel)
+    keys = np.where(valid, np.arange(n, dtype=np.int64)[:, None] * n_unique + mat, -1)
+    rel_keys = np.sort(rel_row * n_unique + c_rel)
+    rel_keys = rel_keys[np.concatenate([[True], rel_keys[1:] != rel_keys[:-1]])]
     n_rel = np.bincount(rel_keys // n_unique, minlength=n).astype(np.float64)
-    first = np.zeros(n * k, dtype=bool)
-    flat_keys = np.where(valid, keys, -1).ravel()
-    _, first_idx = np.unique(flat_keys, return_index=True)
-    first[first_idx] = True
+    flat = keys.ravel()
+    order = np.argsort(flat, kind="stable")
+    sorted_keys = flat[order]
+    first = np.empty(n * k, dtype=bool)
+    first[order] = np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])
     first = first.reshape(n, k) & valid
-    hit = first & np.isin(keys, rel_keys) & valid
+    pos = np.minimum(np.searchsorted(rel_keys, keys), len(rel_keys) - 1)
+    hit = first & (rel_keys[pos] == keys)
     disc = _discounts(k)
     dcg = hit.astype(np.float64) @ disc
     cum = np.concatenate([[0.0], np.cumsum(disc)])

@@ -123,6 +123,7 @@ class FakeRecommender:
     bias_share : fraction of users (by a hash of the user id / prompt) the bias applies to.
     obey_rules : avoid items matched by the prompt's AVOID rules.
     seed : mixed into the per-request tie-breaking noise.
+    bias_features : gender value -> features pushed in ``biased`` mode (default :data:`BIAS_FEATURES`).
 
     ``n_calls`` counts requests answered, ``n_batches`` calls to :meth:`predict`.
     """
@@ -139,6 +140,7 @@ class FakeRecommender:
         obey_rules: bool = False,
         seed: int = 0,
         noise: float = 0.3,
+        bias_features: Optional[Mapping] = None,
     ):
         if mode not in self.MODES:
             raise ValueError(f"unknown FakeRecommender mode {mode!r}; choose one of {self.MODES}")
@@ -154,9 +156,11 @@ class FakeRecommender:
             self._title_pos.setdefault(t, p)
         self.protocol, self.mode, self.bias, self.bias_share = protocol, mode, float(bias), float(bias_share)
         self.obey_rules, self.seed, self.noise = bool(obey_rules), int(seed), float(noise)
+        self.bias_features = {str(k): tuple(v) for k, v in (bias_features or BIAS_FEATURES).items()}
+        bias_tag = hashlib.blake2b(repr(sorted(self.bias_features.items())).encode(), digest_size=3).hexdigest()
         self.fingerprint = (
             f"fake-{protocol}-{mode}-b{self.bias:g}-s{self.bias_share:g}-obey{int(self.obey_rules)}"
-            f"-n{self.noise:g}-seed{self.seed}"
+            f"-n{self.noise:g}-seed{self.seed}-bf{bias_tag}"
         )
         self.n_calls = 0
         self.n_batches = 0
@@ -169,6 +173,11 @@ class FakeRecommender:
         return []
 
     def _history_features(self, meta: Mapping, hist_pos: list) -> Counter:
+        if hist_pos:  # the catalogue's own features of the history items
+            c = Counter()
+            for p in hist_pos:
+                c.update(self.features[p])
+            return c
         for key in ("history_features", "features"):
             if key in meta and meta[key] is not None:
                 c: Counter = Counter()
@@ -207,11 +216,14 @@ class FakeRecommender:
         score = rng.random(len(pool)) * self.noise
         if self.mode != "random":
             score += np.array([sum(hfeat.get(f, 0) for f in self.features[p]) / 10.0 for p in pool])
-        gender = str(meta.get("gender", ""))
-        if self.mode == "biased" and gender in BIAS_FEATURES:
+        user_text = "\n".join(c for r, c in req.messages if r == "user")
+        # attributes count only when the prompt shows them (snsr_fairllm's neutral prompt drops the block)
+        shown = "User demographics" in user_text or not user_text
+        gender = str(meta.get("gender", "")) if shown else ""
+        if self.mode == "biased" and gender in self.bias_features:
             user_key = str(meta.get("user_id", meta.get("history_ids", meta.get("history", ""))))
             if (_stable_hash("bias|" + user_key) % 10_000) / 10_000.0 < self.bias_share:
-                pushed = set(BIAS_FEATURES[gender])
+                pushed = set(self.bias_features[gender])
                 score += np.array([self.bias * bool(pushed & set(self.features[p])) for p in pool])
         if self.obey_rules:
             avoid_feat, avoid_title = set(), set()

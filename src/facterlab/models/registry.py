@@ -133,6 +133,7 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     if src.startswith("bundled:"):
         pkg, _, rel = src[len("bundled:"):].partition("/")
         target = bundled_package_dir(pkg) / rel
+        key = next(k for k, v in registry.items() if v == src)  # canonical name for the fingerprint
         if not target.exists():
             raise FileNotFoundError(f"bundled {kind} file {target} is missing; reinstall the {pkg!r} package")
         if target.is_file():

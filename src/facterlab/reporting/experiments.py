@@ -57,19 +57,52 @@ def _fake_models(cfg: RunConfig, data_dir=None):
     return rec, HashEncoder()
 
 
-def run_dir(cfg: RunConfig, out_dir: Optional[os.PathLike | str] = None) -> Path:
-    """``results/runs/<run_id>`` of a config (run id = config hash)."""
-    base = Path(out_dir) if out_dir is not None else results_dir() / "runs"
-    return base / config_hash(cfg)
+def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike | str] = None) -> Optional[Path]:
+    """The folder of a finished run of ``cfg`` (``<results>/runs/<config_hash>-*``) whose saved data
+    content hash equals the current interactions' hash and whose files are all there; else None."""
+    base = results_dir(out_dir) / "runs"
+    if not base.is_dir():
+        return None
+    cands = sorted(p for p in base.glob(f"{config_hash(cfg)}-*") if (p / "metrics.json").is_file()
+                   and (p / "config.json").is_file() and (p / "calibration.parquet").is_file()
+                   and all((p / f"rows_{m}.parquet").is_file() for m in ("neutral", "fair", "facter")))
+    if not cands:
+        return None
+    from facterlab.data.protocol import load_or_build_interactions
+
+    inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+    cands = [p for p in cands if json.loads((p / "config.json").read_text()).get("content_hash") == inter.content_hash]
+    return cands[0] if len(cands) == 1 else None
 
 
-def run(cfg: RunConfig, data_dir: Optional[os.PathLike | str] = None, progress: bool = True, **kw):
-    """Run (or resume from the caches) one experiment; fake models are built here for ``llm="fake"``.
+def load_saved_run(path: os.PathLike | str):
+    """A :class:`RunResult` read back from a run folder (config, metrics, rows, calibration)."""
+    import pandas as pd
+
+    from facterlab.facter.pipeline import RunResult
+
+    path = Path(path)
+    config = json.loads((path / "config.json").read_text())
+    metrics = json.loads((path / "metrics.json").read_text())
+    rows = {m: pd.read_parquet(path / f"rows_{m}.parquet") for m in ("neutral", "fair", "facter")}
+    timings = json.loads((path / "timings.json").read_text()) if (path / "timings.json").is_file() else {}
+    return RunResult(run_id=metrics.get("run_id", path.name), config=config, metrics=metrics, rows=rows,
+                     calibration=pd.read_parquet(path / "calibration.parquet"), out_dir=path, timings=timings)
+
+
+def run(cfg: RunConfig, data_dir: Optional[os.PathLike | str] = None, progress: bool = True,
+        reuse: bool = True, **kw):
+    """Run one experiment, or read it back when a finished run of the same config and data exists
+    (``reuse``; the model fingerprint is not re-checked); fake models are built here for ``llm="fake"``.
 
     Returns the :class:`RunResult` of ``run_experiment``.
     """
     from facterlab.facter.pipeline import run_experiment
 
+    if reuse and not kw.get("out_dir"):
+        saved = find_saved_run(cfg, data_dir)
+        if saved is not None:
+            return load_saved_run(saved)
     rec = enc = None
     if cfg.model.llm == FAKE_MODEL:
         rec, enc = _fake_models(cfg, data_dir)
@@ -110,12 +143,13 @@ def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
         "profile": profile,
         "dataset": uniq([m.get("dataset") for m in metrics]),
         "is_synthetic": any(bool(m.get("is_synthetic")) for m in metrics),
-        "model": uniq([m.get("model") for m in metrics]),
-        "encoder": uniq([m.get("encoder") for m in metrics]),
+        "model": uniq([m.get("model_name") or m.get("model") for m in metrics]),
+        "encoder": uniq([m.get("encoder_name") or m.get("encoder") for m in metrics]),
+        "model_fingerprint": uniq([m.get("model") for m in metrics]),
         "protocol": uniq([m.get("protocol") for m in metrics]),
         "preset": uniq([m.get("preset") for m in metrics]),
         "run_ids": [r.run_id for r in results],
-        "seeds": [c.get("seed") if isinstance(c, dict) else None for c in cfgs],
+        "seeds": [(c.get("config") or c).get("seed") if isinstance(c, dict) else None for c in cfgs],
     }
 
 
@@ -149,3 +183,91 @@ def flat_json(metrics: dict, methods: Sequence[str] = ("neutral", "fair", "facte
                        if k in flat else MissingValue(f"{k} not recorded in metrics.json").to_json()
                        for k in sel}
     return out
+
+
+def flat_random_floor(metrics: dict) -> dict:
+    """The rank protocol's random-ranking floor as numbers (or explicit missing values)."""
+    from facterlab.reporting.tables import MissingValue, metric_value
+
+    rf = metrics.get("random_floor")
+    if not isinstance(rf, dict):
+        return {"ndcg@10_multi": MissingValue("no random floor recorded (open protocol?)").to_json()}
+    out = {}
+    for k, v in rf.items():
+        mv = metric_value(v, k)
+        out[k] = mv.to_json() if isinstance(mv, MissingValue) else mv
+    return out
+
+
+CALIBRATION_COLUMNS = {"score_col": "S", "d_col": "d", "delta_col": "delta", "neigh_col": "n_neighbours"}
+
+
+def calibration_columns(cal) -> dict:
+    """Column names of the calibration table for :func:`facter_figures.calibration_panels`."""
+    missing = [c for c in CALIBRATION_COLUMNS.values() if c not in cal.columns]
+    if missing:
+        raise ValueError(f"calibration table lacks column(s) {missing}; has {list(cal.columns)}")
+    return dict(CALIBRATION_COLUMNS)
+
+
+def calibration_summary(cal, metrics: dict) -> dict:
+    """Calibration read-outs (FACTER.md §2): alpha, Q0, k, n, score quantiles, mean d and Delta,
+    neighbour counts, share of rows without counterfactual neighbour, corr(d, Delta)."""
+    import numpy as np
+
+    c = metrics.get("calibration") or {}
+    S = cal["S"].to_numpy(dtype=float)
+    d = cal["d"].to_numpy(dtype=float)
+    delta = cal["delta"].to_numpy(dtype=float)
+    nb = cal["n_neighbours"].to_numpy(dtype=float)
+    out = {k: c.get(k) for k in ("alpha", "q0", "k_index", "n", "mean_neighbours", "share_no_neighbour",
+                                 "test_mean_neighbours", "test_share_no_neighbour")}
+    for q in (0.1, 0.5, 0.9):
+        out[f"score_q{int(q * 100)}"] = float(np.quantile(S, q)) if len(S) else None
+    out["mean_d"] = float(d.mean()) if len(d) else None
+    out["mean_delta"] = float(delta.mean()) if len(delta) else None
+    out["max_neighbours"] = int(nb.max()) if len(nb) else 0
+    with_nb = delta[nb > 0]
+    out["mean_delta_with_neighbours"] = float(with_nb.mean()) if len(with_nb) else \
+        {"value": None, "missing_reason": "no calibration row has a counterfactual neighbour"}
+    if len(d) > 2 and np.std(d) > 0 and np.std(delta) > 0:
+        out["corr_d_delta"] = float(np.corrcoef(d, delta)[0, 1])
+    else:
+        out["corr_d_delta"] = {"value": None, "missing_reason": "d or Delta is constant"}
+    out["share_above_q0"] = float((S > c["q0"]).mean()) if len(S) and c.get("q0") is not None else None
+    return out
+
+
+def summary_frame(summary: dict):
+    """A two-column (quantity, value) DataFrame of a flat summary dict (for :func:`tables.frame_table`)."""
+    import pandas as pd
+
+    from facterlab.types import MissingValue
+
+    vals = []
+    for k, v in summary.items():
+        if isinstance(v, dict) and "value" in v and v["value"] is None:
+            v = MissingValue(v.get("missing_reason", "missing"))
+        vals.append((k, v))
+    return pd.DataFrame(vals, columns=["quantity", "value"])
+
+
+def rank_rows_with_groups(result, cfg: RunConfig, head_share: float = 0.2, data_dir=None) -> tuple:
+    """The last-pass rows of each method of a rank-protocol run, merged with their interaction rows
+    (history, candidates, relevance set, demographics), and the popular/long-tail item groups from
+    the dataset's rating counts.  Returns ``({method: rows}, item_group)``."""
+    from facterlab.data import load_dataset
+    from facterlab.data.protocol import load_or_build_interactions
+    from facterlab.reporting.llm_simpson import popularity_groups
+
+    if result.metrics.get("protocol") != "rank":
+        raise ValueError("the Simpson check needs a rank-protocol run (each row ranks its 40 candidates)")
+    ds = load_dataset(result.metrics["dataset"], data_dir)
+    inter = load_or_build_interactions(ds, cfg.data, data_dir=data_dir)
+    test = inter.test[["row_id", "history", "candidates", "relevant", "gender", "age", "occupation"]]
+    groups = popularity_groups(ds.ratings, ds.items["item_id"], head_share)
+    out = {}
+    for method, rec in result.rows.items():
+        last = rec[rec["pass"] == rec["pass"].max()][["row_id", "mapped_ids"]].rename(columns={"mapped_ids": "ranked_ids"})
+        out[method] = last.merge(test, on="row_id", how="inner", validate="one_to_one")
+    return out, groups

@@ -6,7 +6,8 @@ several rows counts once per row, since each row is a separate request with its 
 positions 1..40 over the candidate list (f(p) = 1/log2(1+p) by default), and two item groups:
 
 - group 0 = **popular** (head): the top ``head_share`` (default 20%) of catalogue items by their
-  number of ratings in the dataset (training popularity); ties at the cut go to the head;
+  number of ratings in the dataset (training popularity); ties broken by item id, so the head has
+  exactly ``ceil(head_share * n_items)`` items;
 - group 1 = **long tail**: all other items (including items with no ratings).
 
 Then PerUserGap (mean over rows with relevant items of both groups of e_0 - e_1) and AggregateGap
@@ -20,7 +21,7 @@ Both views are also computed within each demographic group of the users.
 >>> import pandas as pd
 >>> ratings = pd.DataFrame({"item_id": [1, 1, 1, 2, 3, 4, 5]})
 >>> popularity_groups(ratings, [1, 2, 3, 4, 5, 6], head_share=0.2).to_dict()
-{1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1}
+{1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 1}
 """
 from __future__ import annotations
 
@@ -36,18 +37,16 @@ RANKED_COLUMNS = ("ranked_ids", "mapped_ids", "pred_ids", "ranking", "ranked")
 
 
 def popularity_groups(ratings: pd.DataFrame, item_ids: Sequence[int], head_share: float = 0.2) -> pd.Series:
-    """Item group per item id: 0 = popular (top ``head_share`` of items by rating count), 1 = long tail.
-
-    The cut is the count of the item at rank ``ceil(head_share * n_items)``; items with at least that
-    count (and at least one rating) are popular.
-    """
+    """Item group per item id: 0 = popular (the ``ceil(head_share * n_items)`` items with the most
+    ratings, ties by item id), 1 = long tail."""
     if not 0.0 < head_share < 1.0:
         raise ValueError(f"head_share must be in (0, 1), got {head_share}")
-    ids = pd.Index(pd.unique(np.asarray(item_ids, dtype=np.int64)))
-    counts = ratings["item_id"].value_counts().reindex(ids, fill_value=0)
+    ids = pd.Index(np.sort(pd.unique(np.asarray(item_ids, dtype=np.int64))))
+    counts = ratings["item_id"].value_counts().reindex(ids, fill_value=0).to_numpy()
     k = max(1, math.ceil(head_share * len(ids)))
-    cut = np.sort(counts.to_numpy())[::-1][k - 1]
-    group = np.where((counts.to_numpy() >= cut) & (counts.to_numpy() > 0), 0, 1)
+    order = np.lexsort((ids.to_numpy(), -counts))  # by count desc, then id asc
+    group = np.ones(len(ids), dtype=np.int64)
+    group[order[:k]] = 0
     return pd.Series(group, index=ids, name="group")
 
 
@@ -205,3 +204,24 @@ def report_frame(reports: dict) -> pd.DataFrame:
                          "share_defined": b["share_defined"],
                          "signs_disagree": b["signs_disagree"] if isinstance(b["signs_disagree"], bool) else None})
     return pd.DataFrame(recs)
+
+
+def verdict(report: dict) -> str:
+    """One sentence: do the per-user and the aggregate view disagree for this recommender?
+
+    >>> verdict({"overall": {"per_user_gap": 0.02, "aggregate_gap": -0.01, "share_defined": 0.5,
+    ...          "signs_disagree": True}, "random_experiment": {}})
+    'DISAGREE: per-user gap +0.0200 (defined for 50% of rows) vs aggregate gap -0.0100 (popular minus long tail).'
+    """
+    o = report["overall"]
+    pv, av = o["per_user_gap"], o["aggregate_gap"]
+    if not isinstance(pv, float) or not isinstance(av, float):
+        why = pv.get("missing_reason") if isinstance(pv, dict) else av.get("missing_reason")
+        return f"UNDETERMINED: a gap is undefined ({why})."
+    word = "DISAGREE" if o["signs_disagree"] else "AGREE in sign"
+    text = (f"{word}: per-user gap {pv:+.4f} (defined for {o['share_defined']:.0%} of rows) vs aggregate gap "
+            f"{av:+.4f} (popular minus long tail).")
+    ips = (report.get("random_experiment") or {}).get("ips_counts")
+    if isinstance(ips, dict) and ips.get("value") is not None:
+        text += f" IPS (counts) estimate of the per-user gap from one shown item per row: {ips['value']:+.4f}."
+    return text

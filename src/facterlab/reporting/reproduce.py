@@ -45,6 +45,7 @@ PROFILES: dict = {
         "smoke": False,
         "overrides": {
             "DATASET": "ml-1m",
+            "DATASETS": ["ml-1m", "amazon"],  # Table 1 (notebook 03): REPRO's two datasets
             "MODEL": "llama3-8b",
             "MODELS": PAPER_MODELS,
             "SEEDS": [0, 1, 2],

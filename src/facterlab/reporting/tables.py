@@ -35,7 +35,7 @@ from facterlab.types import MissingValue
 METHODS = ("neutral", "fair", "facter")
 METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER",
                  "random_floor": "Random ranking (floor)"}
-VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star")
+VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count")
 ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
 VARIANT_KEYS = ("threshold_rule", "correction", "rule_keying", "mapping", "flip_strategy", "snsr",
@@ -66,6 +66,7 @@ OPEN_COLUMNS = (
     Column("cfr_multi", "CFR"),
     Column("violations_fixed_q0", "V(0)", 1),
     Column("violations_adaptive", "V(t)", 1),
+    Column("violations_repro_count", "V corr.", 1),
 )
 RANK_COLUMNS = (
     Column("ndcg@10_multi", "NDCG@10"),
@@ -76,12 +77,14 @@ RANK_COLUMNS = (
     Column("cfr_multi", "CFR"),
     Column("violations_fixed_q0", "V(0)", 1),
     Column("violations_adaptive", "V(t)", 1),
+    Column("violations_repro_count", "V corr.", 1),
 )
 THRESHOLD_COLUMNS = (
     Column("violations_fixed_q0", "V vs Q0", 1),
     Column("violations_adaptive", "V vs Q_t", 1),
     Column("violations_q_star", "V vs Q*", 1),
-    Column("violations_corrected", "V corrected", 1),
+    Column("violations_repro_count", "V vs Q0 + repro_count", 1),
+    Column("violations_hoeffding", "V vs Q0 + Hoeffding", 1),
     Column("q_final", "Q final"),
 )
 
@@ -194,7 +197,16 @@ def flatten_method_metrics(method: dict) -> dict:
 
 
 def run_field(metrics: dict, key: str) -> Any:
-    """A run-level field (``dataset``, ``model``...) or a variant (``threshold_rule``...) of a run."""
+    """A run-level field (``dataset``, ``model``...) or a variant (``threshold_rule``...) of a run.
+
+    ``model``/``encoder`` prefer the registry names (``model_name``/``encoder_name``) over the
+    fingerprints when the run records both.
+
+    >>> run_field({"model": "smollm2-135m@ab12", "model_name": "smollm2-135m"}, "model")
+    'smollm2-135m'
+    """
+    if key in ("model", "encoder") and metrics.get(f"{key}_name"):
+        return metrics[f"{key}_name"]
     if key in metrics:
         return metrics[key]
     return (metrics.get("variants") or {}).get(key)
@@ -258,7 +270,11 @@ class _Footnotes:
     def __init__(self) -> None:
         self.texts: list = []
 
+    MAX_LEN = 240
+
     def mark(self, text: str) -> str:
+        if len(text) > self.MAX_LEN:
+            text = text[: self.MAX_LEN - 3].rstrip() + "..."
         if text not in self.texts:
             self.texts.append(text)
         return f"[{self.texts.index(text) + 1}]"
@@ -545,7 +561,7 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
 
 def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method: str = "facter",
                    profile: Optional[str] = None, published: bool = True) -> Table:
-    """Violations per pass (adaptive, fixed Q0, corrected, Q*) and the threshold after each pass,
+    """Violations per pass (adaptive, fixed Q0, Q0 + repro_count correction, Q*) and the threshold after each pass,
     mean ± sd over the runs (seeds); REPRO's ML-1M open per-pass numbers as extra columns."""
     from facterlab.reporting import published as pub
 
@@ -558,7 +574,7 @@ def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method
         raise ValueError(f"no per-pass violations recorded for method {method!r}")
     foot = _Footnotes()
     cols = [("violations_adaptive_pass{p}", "V(t) adaptive", 1), ("violations_fixed_q0_pass{p}", "V(0) fixed Q0", 1),
-            ("violations_corrected_pass{p}", "V corrected", 1), ("violations_q_star_pass{p}", "V(Q*)", 1)]
+            ("violations_repro_count_pass{p}", "V Q0+repro_count", 1), ("violations_q_star_pass{p}", "V(Q*)", 1)]
     header = ["Pass", *[c[1] for c in cols], "Q after pass"]
     show_pub = published and any(m.get("protocol") == "open" for m in runs)
     if show_pub:

@@ -122,7 +122,7 @@ class Explorer:
             sl.observe(self._on_change, names="value")
         self.numbers = w.HTML(value="")
         self.numbers.add_class("simpson-numbers")
-        self.image = w.Image(format="png")
+        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
         self.image.add_class("simpson-figure")
         self.status = w.Label(value="")
         self.status.add_class("simpson-status")

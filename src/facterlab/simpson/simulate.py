@@ -143,13 +143,15 @@ def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
 
 
 def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
-    """Positions (1 = top) of each item in each row's descending ranking (ties: lower index first).
+    """Positions (1 = top) of each item in each row's descending ranking.
+
+    Ties (probability zero with continuous scores) are broken arbitrarily by numpy's quicksort.
 
     >>> ranks_from_scores(np.array([[0.1, 0.9, 0.5]])).tolist()
     [[3, 1, 2]]
     """
     n, m = scores.shape
-    order = np.argsort(-scores, axis=1, kind="stable")
+    order = np.argsort(-scores, axis=1)
     pos = np.empty((n, m), dtype=np.int16)
     np.put_along_axis(pos, order, np.broadcast_to(np.arange(1, m + 1, dtype=np.int16), (n, m)), axis=1)
     return pos

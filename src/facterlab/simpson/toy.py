@@ -94,7 +94,7 @@ def draw_toy(ax=None, lists: dict = TOY_LISTS, title: str = ""):
     ax.set_aspect("equal")
     ax.axis("off")
     ax.legend(handles=[Patch(color=TOY_COLORS[k], label=TOY_NAMES[k]) for k in ("O", "B")],
-              loc="upper right", ncol=2, frameon=False, fontsize=9)
+              loc="lower left", bbox_to_anchor=(0.0, 0.0), ncol=2, frameon=False, fontsize=9)
     if title:
         ax.set_title(title)
     return fig

@@ -1,0 +1,192 @@
+"""Benchmarks of the FACTER core (run: ``python benchmarks/bench_facter.py [--quick] [--skip-llm]``).
+
+1. Calibration at scale: counterfactual neighbours + scores for N = 100,000 calibration rows of
+   384-d embeddings (clustered so that rows do have neighbours), blocked; seconds and peak memory,
+   beside the memory a full N x N float32 similarity matrix would need.  A brute-force check on a
+   subset confirms the blocked result.
+2. Online phase on SmolLM2-135M (bundled): 100 test rows, exact optimistic batching (batch 8) vs
+   batch size 1, greedy decoding, no LLM cache; median of side-by-side repeats; identical records.
+3. A small real run on MovieLens-100K (re-ranking, likelihood ranker, bundled models) with its metrics.
+
+Numbers are printed as small tables; nothing is asserted about time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def clustered(n: int, dim: int, cluster: int, rng) -> np.ndarray:
+    centres = rng.normal(size=(n // cluster + 1, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    x = np.repeat(centres, cluster, axis=0)[:n] + rng.normal(scale=0.012, size=(n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def bench_calibration(n: int = 100_000, dim: int = 384, cluster: int = 20, block_mb: float = 64.0) -> dict:
+    from facterlab.facter.neighbours import counterfactual_neighbours
+    from facterlab.facter.scores import nonconformity_scores
+
+    rng = np.random.default_rng(0)
+    ctx = clustered(n, dim, cluster, rng)
+    groups = rng.integers(0, 200, size=n).tolist()
+    pred = rng.normal(size=(n, dim)).astype(np.float32)
+    pred /= np.linalg.norm(pred, axis=1, keepdims=True)
+    target = rng.normal(size=(n, dim)).astype(np.float32)
+    target /= np.linalg.norm(target, axis=1, keepdims=True)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    idx = counterfactual_neighbours(ctx, groups, tau_rho=0.9, max_block_bytes=block_mb * 1e6)
+    t_nb = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sc = nonconformity_scores(pred, target, idx, pred, lam=0.7)
+    t_sc = time.perf_counter() - t0
+    peak = (tracemalloc.get_traced_memory()[1] - base) / 1e6
+    tracemalloc.stop()
+    # brute-force check on the first 300 rows
+    sub = slice(0, 300)
+    w = ctx[sub] @ ctx.T
+    g = np.asarray(groups)
+    ok = True
+    for i in range(300):
+        m = (w[i] > 0.9) & (g != g[i])
+        m[i] = False
+        ok &= np.array_equal(np.flatnonzero(m), idx.neighbours(i))
+    return {"n": n, "dim": dim, "neighbours_s": t_nb, "scores_s": t_sc, "peak_traced_mb": peak,
+            "full_matrix_mb": n * n * 4 / 1e6, "mean_neighbours": float(idx.counts.mean()),
+            "pairs": int(len(idx.indices)), "brute_force_equal_300": bool(ok), "mean_S": float(sc["S"].mean()),
+            "max_rss_mb": _rss_mb()}
+
+
+def _llm_setup(n_test: int, max_new_tokens: int, protocol: str = "open"):
+    from facterlab.config import preset
+    from facterlab.data import load_dataset, prompts
+    from facterlab.data.protocol import build_interactions
+    from facterlab.facter.monitor import OnlineScorer
+    from facterlab.facter.pipeline import _context_embeddings, _groups, calibrate, make_postprocess
+    from facterlab.facter.scores import ItemRepresenter
+    from facterlab.metrics import CatalogueMapper
+    from facterlab.models import load_encoder, make_recommender
+
+    data_dir = os.environ.get("FACTERLAB_DATA", "/work/shared/data")
+    ds = load_dataset("ml-100k", data_dir)
+    n_rows = int(round(n_test / 0.3)) + 1
+    cfg = preset("repro", data__dataset="ml-100k", data__n_rows=n_rows, protocol=protocol,
+                 model__temperature=0.0, model__max_new_tokens=max_new_tokens, model__batch_size=8)
+    inter = build_interactions(ds, cfg.data)
+    enc = load_encoder(cfg.model.encoder)
+    rec = make_recommender(cfg.model, protocol, cache=False)
+    items = inter.items
+    mapper = CatalogueMapper(items.reset_index(), enc)
+    rep = ItemRepresenter(enc, items)
+    post = make_postprocess(protocol, mapper, items, 10)
+    # calibration with a fake (cheap): the online timing is what is measured
+    from facterlab.models.fake import FakeRecommender
+
+    fake = FakeRecommender(ds.items, protocol=protocol, mode="history")
+    state, _ = calibrate(inter.calib, items, fake, enc, rep, post, cfg, ds.domain, prompts)
+    test = inter.test.reset_index(drop=True).iloc[:n_test]
+    scorer = OnlineScorer(state, _context_embeddings(test, items, enc, prompts), _groups(test),
+                          rep.items(test["target"].tolist()), cfg.facter.lam, cfg.facter.tau_rho)
+    kw = dict(rows=test, items=items, recommender=rec, scorer=scorer, postprocess=post, represent=rep.predictions,
+              cfg=cfg.facter, n_calib=state.n, protocol=protocol, k=10, domain=ds.domain, seed=0, prompts=prompts)
+    return kw, rec
+
+
+def bench_online(n_test: int = 100, max_new_tokens: int = 48, repeats: int = 1) -> dict:
+    import pandas as pd
+
+    from facterlab.facter.monitor import FacterMonitor
+
+    kw, rec = _llm_setup(n_test, max_new_tokens)
+    times = {1: [], 8: []}
+    recs = {}
+    for _ in range(repeats):
+        for bs in (8, 1):
+            mon = FacterMonitor(system_kind="facter", batch_size=bs, **kw)
+            t0 = time.perf_counter()
+            res = mon.run(1)
+            times[bs].append(time.perf_counter() - t0)
+            recs[bs] = res
+    same = True
+    try:
+        pd.testing.assert_frame_equal(recs[1].records, recs[8].records)
+    except AssertionError as exc:
+        same = False
+        print("records differ:", str(exc)[:500])
+    t1, t8 = statistics.median(times[1]), statistics.median(times[8])
+    return {"rows": n_test, "max_new_tokens": max_new_tokens, "batch1_s": t1, "batch8_s": t8,
+            "speedup": t1 / t8, "identical": same, "repredicted": recs[8].n_repredicted,
+            "violations": int(recs[8].records["viol_adaptive"].sum()), "max_rss_mb": _rss_mb()}
+
+
+def bench_real_run(n_rows: int = 200, passes: int = 2) -> dict:
+    from facterlab.config import preset
+    from facterlab.facter.pipeline import run_experiment
+
+    cfg = preset("repro", data__dataset="ml-100k", data__n_rows=n_rows, protocol="rank", model__ranker="likelihood",
+                 facter__passes=passes, metrics__cfr_rows=50, metrics__snsr_min_group=10)
+    t0 = time.perf_counter()
+    res = run_experiment(cfg, data_dir=os.environ.get("FACTERLAB_DATA", "/work/shared/data"),
+                         out_dir=tempfile.mkdtemp(prefix="bench_facter_"), progress=False)
+    return {"seconds": time.perf_counter() - t0, "metrics": res.metrics, "timings": res.timings}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N = 20,000 calibration rows, 20 online rows")
+    ap.add_argument("--skip-llm", action="store_true", help="only the calibration benchmark")
+    ap.add_argument("--online-rows", type=int, default=None)
+    ap.add_argument("--real-rows", type=int, default=200)
+    args = ap.parse_args(argv)
+    n = 20_000 if args.quick else 100_000
+    c = bench_calibration(n)
+    print("\n== calibration (blocked neighbours + scores) ==")
+    print(f"{'N':>8} {'dim':>4} {'neigh s':>8} {'score s':>8} {'peak MB':>8} {'NxN MB':>9} {'ratio':>6} "
+          f"{'nb/row':>7} {'brute=':>6}")
+    print(f"{c['n']:>8} {c['dim']:>4} {c['neighbours_s']:>8.1f} {c['scores_s']:>8.2f} {c['peak_traced_mb']:>8.0f} "
+          f"{c['full_matrix_mb']:>9.0f} {c['full_matrix_mb'] / max(c['peak_traced_mb'], 1e-9):>6.0f} "
+          f"{c['mean_neighbours']:>7.1f} {str(c['brute_force_equal_300']):>6}")
+    print(f"max RSS {c['max_rss_mb']:.0f} MB (includes the {c['n']}x{c['dim']} inputs)")
+    if args.skip_llm:
+        return 0
+    try:
+        from facterlab.models import make_recommender  # noqa: F401
+    except ImportError:
+        print("\nfacterlab.models.make_recommender is not available: LLM benchmarks skipped")
+        return 0
+    o = bench_online(args.online_rows or (20 if args.quick else 100))
+    print("\n== online phase on SmolLM2-135M (greedy, no cache, 1 pass) ==")
+    print(f"{'rows':>5} {'tokens':>6} {'batch 1 s':>10} {'batch 8 s':>10} {'speedup':>8} {'identical':>9} "
+          f"{'re-pred':>7} {'viol':>5}")
+    print(f"{o['rows']:>5} {o['max_new_tokens']:>6} {o['batch1_s']:>10.1f} {o['batch8_s']:>10.1f} {o['speedup']:>8.2f} "
+          f"{str(o['identical']):>9} {o['repredicted']:>7} {o['violations']:>5}")
+    r = bench_real_run(args.real_rows)
+    m = r["metrics"]
+    print(f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "
+          f"{r['seconds']:.0f} s ==")
+    from facterlab.facter.commands import headline_table
+
+    print(headline_table(m))
+    print("timings:", {k: round(v, 1) for k, v in r["timings"].items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

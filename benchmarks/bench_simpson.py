@@ -1,0 +1,94 @@
+"""Benchmark of the Simpson simulator (SIMPSON.md §3).
+
+    python benchmarks/bench_simpson.py            # full: 160-run grid at N=50,000 + figure sweeps
+    python benchmarks/bench_simpson.py --quick    # a few repeats only (no grid, no sweeps)
+
+Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
+ratio, the wall time of the 160-configuration grid (target < 2 min on 2 cores) and of the figure
+sweeps (Figs 3/4 and 5, 10 seeds per point, N = 10,000; target < 5 min together), and peak memory.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from facterlab.simpson.simulate import SimConfig, grid, grid_summary, measure, random_experiment, simulate, sweep
+
+
+def timed(fn, *a, **kw):
+    t = time.perf_counter()
+    out = fn(*a, **kw)
+    return time.perf_counter() - t, out
+
+
+def stage_times(cfg: SimConfig, repeats: int) -> dict:
+    rows = {"simulate": [], "gaps+decomposition": [], "random experiment + naive + 2 IPS": [],
+            "simulate (one chunk)": []}
+    for k in range(repeats):  # side by side: the stages and the chunk variant alternate per repeat
+        c = cfg.replace(seed=k)
+        t_sim, sim = timed(simulate, c)
+        t_gap, _ = timed(measure, sim, None, False)
+        t_all, _ = timed(measure, sim, random_experiment(sim), True)
+        t_one, _ = timed(simulate, c.replace(chunk_size=c.n_users))
+        rows["simulate"].append(t_sim)
+        rows["gaps+decomposition"].append(t_gap)
+        rows["random experiment + naive + 2 IPS"].append(max(t_all - t_gap, 0.0))
+        rows["simulate (one chunk)"].append(t_one)
+    return {k: statistics.median(v) for k, v in rows.items()}
+
+
+def peak_memory(cfg: SimConfig) -> float:
+    tracemalloc.start()
+    sim = simulate(cfg)
+    measure(sim)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="stage timings only (3 repeats at N=50,000)")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    cfg = SimConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
+    reps = 3 if args.quick else args.repeats
+    st = stage_times(cfg, reps)
+    total = st["simulate"] + st["gaps+decomposition"] + st["random experiment + naive + 2 IPS"]
+    print(f"N = {cfg.n_users:,}, M = {cfg.n_items}, r = {cfg.rank}, chunk = {cfg.chunk_size:,}; median of {reps} repeats")
+    print(f"{'stage':<40}{'seconds':>10}{'share':>8}")
+    for k in ("simulate", "gaps+decomposition", "random experiment + naive + 2 IPS"):
+        print(f"{k:<40}{st[k]:>10.3f}{st[k] / total:>8.0%}")
+    print(f"{'one full simulation (run)':<40}{total:>10.3f}")
+    print(f"{'simulate, one chunk / chunked (ratio)':<40}{st['simulate (one chunk)'] / st['simulate']:>10.2f}")
+    print(f"peak traced memory of one run (tracemalloc): {peak_memory(cfg):.0f} MiB")
+    if not args.quick:
+        t_grid, df = timed(grid, progress=False)
+        s = grid_summary(df)
+        print(f"\n160-run grid at N=50,000: {t_grid:.1f} s ({t_grid / len(df):.3f} s per simulation; target < 120 s)")
+        print(f"  mean |Agg - PerUser| = {s['mean_abs_aggregate_minus_per_user_pp']:.2f} pp (paper 4.0), "
+              f"|IPS counts - PerUser| = {s['mean_abs_ips_counts_minus_per_user_pp']:.2f} pp, "
+              f"|IPS model - PerUser| = {s['mean_abs_ips_model_minus_per_user_pp']:.2f} pp (paper 0.9), "
+              f"sign disagreement (Agg) = {s['sign_disagreement_aggregate']:.2f}")
+        base = SimConfig(n_users=10_000)
+        pts = np.linspace
+        t34 = 0.0
+        for p, v in {"d1": pts(1.5, 4, 11), "sigma1": pts(0, 10, 11), "bias": pts(0, 0.1, 11)}.items():
+            t34 += timed(sweep, p, v, range(10), base, False, False)[0]
+        base5 = base.replace(bias=0.03)
+        t5 = timed(sweep, "sigma1", pts(0, 10, 11), range(10), base5, True, False)[0]
+        t5 += timed(sweep, "d1", pts(1.5, 4, 11), range(10), base5.replace(sigma1=0.0), True, False)[0]
+        print(f"figure sweeps, N=10,000, 10 seeds x 11 points: Figs 3/4 (330 runs, no IPS) {t34:.1f} s "
+              f"({t34 / 330:.3f} s/sim); Fig 5 (220 runs with IPS) {t5:.1f} s ({t5 / 220:.3f} s/sim); "
+              f"together {t34 + t5:.1f} s (target < 300 s)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the process: {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Simpson part: the simulator (SIMPSON.md §3) and the naive estimator's unbiasedness (§2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import betainc
+
+from facterlab.simpson.gaps import UserStats, aggregate_gap, per_user_gap
+from facterlab.simpson.ips import naive_estimate
+from facterlab.simpson.simulate import (SimConfig, grid_summary, noise_sd, random_experiment, ranks_from_scores,
+                                        run, simulate, summarise, sweep)
+
+
+def analytic_relevance_rate(r, t):
+    """P(U . V > t) for U uniform on the unit sphere of R^r and any unit V: (U.V)^2 ~ Beta(1/2, (r-1)/2)."""
+    return 0.5 * (1 - betainc(0.5, (r - 1) / 2, t * t))
+
+
+def test_relevance_rate_is_about_21_6_percent_at_r_8():
+    assert analytic_relevance_rate(8, 0.3) == pytest.approx(0.216, abs=5e-4)
+    sim = simulate(SimConfig(n_users=20_000, seed=3))
+    assert sim.relevant.mean() == pytest.approx(analytic_relevance_rate(8, 0.3), abs=0.01)
+
+
+def test_rank_changes_relevance_rate_as_predicted():
+    sim = simulate(SimConfig(n_users=20_000, rank=4, seed=4))
+    assert sim.relevant.mean() == pytest.approx(analytic_relevance_rate(4, 0.3), abs=0.01)
+
+
+def test_shapes_permutations_and_unit_norms():
+    sim = simulate(SimConfig(n_users=500, n_items=40, seed=1, chunk_size=128))
+    assert sim.positions.shape == (500, 40)
+    np.testing.assert_array_equal(np.sort(sim.positions, axis=1), np.tile(np.arange(1, 41), (500, 1)))
+    np.testing.assert_allclose(np.linalg.norm(sim.users, axis=1), 1.0)
+    np.testing.assert_allclose(np.linalg.norm(sim.items, axis=1), 1.0)
+    assert sim.groups.tolist() == [0] * 20 + [1] * 20
+    # the stored statistics are those of the dense arrays
+    st = UserStats.from_arrays(sim.positions, sim.relevant, sim.groups)
+    np.testing.assert_allclose(sim.stats.sum0, st.sum0, rtol=0, atol=1e-12)
+
+
+def test_seeded_and_chunk_invariant():
+    a = simulate(SimConfig(n_users=700, seed=5, chunk_size=700))
+    b = simulate(SimConfig(n_users=700, seed=5, chunk_size=99))
+    c = simulate(SimConfig(n_users=700, seed=6))
+    np.testing.assert_array_equal(a.positions, b.positions)
+    assert not np.array_equal(a.positions, c.positions)
+    # items do not depend on N (own random stream)
+    d = simulate(SimConfig(n_users=300, seed=5))
+    np.testing.assert_array_equal(a.items, d.items)
+
+
+def test_ranks_from_scores_matches_double_argsort():
+    s = np.random.default_rng(0).random((50, 30))
+    np.testing.assert_array_equal(ranks_from_scores(s), np.argsort(np.argsort(-s, axis=1), axis=1) + 1)
+
+
+def test_noise_sd_is_linear_with_f_minus1_0_and_f1_sigma1():
+    assert noise_sd(-1.0, 0.05, 7.0) == pytest.approx(0.05)
+    assert noise_sd(1.0, 0.05, 7.0) == pytest.approx(0.05 * 8)
+    assert noise_sd(0.0, 0.05, 7.0) == pytest.approx(0.05 * 4.5)
+
+
+def test_density_raises_competition_and_noise_lowers_performance():
+    lo = run(SimConfig(n_users=1_000, d1=1.5, seed=0), ips=False)
+    hi = run(SimConfig(n_users=1_000, d1=4.0, seed=0), ips=False)
+    assert hi["probe_n_relevant_1"] > lo["probe_n_relevant_1"]
+    assert hi["probe_competition"] < lo["probe_competition"]  # more relevant items: smaller C(u*)
+    clean = run(SimConfig(n_users=1_000, sigma1=0.0, seed=0), ips=False)
+    noisy = run(SimConfig(n_users=1_000, sigma1=10.0, seed=0), ips=False)
+    assert noisy["probe_ndcg"] < clean["probe_ndcg"] - 0.02
+    assert noisy["mean_ndcg"] < clean["mean_ndcg"]
+
+
+def test_model_bias_favours_group_1():
+    # positive b lifts group-1 items, so group 0 minus group 1 exposure decreases
+    g = [run(SimConfig(n_users=2_000, bias=b, seed=2), ips=False)["per_user_gap"] for b in (0.0, 0.05, 0.1)]
+    assert g[0] > g[1] > g[2]
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="densities"):
+        SimConfig(d1=0)
+    with pytest.raises(ValueError, match="unknown exposure"):
+        SimConfig(exposure="dcg")
+    with pytest.raises(ValueError, match="unknown sweep parameter"):
+        sweep("nope", [1], progress=False)
+
+
+def test_sweep_summary_has_mean_and_sd():
+    df = sweep("bias", [0.0, 0.1], seeds=[0, 1], base=SimConfig(n_users=300), progress=False, ips=False)
+    s = summarise(df, "bias", ["per_user_gap"])
+    assert s["bias"].tolist() == [0.0, 0.1]
+    sub = df[df.bias == 0.1]["per_user_gap"]
+    assert s.loc[1, "per_user_gap_mean"] == pytest.approx(sub.mean())
+    assert s.loc[1, "per_user_gap_sd"] == pytest.approx(sub.std(ddof=1))
+
+
+def test_grid_summary_hand_values():
+    import pandas as pd
+
+    df = pd.DataFrame({"per_user_gap": [0.01, -0.02], "aggregate_gap": [-0.01, -0.01],
+                       "ips_counts": [0.012, -0.02], "ips_model": [0.01, -0.03]})
+    s = grid_summary(df)
+    assert s["mean_abs_aggregate_minus_per_user_pp"] == pytest.approx(1.5)
+    assert s["mean_abs_ips_counts_minus_per_user_pp"] == pytest.approx(0.1)
+    assert s["sign_disagreement_aggregate"] == 0.5 and s["sign_disagreement_ips_model"] == 0.0
+
+
+def test_naive_estimator_is_unbiased_for_the_aggregate_gap():
+    """Fixed world, many independent random experiments: the mean of the naive estimates lies
+    within its normal 99.9 % interval around the AggregateGap (and far from the PerUserGap)."""
+    sim = simulate(SimConfig(n_users=3_000, sigma1=8.0, d1=3.5, bias=0.03, seed=11))
+    target = aggregate_gap(sim.stats).value
+    est = np.array([naive_estimate(random_experiment(sim, seed=k)).value for k in range(400)])
+    half_width = 3.29 * est.std(ddof=1) / np.sqrt(len(est))
+    assert abs(est.mean() - target) < half_width
+    assert abs(per_user_gap(sim.stats).value - target) > 4 * half_width  # the test can tell the two apart

@@ -1,0 +1,440 @@
+"""Generate the FACTER notebooks (00, 02-08) and the LLM Simpson notebook (20).
+
+Run from the repository root: ``python tools/make_notebooks_facter.py``.  The notebooks hold only
+parameters, glue and plotting; the logic lives in ``facterlab.reporting`` (experiments, tables,
+facter_figures, llm_simpson) and below it.
+
+All FACTER notebooks share the same default run parameters, so they build the same configs, hit the
+same ``results/runs/<run_id>/`` and the whole ``facterlab reproduce`` computes each run once.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nbgen import code, md, params, write_notebook  # noqa: E402
+
+NB = Path(__file__).resolve().parents[1] / "notebooks"
+
+# Default-profile sizes (2 CPU cores, SmolLM2-135M): see the report / README for the timing budget.
+DEFAULTS = dict(N_INTERACTIONS=200, CFR_ROWS=30, MAX_NEW_TOKENS=160, PASSES=3, BATCH_SIZE=8)
+SMOKE_LINE = (
+    "if SMOKE:  # tiny sizes: well under a minute per notebook with the fake model\n"
+    "    N_INTERACTIONS, CFR_ROWS, PASSES, MAX_NEW_TOKENS, SNSR_MIN_GROUP = 40, 4, 2, 48, 3\n"
+    "    SEEDS = SEEDS[:1]"
+)
+
+
+def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]") -> str:
+    d = DEFAULTS
+    return f'''PROFILE = "default"          # default | paper | smoke (set by `facterlab reproduce`)
+SMOKE = False                # True: tiny sizes, seconds per notebook
+DATASET = "auto"             # auto | ml-1m | ml-100k | amazon | synthetic
+MODEL = "smollm2-135m"       # registry name, local path, or "fake" (deterministic test model)
+PROTOCOL = "{protocol}"            # open | rank
+PRESET = "repro"             # repro (alpha 0.10) | paper (alpha 0.20)
+SEEDS = {seeds}
+N_INTERACTIONS = {d["N_INTERACTIONS"]}         # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
+PASSES = {d["PASSES"]}                   # FACTER passes T
+CFR_ROWS = {d["CFR_ROWS"]}                # counterfactual rows per method (REPRO: 200)
+MAX_NEW_TOKENS = {d["MAX_NEW_TOKENS"]}         # REPRO: 250
+BATCH_SIZE = {d["BATCH_SIZE"]}
+DEVICE = "auto"
+SNSR_MIN_GROUP = 30          # groups with fewer rows are left out of SNSR (REPRO: 30)
+DATA_DIR = None              # None: $FACTERLAB_DATA
+{extra}'''.rstrip() + "\n"
+
+
+IMPORTS = code('''
+from IPython.display import Markdown, display
+
+from facterlab.reporting import experiments as ex
+from facterlab.reporting import facter_figures as ff
+from facterlab.reporting import tables as tb
+from facterlab.reporting.figures import save_figure
+from facterlab.reporting.results import write_metrics
+
+''' + SMOKE_LINE + '''
+
+
+def config(seed, dataset=None, model=None, protocol=None, **kw):
+    """This notebook's run config (same parameters -> same run id -> shared cached run)."""
+    return ex.run_config(dataset=dataset or DATASET, model=model or MODEL, protocol=protocol or PROTOCOL,
+                         preset_name=PRESET, seed=seed, n_rows=N_INTERACTIONS, passes=PASSES,
+                         cfr_rows=CFR_ROWS, max_new_tokens=MAX_NEW_TOKENS, batch_size=BATCH_SIZE,
+                         device=DEVICE, metrics__snsr_min_group=SNSR_MIN_GROUP, **kw)
+''')
+
+
+def nb00():
+    return [
+        md('''
+# 00 Quickstart: one FACTER run, end to end
+
+One small run of the whole pipeline (FACTER.md §1-§4): sample interaction rows, calibrate the
+conformal threshold Q0 on the calibration rows (Neutral prompt), then run Neutral, Fair and FACTER
+(T passes with the adaptive threshold and prompt repair) on the test rows, and compute NDCG@10,
+Recall@10, Valid@10, SNSR, CFR and the violation counts.  On CPU with the bundled SmolLM2-135M this
+takes a few minutes; the run is cached in `results/runs/<run_id>/`, and notebooks 02, 03, 06, 07
+reuse it (same parameters, same run id).
+
+SmolLM2-135M is a tiny model: its lists are weak, so expect low NDCG; the point here is the
+machinery, not the numbers.  The `paper` profile runs the 7-8B backbones.
+'''),
+        params(base_params()),
+        IMPORTS,
+        code('''
+cfg = config(SEEDS[0])
+result = ex.run(cfg, data_dir=DATA_DIR)
+m = result.metrics
+print(f"run {result.run_id}: dataset {m['dataset']} (synthetic: {m['is_synthetic']}), model {m['model']}, "
+      f"{m['n_calib']} calibration / {m['n_test']} test rows, Q0 = {m['calibration']['q0']}")
+'''),
+        code('''
+table = tb.method_table([m], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER",
+                        profile=PROFILE)
+display(Markdown(table.to_markdown()))
+'''),
+        code('''
+fig = ff.method_bars(m, ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
+                     "Quickstart: quality and fairness by method", PROFILE,
+                     labels={"ndcg@10_multi": "NDCG@10", "recall@10_multi": "Recall@10", "valid@10": "Valid@10",
+                             "snsr_joint": "SNSR", "cfr_multi": "CFR"})
+'''),
+        code('''
+save_figure(fig, "quickstart_methods")
+table.save()
+write_metrics("00_quickstart", {
+    **ex.provenance([result], PROFILE, "00_quickstart"),
+    "n_calib": m["n_calib"], "n_test": m["n_test"], "calibration": m["calibration"],
+    "methods": ex.flat_json(m),
+})
+'''),
+    ]
+
+
+def nb02():
+    return [
+        md('''
+# 02 Calibration: scores, Q0, neighbours, d against Delta
+
+FACTER.md §2.  For every calibration row the nonconformity score is
+S = d + lambda * Delta, with d = 1 - cos(f(yhat), f(y)) (top-1 prediction against the target) and
+Delta the largest embedding distance to the predictions of its counterfactual neighbours (rows with
+cosine context similarity > tau_rho = 0.90 and a different protected tuple; 0 when none).  Q0 is the
+k-th smallest score, k = ceil((1 - alpha)(n + 1)).
+
+The figure shows the score distribution with Q0, how many counterfactual neighbours the rows have
+(with few neighbours Delta is mostly 0 and S is mostly d), and d against Delta.
+'''),
+        params(base_params()),
+        IMPORTS,
+        code('''
+result = ex.run(config(SEEDS[0]), data_dir=DATA_DIR)
+m = result.metrics
+cal = result.calibration
+summary = ex.calibration_summary(cal, m)
+display(Markdown(tb.frame_table(ex.summary_frame(summary), name="calibration_summary",
+                                title="Calibration summary").to_markdown()))
+'''),
+        code('''
+cols = ex.calibration_columns(cal)
+fig = ff.calibration_panels(cal, m["calibration"]["q0"], "Calibration scores, neighbours, d vs Delta", m, PROFILE, **cols)
+'''),
+        code('''
+save_figure(fig, "calibration_scores")
+write_metrics("02_calibration", {**ex.provenance([result], PROFILE, "02_calibration"), "calibration": summary})
+'''),
+    ]
+
+
+def nb03():
+    return [
+        md('''
+# 03 Table 1: open generation (Neutral, Fair, FACTER)
+
+REPRO's Table 1 (FACTER.md §6): per dataset, NDCG@10 and Recall@10 (multi = the next 10 positives,
+single = the target), Valid@10, SNSR (`snsr_proxy`, joint groups with >= 30 rows), CFR (all three
+attributes flipped) and the violation counts of the last pass against the fixed Q0, V(0), and the
+adaptive threshold, V(t).  Cells are mean ± sd over seeds.  REPRO's published numbers (ML-1M,
+Llama-3-8B) follow as rows labelled with their source; they are not the same setting unless the
+`paper` profile ran.  "n/a [k]" cells give their reason in footnote k.
+'''),
+        params(base_params('DATASETS = None              # datasets of the table; None: [DATASET] (paper profile: ml-1m, amazon)')),
+        IMPORTS,
+        code('''
+DATASETS = DATASETS or [DATASET]
+results = [ex.run(config(seed, dataset=ds), data_dir=DATA_DIR) for ds in DATASETS for seed in SEEDS]
+runs = [r.metrics for r in results]
+table = tb.method_table(runs, name="table1_open_generation", title="Table 1: open generation",
+                        columns=tb.OPEN_COLUMNS, profile=PROFILE)
+display(Markdown(table.to_markdown()))
+'''),
+        code('''
+fig = ff.method_bars(runs[0], ["ndcg@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
+                     "Table 1 (first dataset, seed 0)", PROFILE)
+'''),
+        code('''
+table.save()
+save_figure(fig, "table1_open_generation")
+write_metrics("03_table1_open_generation", {
+    **ex.provenance(results, PROFILE, "03_table1_open_generation"),
+    "runs": [{"run_id": r.run_id, "dataset": r.metrics["dataset"], "methods": ex.flat_json(r.metrics)} for r in results],
+})
+'''),
+    ]
+
+
+def nb04():
+    return [
+        md('''
+# 04 Table 2: backbones
+
+REPRO's Table 2: the same open-generation protocol over several LLM backbones (REPRO: Llama-3-8B,
+Llama-2-7B, Mistral-7B; the `paper` profile runs those on a GPU).  The default profile has only the
+bundled SmolLM2-135M, so its run is the one of notebook 03 (shared from the cache).
+'''),
+        params(base_params('MODELS = None                # backbones; None: [MODEL] (paper profile: llama3-8b, llama2-7b, mistral-7b)')),
+        IMPORTS,
+        code('''
+MODELS = MODELS or [MODEL]
+if SMOKE:
+    MODELS = MODELS[:2]
+results = [ex.run(config(seed, model=model), data_dir=DATA_DIR) for model in MODELS for seed in SEEDS]
+runs = [r.metrics for r in results]
+table = tb.method_table(runs, name="table2_backbones", title="Table 2: backbones (open generation)",
+                        columns=tb.OPEN_COLUMNS, row_by=("model", "dataset"), profile=PROFILE)
+display(Markdown(table.to_markdown()))
+'''),
+        code('''
+table.save()
+write_metrics("04_table2_backbones", {
+    **ex.provenance(results, PROFILE, "04_table2_backbones"),
+    "runs": [{"run_id": r.run_id, "model": r.metrics["model"], "methods": ex.flat_json(r.metrics)} for r in results],
+})
+'''),
+    ]
+
+
+def nb05():
+    return [
+        md('''
+# 05 Table 3: re-ranking 40 candidates
+
+FACTER.md §1.2 step 5: each test row has 40 candidates (its relevance set minus history, at most 10,
+plus uniform negatives), and the model ranks them.  The random ranking is the floor to beat (about
+0.24 NDCG@10 multi for this design); it is a row of the table.  Valid@10 is not a re-ranking metric
+(every output is a candidate), so that column is left out.
+'''),
+        params(base_params(protocol="rank")),
+        IMPORTS,
+        code('''
+results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
+runs = [r.metrics for r in results]
+table = tb.method_table(runs, name="table3_reranking", title="Table 3: re-ranking 40 candidates",
+                        columns=tb.RANK_COLUMNS, profile=PROFILE, random_floor=True)
+display(Markdown(table.to_markdown()))
+'''),
+        code('''
+table.save()
+write_metrics("05_table3_reranking", {
+    **ex.provenance(results, PROFILE, "05_table3_reranking"),
+    "random_floor": [ex.flat_random_floor(r.metrics) for r in results],
+    "runs": [{"run_id": r.run_id, "methods": ex.flat_json(r.metrics)} for r in results],
+})
+'''),
+    ]
+
+
+def nb06():
+    return [
+        md('''
+# 06 Figure 1: violations by pass
+
+FACTER.md §3 and §6.  Per pass over the test rows: violations against the adaptive threshold Q_t
+(V(t), what FACTER's loop sees), against the fixed Q0 (V(0)), and against the final threshold Q* of
+the last pass; plus the threshold path Q0 -> Q1 -> ... (right axis).  With the one-sided update
+Q only rises, so V(t) falls partly because the bar moves: compare V(0), which keeps the bar fixed.
+REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed; Q 1.004 -> 1.494) are
+drawn as hollow markers for reference.
+'''),
+        params(base_params()),
+        IMPORTS,
+        code('''
+from facterlab.reporting.published import published_value
+
+results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
+runs = [r.metrics for r in results]
+table = tb.per_pass_table(runs, name="fig1_violations_by_pass", title="Figure 1: FACTER violations by pass",
+                          profile=PROFILE)
+display(Markdown(table.to_markdown()))
+ref = {k: [published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", key, i) for i in range(n)]
+       for k, key, n in (("adaptive", "violations_adaptive_pass", 3), ("fixed_q0", "violations_fixed_q0_pass", 3),
+                         ("threshold_path", "threshold_path", 4))}
+fig = ff.violations_by_pass(runs, "Figure 1: violations by pass", PROFILE, published=ref)
+'''),
+        code('''
+table.save()
+save_figure(fig, "fig1_violations_by_pass")
+write_metrics("06_fig1_violations_by_pass", {
+    **ex.provenance(results, PROFILE, "06_fig1_violations_by_pass"),
+    "runs": [{"run_id": r.run_id, "violations": r.metrics["methods"]["facter"]["violations"],
+              "threshold_path": r.metrics["methods"]["facter"]["threshold_path"],
+              "baselines": {b: r.metrics["methods"][b]["violations"] for b in ("neutral", "fair")}}
+             for r in results],
+})
+'''),
+    ]
+
+
+def nb07():
+    return [
+        md('''
+# 07 Appendix: single-attribute SNSR and CFR, Valid@k
+
+REPRO's appendix tables: SNSR/SNSV (`snsr_proxy`) computed for each protected attribute alone
+(gender, age, occupation: groups with >= 30 rows), CFR when only one attribute is flipped (the others
+fixed; flip strategy as stated under the table), and Valid@10.  SNSR needs at least two groups that
+reach the minimum size; when fewer do, the cell is "n/a" with the reason.
+'''),
+        params(base_params()),
+        IMPORTS,
+        code('''
+results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
+runs = [r.metrics for r in results]
+cols = [tb.Column(f"snsr_{a}", f"SNSR {a}") for a in ("gender", "age", "occupation")] + \\
+       [tb.Column(f"cfr_{a}", f"CFR {a}") for a in ("gender", "age", "occupation")] + [tb.Column("valid@10", "Valid@10")]
+table = tb.method_table(runs, name="appendix_single_attribute", title="Appendix: single-attribute SNSR and CFR",
+                        columns=cols, profile=PROFILE, published=())
+display(Markdown(table.to_markdown()))
+'''),
+        code('''
+keys = ["snsr_gender", "snsr_age", "snsr_occupation", "cfr_gender", "cfr_age", "cfr_occupation"]
+fig = ff.method_bars(runs[0], keys, "Single-attribute SNSR and CFR (seed 0)", PROFILE)
+'''),
+        code('''
+table.save()
+save_figure(fig, "appendix_single_attribute")
+write_metrics("07_appendix_single_attribute", {
+    **ex.provenance(results, PROFILE, "07_appendix_single_attribute"),
+    "runs": [{"run_id": r.run_id, "methods": ex.flat_json(r.metrics, keys=keys + ["snsv_gender", "snsv_age",
+                                                                                "snsv_occupation", "valid@10"])}
+             for r in results],
+})
+'''),
+    ]
+
+
+def nb08():
+    return [
+        md('''
+# 08 Threshold dependence: the same runs against Q0, Q_t and Q*
+
+FACTER.md §3: a violation count depends on the threshold it is counted against.  For the same
+outputs we count against the fixed Q0, the adaptive Q_t (the loop's own), the final Q* of the last
+pass, and the `repro_count` corrected threshold; and we compare the threshold rules `one_sided`
+(REPRO: Q only rises, on violations) and `aci` (Gibbs and Candes 2021: Q moves every step toward
+a long-run violation rate alpha).  Baselines are counted with the same calibration and Q0, like
+beside like.
+'''),
+        params(base_params('THRESHOLD_RULES = ["one_sided", "aci"]')),
+        IMPORTS,
+        code('''
+results = [ex.run(config(seed, facter__threshold_rule=rule), data_dir=DATA_DIR)
+           for rule in THRESHOLD_RULES for seed in SEEDS]
+runs = [r.metrics for r in results]
+table = tb.method_table(runs, name="threshold_dependence", title="Violations against Q0, Q_t, Q* by threshold rule",
+                        columns=tb.THRESHOLD_COLUMNS, row_by=("threshold_rule",), profile=PROFILE, published=())
+display(Markdown(table.to_markdown()))
+fig = ff.violations_by_pass([r.metrics for r in results if r.metrics["variants"]["threshold_rule"] == "aci"]
+                            or runs, "Violations by pass, ACI threshold rule", PROFILE)
+'''),
+        code('''
+table.save()
+save_figure(fig, "threshold_dependence_aci")
+write_metrics("08_threshold_dependence", {
+    **ex.provenance(results, PROFILE, "08_threshold_dependence"),
+    "runs": [{"run_id": r.run_id, "threshold_rule": r.metrics["variants"]["threshold_rule"],
+              "methods": ex.flat_json(r.metrics, keys=["violations_fixed_q0", "violations_adaptive",
+                                                       "violations_q_star", "violations_corrected", "q_final"])}
+             for r in results],
+})
+'''),
+    ]
+
+
+def nb20():
+    return [
+        md('''
+# 20 Simpson's paradox in an LLM re-ranker
+
+Prost et al. (2022) show that an exposure gap between two item groups can have one sign when
+pooled over all (user, relevant item) pairs (AggregateGap) and the other when computed within each
+user and averaged (PerUserGap).  Here we apply both views to the LLM re-ranking outputs of
+notebook 05 (same run, from the cache): each test row ranks its 40 candidates; relevance = the
+row's relevance set; item groups = **popular** (top 20% of items by rating count in the dataset)
+vs **long tail**; exposure 1/log2(1 + position).  A positive gap means relevant popular items are
+ranked higher than relevant long-tail ones.  We also compute the gaps within the users' demographic
+groups, and the naive and IPS estimates from a random experiment that shows each row one random
+candidate (SIMPSON.md §2).  The last cell says whether the two views disagree for this recommender.
+Each interaction row counts as one user (a user with several rows counts once per row).
+'''),
+        params(base_params('HEAD_SHARE = 0.2             # share of items that count as popular\n'
+                           'EXPOSURE = "log"             # log: 1/log2(1+p) | position\n'
+                           'SHOWN_SEED = 0               # seed of the random shown item per row',
+                           protocol="rank")),
+        IMPORTS,
+        code('''
+from facterlab.reporting import llm_simpson as ls
+
+result = ex.run(config(SEEDS[0]), data_dir=DATA_DIR)
+m = result.metrics
+cfg = config(SEEDS[0])
+rows_by_method, item_group = ex.rank_rows_with_groups(result, cfg, head_share=HEAD_SHARE, data_dir=DATA_DIR)
+reports = {method: ls.llm_simpson_report(rows, item_group, exposure=EXPOSURE, seed=SHOWN_SEED)
+           for method, rows in rows_by_method.items()}
+frame = ls.report_frame(reports)
+display(Markdown(tb.frame_table(frame, name="simpson_llm_gaps", title="Exposure gaps (popular - long tail)",
+                                notes=[f"profile {PROFILE}, dataset {m['dataset']}, model {m.get('model_name', m['model'])}"]).to_markdown()))
+'''),
+        code('''
+fig = ff.gap_bars(frame, "Per-user vs aggregate exposure gap, LLM re-ranking", m, PROFILE)
+verdicts = {method: ls.verdict(rep) for method, rep in reports.items()}
+for method, text in verdicts.items():
+    print(f"{method}: {text}")
+'''),
+        code('''
+tb.frame_table(frame, name="simpson_llm_gaps", title="Exposure gaps (popular minus long tail) of the LLM re-ranker",
+               notes=[f"Made by: dataset {m['dataset']}, model {m.get('model_name', m['model'])}, profile {PROFILE}; "
+                      f"popular = top {HEAD_SHARE:.0%} of items by rating count; exposure {EXPOSURE}."]).save()
+save_figure(fig, "simpson_llm_gaps")
+write_metrics("20_simpson_in_llm_recommendations", {
+    **ex.provenance([result], PROFILE, "20_simpson_in_llm_recommendations"),
+    "head_share": HEAD_SHARE, "exposure": EXPOSURE, "reports": reports, "verdicts": verdicts,
+})
+'''),
+    ]
+
+
+NOTEBOOKS = {
+    "00_quickstart.ipynb": nb00,
+    "02_calibration.ipynb": nb02,
+    "03_table1_open_generation.ipynb": nb03,
+    "04_table2_backbones.ipynb": nb04,
+    "05_table3_reranking.ipynb": nb05,
+    "06_fig1_violations_by_pass.ipynb": nb06,
+    "07_appendix_single_attribute.ipynb": nb07,
+    "08_threshold_dependence.ipynb": nb08,
+    "20_simpson_in_llm_recommendations.ipynb": nb20,
+}
+
+
+def main() -> None:
+    for name, make in NOTEBOOKS.items():
+        path = write_notebook(NB / name, make())
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
