@@ -18,7 +18,7 @@ from nbgen import code, md, params, write_notebook  # noqa: E402
 NB = Path(__file__).resolve().parents[1] / "notebooks"
 
 # Default-profile sizes (2 CPU cores, SmolLM2-135M): see the report / README for the timing budget.
-DEFAULTS = dict(N_INTERACTIONS=200, CFR_ROWS=30, MAX_NEW_TOKENS=160, PASSES=3, BATCH_SIZE=8)
+DEFAULTS = dict(N_INTERACTIONS=100, CFR_ROWS=10, MAX_NEW_TOKENS=160, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
 SMOKE_LINE = (
     "if SMOKE:  # tiny sizes: well under a minute per notebook with the fake model\n"
     "    N_INTERACTIONS, CFR_ROWS, PASSES, MAX_NEW_TOKENS, SNSR_MIN_GROUP = 40, 4, 2, 48, 3\n"
@@ -28,6 +28,7 @@ SMOKE_LINE = (
 
 def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]") -> str:
     d = DEFAULTS
+    ranker = d["RANKER"]
     return f'''PROFILE = "default"          # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False                # True: tiny sizes, seconds per notebook
 DATASET = "auto"             # auto | ml-1m | ml-100k | amazon | synthetic
@@ -42,6 +43,7 @@ MAX_NEW_TOKENS = {d["MAX_NEW_TOKENS"]}         # REPRO: 250
 BATCH_SIZE = {d["BATCH_SIZE"]}
 DEVICE = "auto"
 SNSR_MIN_GROUP = 30          # groups with fewer rows are left out of SNSR (REPRO: 30)
+RANKER = "{ranker}"        # rank protocol only: likelihood (fast, CPU default) | generate (REPRO)
 DATA_DIR = None              # None: $FACTERLAB_DATA
 {extra}'''.rstrip() + "\n"
 
@@ -63,7 +65,7 @@ def config(seed, dataset=None, model=None, protocol=None, **kw):
     return ex.run_config(dataset=dataset or DATASET, model=model or MODEL, protocol=protocol or PROTOCOL,
                          preset_name=PRESET, seed=seed, n_rows=N_INTERACTIONS, passes=PASSES,
                          cfr_rows=CFR_ROWS, max_new_tokens=MAX_NEW_TOKENS, batch_size=BATCH_SIZE,
-                         device=DEVICE, metrics__snsr_min_group=SNSR_MIN_GROUP, **kw)
+                         device=DEVICE, ranker=RANKER, metrics__snsr_min_group=SNSR_MIN_GROUP, **kw)
 ''')
 
 

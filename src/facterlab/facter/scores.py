@@ -27,7 +27,7 @@ import pandas as pd
 from facterlab.facter.neighbours import NeighbourIndex
 
 
-def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray, chunk: int = 65536) -> np.ndarray:
+def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """d_i = 1 - cos(p_i, t_i) row-wise; cos with a zero vector is taken as 0 (so d = 1).
 
     Computed in float64 over row chunks (no full-size float64 copy of the inputs).

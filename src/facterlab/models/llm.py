@@ -106,6 +106,13 @@ class CausalLM:
         self.tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
         self.model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(self.dtype_name), **kw)
         self.model.to(self.device).eval()
+        with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
+            for prm in self.model.parameters():
+                prm.data = prm.data.clone(memory_format=torch.contiguous_format)
+        import inspect
+
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
         tok = self.tokenizer
         eos = set()
         for v in (tok.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -197,8 +204,8 @@ class CausalLM:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
-        res = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                            use_cache=True, logits_to_keep=1)
+        res = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                            logits_to_keep=1, **{self._cache_kw: cache})
         last_pos = pos[:, -1:]
         for step in range(params.max_new_tokens):
             logits = res.logits[:, -1, :]
@@ -218,8 +225,7 @@ class CausalLM:
             mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=dev)], dim=1)
             last_pos = last_pos + 1
             res = self._forward(input_ids=torch.tensor(nxt, device=dev).view(b, 1), attention_mask=mask,
-                                position_ids=last_pos, past_key_values=res.past_key_values, use_cache=True,
-                                logits_to_keep=1)
+                                position_ids=last_pos, use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
         return out
 
     def plan(self, lengths: Sequence[int], batch_size: int) -> list:
@@ -258,10 +264,10 @@ class CausalLM:
         dev = self.device
         P = len(prompt_ids)
         cache = DynamicCache(config=self.model.config)
-        res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), past_key_values=cache,
-                            use_cache=True, logits_to_keep=1)
+        res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), use_cache=True,
+                            logits_to_keep=1, **{self._cache_kw: cache})
         lp0 = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
-        prompt_cache = res.past_key_values
+        prompt_cache = cache
         base = self.model.base_model
         head = self.model.get_output_embeddings()
         out = []
@@ -278,7 +284,7 @@ class CausalLM:
             mask = torch.ones((b, P + m), dtype=torch.long)  # right pads come after: causal-harmless
             with torch.inference_mode():
                 h = base(input_ids=inp.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                         past_key_values=c_cache, use_cache=True).last_hidden_state
+                         use_cache=True, **{self._cache_kw: c_cache}).last_hidden_state
                 for i, c in enumerate(cands):
                     total = lp0[c[0]]
                     if len(c) > 1:

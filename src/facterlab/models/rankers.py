@@ -211,7 +211,8 @@ class LLMRecommender:
         for r in requests:
             if self.protocol == "rank" and not r.candidates:
                 raise ValueError("protocol 'rank' needs PromptRequest.candidates (candidate titles)")
-        self._fit_memo.clear()
+        if len(self._fit_memo) > 50_000:
+            self._fit_memo.clear()
         fitted = [self.fit_prompt(r) for r in requests]
         if self.ranker == "likelihood":
             return [self._likelihood(r, ids, nd) for r, (ids, nd) in zip(requests, fitted)]

@@ -15,6 +15,8 @@ collides with a real model's.
 ('fake', 'hash-encoder', 40, 2, 1, 1)
 >>> run_config(model="smollm2-135m").model.encoder
 'all-MiniLM-L6-v2'
+>>> run_config(ranker="likelihood").model.ranker, run_config(protocol="rank", ranker="likelihood").model.ranker
+('generate', 'likelihood')
 """
 from __future__ import annotations
 
@@ -36,10 +38,13 @@ def run_config(dataset: str = "auto", model: str = "smollm2-135m", protocol: str
     """The run config of a notebook's parameters (``section__field`` keys in ``overrides``).
 
     ``seed`` seeds both the row sample (``data.seed``) and the run (``seed``: LLM sampling, CFR rows),
-    so that seeds are independent repetitions as in REPRO's 3 seeds.
+    so that seeds are independent repetitions as in REPRO's 3 seeds.  ``ranker`` applies to the
+    rank protocol only (open-generation configs keep the default, so their run ids do not depend on it).
     """
     if model == FAKE_MODEL:
         encoder = FAKE_ENCODER
+    if protocol != "rank":
+        ranker = "generate"
     kw = dict(protocol=protocol, seed=int(seed), data__dataset=dataset, data__n_rows=n_rows,
               data__seed=int(seed), facter__passes=int(passes), metrics__cfr_rows=int(cfr_rows),
               model__llm=model, model__encoder=encoder, model__max_new_tokens=int(max_new_tokens),

@@ -53,6 +53,7 @@ PROFILES: dict = {
             "PASSES": 3,
             "CFR_ROWS": 200,
             "MAX_NEW_TOKENS": 250,
+            "RANKER": "generate",
             "BATCH_SIZE": 16,
             "DEVICE": "auto",
         },
