@@ -132,13 +132,15 @@ def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: 
 
 
 def _context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
-    titles = items["title"].astype(str)
-    texts = [prompts.context_text([titles.loc[int(i)] for i in h]) for h in rows["history"]]
+    """f(context_text(history titles)) for each row (FACTER.md §2: no demographics in the context)."""
+    titles = prompt_items(items)
+    texts = [prompts.context_text([titles[int(i)] for i in h]) for h in rows["history"]]
     return np.asarray(encoder.encode(texts), dtype=np.float32)
 
 
 def _groups(rows: pd.DataFrame) -> list:
-    return [tuple(str(r[a]) for a in PROTECTED) for _, r in rows[list(PROTECTED)].iterrows()]
+    """Protected tuples (gender, age, occupation) of the rows."""
+    return list(zip(*(rows[a].astype(str).tolist() for a in PROTECTED)))
 
 
 def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:

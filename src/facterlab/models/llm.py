@@ -10,9 +10,12 @@ depend on the batch it runs in:
 * positions are ``cumsum(mask) - 1``, so a row's real tokens get positions ``0..n-1`` whatever the pad;
 * each row samples from its own ``torch.Generator`` seeded by the request seed; finished rows keep
   feeding a pad token (their outputs are ignored) so the batch shape never changes mid-decode;
-* decode-step matmuls have ``M = batch rows``; BLAS may choose another kernel for ``M = 1`` (GEMV), so
-  batches are padded with dummy rows up to ``min_decode_rows`` (default 2) -- see the report in the
-  test module ``tests/test_models_llm.py`` for what is exactly equal.
+* matmuls have ``M = rows`` (decode) or ``rows * L`` (prefill) and a BLAS may pick another kernel for
+  another ``M`` (GEMV for ``M = 1``, split-K GEMMs on GPUs), so batches get dummy rows up to
+  ``min_decode_rows`` (default 2); with ``pad_full_batches`` (default: on CUDA only) every batch is
+  padded to ``batch_size`` rows so that each row sees exactly the same shapes alone or in company.
+  Measured on CPU float32 (MKL) with SmolLM2: token ids identical alone / in batches of 3 and 8, any
+  order, greedy and sampled -- with min_decode_rows 1 or 2 (see ``tests/test_models_llm.py``).
 
 Sampling step for one row, with logits ``z`` over the vocabulary and previous tokens ``P``:
 ``z_t <- z_t * r if z_t < 0 else z_t / r`` for ``t in P`` (repetition penalty ``r``), ``z <- z / T``,
@@ -29,7 +32,7 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 from facterlab.models.device import resolve_device, torch_dtype
 from facterlab.models.registry import ResolvedModel, resolve_llm
@@ -90,7 +93,8 @@ class CausalLM:
     """A loaded tokenizer + causal LM (transformers), with the decode loop and scorers above."""
 
     def __init__(self, resolved: ResolvedModel, device: str = "auto", dtype: str = "auto",
-                 trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2):
+                 trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2,
+                 pad_full_batches: Optional[bool] = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -98,6 +102,7 @@ class CausalLM:
         self.device, self.dtype_name = resolve_device(device, dtype)
         self.bucket = int(bucket)
         self.min_decode_rows = int(min_decode_rows)
+        self.pad_full_batches = self.device.startswith("cuda") if pad_full_batches is None else bool(pad_full_batches)
         kw = {"trust_remote_code": bool(trust_remote_code)}
         if resolved.gguf_file:
             kw["gguf_file"] = resolved.gguf_file
@@ -174,7 +179,8 @@ class CausalLM:
         probs = torch.softmax(z, dim=-1)
         return int(torch.multinomial(probs, 1, generator=gen))
 
-    def generate_ids(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams) -> list:
+    def generate_ids(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams,
+                     min_rows: int = 1) -> list:
         """Generate for prompts of ONE bucket; returns the new token ids per row (EOS excluded).
 
         All rows are left-padded to the same bucket length; raises if the rows' buckets differ.
@@ -187,7 +193,8 @@ class CausalLM:
             raise ValueError("generate_ids batches prompts of one bucket only; use generate()")
         L = lengths.pop()
         n_real = len(prompts)
-        rows = list(prompts) + [prompts[-1]] * max(0, self.min_decode_rows - n_real)  # dummy rows
+        n_rows = max(self.min_decode_rows, int(min_rows))
+        rows = list(prompts) + [prompts[-1]] * max(0, n_rows - n_real)  # dummy rows
         b = len(rows)
         ids = torch.full((b, L), self.pad_id, dtype=torch.long)
         mask = torch.zeros((b, L), dtype=torch.long)
@@ -240,7 +247,8 @@ class CausalLM:
         """Generate text for any prompts: bucketed, batched; returns decoded strings in input order."""
         texts: list = [None] * len(prompts)
         for b in self.plan([len(p) for p in prompts], batch_size):
-            new = self.generate_ids([prompts[i] for i in b], [seeds[i] for i in b], params)
+            new = self.generate_ids([prompts[i] for i in b], [seeds[i] for i in b], params,
+                                    min_rows=batch_size if self.pad_full_batches else 1)
             for i, t in zip(b, new):
                 texts[i] = self.tokenizer.decode(t, skip_special_tokens=True)
         return texts
@@ -308,12 +316,13 @@ class CausalLM:
 
 @functools.lru_cache(maxsize=4)
 def _load_lm_cached(resolved: ResolvedModel, device: str, dtype: str, trust_remote_code: bool,
-                    bucket: int, min_decode_rows: int) -> CausalLM:
-    return CausalLM(resolved, device, dtype, trust_remote_code, bucket, min_decode_rows)
+                    bucket: int, min_decode_rows: int, pad_full_batches: Optional[bool]) -> CausalLM:
+    return CausalLM(resolved, device, dtype, trust_remote_code, bucket, min_decode_rows, pad_full_batches)
 
 
 def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto",
-            trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2) -> CausalLM:
+            trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2,
+            pad_full_batches: Optional[bool] = None) -> CausalLM:
     """Load (once per process) the LLM ``name``: a registry name, local path, ``.gguf`` or hub id.
 
     Unknown names fail fast, before torch/transformers are imported (see
@@ -321,5 +330,6 @@ def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto
     """
     resolved = resolve_llm(name)
     dev, dt = resolve_device(device, dtype)
-    return _load_lm_cached(resolved, dev, dt, bool(trust_remote_code), int(bucket), int(min_decode_rows))
+    return _load_lm_cached(resolved, dev, dt, bool(trust_remote_code), int(bucket), int(min_decode_rows),
+                           pad_full_batches)
 

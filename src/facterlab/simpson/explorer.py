@@ -128,8 +128,9 @@ class Explorer:
         self.status.add_class("simpson-status")
         self.n_updates = 0
         self.last: dict = {}
+        row = w.HBox([self.numbers, self.image], layout=w.Layout(align_items="flex-start"))
         self.widget = w.VBox([w.HTML("<b>Simpson's paradox explorer</b> (synthetic simulation)"),
-                              *self.sliders.values(), self.status, w.HBox([self.numbers, self.image])])
+                              *self.sliders.values(), self.status, row])
         self.widget.add_class("simpson-explorer")
         self.update()
 
