@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 

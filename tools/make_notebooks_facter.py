@@ -18,16 +18,21 @@ from nbgen import code, md, params, write_notebook  # noqa: E402
 NB = Path(__file__).resolve().parents[1] / "notebooks"
 
 # Default-profile sizes (2 CPU cores, SmolLM2-135M): see the report / README for the timing budget.
-DEFAULTS = dict(N_INTERACTIONS=100, CFR_ROWS=10, MAX_NEW_TOKENS=160, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
+# SmolLM2-135M on 2 CPU cores costs seconds per generated list (prefill of a ~400-token prompt
+# dominates), so the default profile is a demonstration of the machinery, not REPRO's sizes: an
+# open run is about n_calib + (T + 1) n_test + 13 CFR_ROWS generations, a rank run likewise in
+# likelihood scorings.  The paper profile passes REPRO's sizes.
+DEFAULTS = dict(N_INTERACTIONS=30, CFR_ROWS=2, MAX_NEW_TOKENS=112, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
+RANK_ROWS = 30  # notebooks 05 and 20 (the same rank run)
 SMOKE_LINE = (
-    "if SMOKE:  # tiny sizes: well under a minute per notebook with the fake model\n"
-    "    N_INTERACTIONS, CFR_ROWS, PASSES, MAX_NEW_TOKENS, SNSR_MIN_GROUP = 40, 4, 2, 48, 3\n"
+    "if SMOKE:  # tiny sizes: seconds per notebook with the fake model, a few minutes with SmolLM2\n"
+    "    N_INTERACTIONS, CFR_ROWS, PASSES, MAX_NEW_TOKENS, SNSR_MIN_GROUP = 24, 2, 2, 32, 3\n"
     "    SEEDS = SEEDS[:1]"
 )
 
 
 def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]") -> str:
-    d = DEFAULTS
+    d = dict(DEFAULTS, N_INTERACTIONS=RANK_ROWS) if protocol == "rank" else DEFAULTS
     ranker = d["RANKER"]
     return f'''PROFILE = "default"          # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False                # True: tiny sizes, seconds per notebook
@@ -36,9 +41,9 @@ MODEL = "smollm2-135m"       # registry name, local path, or "fake" (determinist
 PROTOCOL = "{protocol}"            # open | rank
 PRESET = "repro"             # repro (alpha 0.10) | paper (alpha 0.20)
 SEEDS = {seeds}
-N_INTERACTIONS = {d["N_INTERACTIONS"]}         # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
+N_INTERACTIONS = {d["N_INTERACTIONS"]}          # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
 PASSES = {d["PASSES"]}                   # FACTER passes T
-CFR_ROWS = {d["CFR_ROWS"]}                # counterfactual rows per method (REPRO: 200)
+CFR_ROWS = {d["CFR_ROWS"]}                 # counterfactual rows per method (REPRO: 200)
 MAX_NEW_TOKENS = {d["MAX_NEW_TOKENS"]}         # REPRO: 250
 BATCH_SIZE = {d["BATCH_SIZE"]}
 DEVICE = "auto"
@@ -258,8 +263,9 @@ FACTER.md §3 and §6.  Per pass over the test rows: violations against the adap
 (V(t), what FACTER's loop sees), against the fixed Q0 (V(0)), and against the final threshold Q* of
 the last pass; plus the threshold path Q0 -> Q1 -> ... (right axis).  With the one-sided update
 Q only rises, so V(t) falls partly because the bar moves: compare V(0), which keeps the bar fixed.
-REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed; Q 1.004 -> 1.494) are
-drawn as hollow markers for reference.
+The figure shows counts as shares of the test rows, so that runs of different sizes compare;
+REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed, of 750 test rows;
+Q 1.004 -> 1.494) are drawn as hollow markers for reference.  The table keeps the counts.
 '''),
         params(base_params()),
         IMPORTS,

@@ -15,8 +15,12 @@ from facterlab.reporting.tables import METHOD_LABELS, MissingValue, flatten_meth
 METHODS = ("neutral", "fair", "facter")
 
 
+REPRO_N_TEST = 750  # ML-1M test rows of REPRO (FACTER.md §1.2): scales its counts to rates
+
+
 def _title(title: str, m: dict, profile: str) -> str:
-    return title_with_provenance(title, str(m.get("dataset")), bool(m.get("is_synthetic")), str(m.get("model")), profile)
+    model = m.get("model_name") or m.get("model")
+    return title_with_provenance(title, str(m.get("dataset")), bool(m.get("is_synthetic")), str(model), profile)
 
 
 def method_bars(metrics: dict, keys: Sequence[str], title: str, profile: str = "", labels: Optional[dict] = None):
@@ -48,9 +52,10 @@ def method_bars(metrics: dict, keys: Sequence[str], title: str, profile: str = "
 def violations_by_pass(runs: Sequence[dict], title: str, profile: str = "", method: str = "facter",
                        published: Optional[dict] = None):
     """Fig. 1: violations per pass against the adaptive threshold Q_t, the fixed Q0 and the final Q*
-    (mean over runs, error bars = sd when several), and the threshold path Q0, Q1, ... (right axis).
+    as a share of the test rows (so that runs of different sizes compare; mean over runs, error bars
+    = sd when several), and the threshold path Q0, Q1, ... (right axis).
     ``published``: optional ``{"adaptive": [...], "fixed_q0": [...], "threshold_path": [...]}``
-    (REPRO's ML-1M numbers) drawn as hollow markers."""
+    (REPRO's ML-1M counts, divided by its 750 test rows) drawn as hollow markers."""
     import matplotlib.pyplot as plt
 
     apply_style()
@@ -61,8 +66,9 @@ def violations_by_pass(runs: Sequence[dict], title: str, profile: str = "", meth
     for m in runs:
         block = (m.get("methods") or {}).get(method) or {}
         v = block.get("violations") or {}
+        n_test = float(m.get("n_test") or np.nan)
         for k, _, _ in kinds:
-            series[k].append([np.nan if x is None or isinstance(x, dict) else float(x) for x in (v.get(k) or [])])
+            series[k].append([np.nan if x is None or isinstance(x, dict) else float(x) / n_test for x in (v.get(k) or [])])
         paths.append([np.nan if x is None or isinstance(x, dict) else float(x) for x in (block.get("threshold_path") or [])])
     n_pass = max((len(s) for k in series for s in series[k]), default=0)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -74,10 +80,10 @@ def violations_by_pass(runs: Sequence[dict], title: str, profile: str = "", meth
         sd = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else None
         ax.bar(x + (j - 1) * width, np.nan_to_num(mean), width, yerr=sd, label=label, color=color, alpha=0.85)
         if published and published.get(k):
-            pv = published[k][:n_pass]
+            pv = [v / REPRO_N_TEST if v is not None else np.nan for v in published[k][:n_pass]]
             ax.plot(x[:len(pv)] + (j - 1) * width, pv, "o", mfc="none", mec="black", label=f"REPRO {label.split(' ')[0]}")
     ax.set_xlabel("pass")
-    ax.set_ylabel("violations (test rows)")
+    ax.set_ylabel("violations / test rows")
     ax.set_xticks(x)
     ax2 = ax.twinx()
     parr = np.array([p + [np.nan] * (n_pass + 1 - len(p)) for p in paths], dtype=float) if paths else np.full((1, n_pass + 1), np.nan)
@@ -112,7 +118,8 @@ def calibration_panels(cal, q0: float, title: str, metrics: dict, profile: str =
     axes[0].set_ylabel("calibration rows")
     if neigh_col in cal.columns:
         n = cal[neigh_col].to_numpy()
-        axes[1].hist(n, bins=min(30, max(1, int(n.max()) + 1)), color=PALETTE["fair"])
+        top = int(n.max()) if len(n) else 0
+        axes[1].hist(n, bins=np.arange(top + 2) - 0.5 if top < 30 else 30, color=PALETTE["fair"])
     else:
         axes[1].text(0.5, 0.5, "n/a: no neighbour counts recorded", ha="center", transform=axes[1].transAxes)
     axes[1].set_xlabel("counterfactual neighbours per row")

@@ -185,6 +185,8 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
             log(f"[reproduce] FAILED {nb.name}: {error}")
         runs.append(NotebookRun(nb.stem, round(time.perf_counter() - t0, 2), status, str(target),
                                 passed, skipped, error))
+        log(f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
+            f"(total {time.perf_counter() - t_all:.1f} s)")
     total = round(time.perf_counter() - t_all, 2)
     path = Path(timings_path) if timings_path else results_dir() / "reproduce_timings.json"
     if not path.is_absolute():
