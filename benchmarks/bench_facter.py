@@ -152,17 +152,21 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="N = 20,000 calibration rows, 20 online rows")
     ap.add_argument("--skip-llm", action="store_true", help="only the calibration benchmark")
     ap.add_argument("--online-rows", type=int, default=None)
+    ap.add_argument("--tokens", type=int, default=48, help="max_new_tokens of the online benchmark")
     ap.add_argument("--real-rows", type=int, default=200)
+    ap.add_argument("--skip-real", action="store_true", help="skip the ml-100k run")
+    ap.add_argument("--skip-calibration", action="store_true", help="skip the calibration benchmark")
     args = ap.parse_args(argv)
     n = 20_000 if args.quick else 100_000
-    c = bench_calibration(n)
-    print("\n== calibration (blocked neighbours + scores) ==")
-    print(f"{'N':>8} {'dim':>4} {'neigh s':>8} {'score s':>8} {'peak MB':>8} {'NxN MB':>9} {'ratio':>6} "
-          f"{'nb/row':>7} {'brute=':>6}")
-    print(f"{c['n']:>8} {c['dim']:>4} {c['neighbours_s']:>8.1f} {c['scores_s']:>8.2f} {c['peak_traced_mb']:>8.0f} "
-          f"{c['full_matrix_mb']:>9.0f} {c['full_matrix_mb'] / max(c['peak_traced_mb'], 1e-9):>6.0f} "
-          f"{c['mean_neighbours']:>7.1f} {str(c['brute_force_equal_300']):>6}")
-    print(f"max RSS {c['max_rss_mb']:.0f} MB (includes the {c['n']}x{c['dim']} inputs)")
+    if not args.skip_calibration:
+        c = bench_calibration(n)
+        print("\n== calibration (blocked neighbours + scores) ==")
+        print(f"{'N':>8} {'dim':>4} {'neigh s':>8} {'score s':>8} {'peak MB':>8} {'NxN MB':>9} {'ratio':>6} "
+              f"{'nb/row':>7} {'brute=':>6}")
+        print(f"{c['n']:>8} {c['dim']:>4} {c['neighbours_s']:>8.1f} {c['scores_s']:>8.2f} {c['peak_traced_mb']:>8.0f} "
+              f"{c['full_matrix_mb']:>9.0f} {c['full_matrix_mb'] / max(c['peak_traced_mb'], 1e-9):>6.0f} "
+              f"{c['mean_neighbours']:>7.1f} {str(c['brute_force_equal_300']):>6}")
+        print(f"max RSS {c['max_rss_mb']:.0f} MB (includes the {c['n']}x{c['dim']} inputs)")
     if args.skip_llm:
         return 0
     try:
@@ -170,12 +174,14 @@ def main(argv=None) -> int:
     except ImportError:
         print("\nfacterlab.models.make_recommender is not available: LLM benchmarks skipped")
         return 0
-    o = bench_online(args.online_rows or (20 if args.quick else 100))
+    o = bench_online(args.online_rows or (20 if args.quick else 100), args.tokens)
     print("\n== online phase on SmolLM2-135M (greedy, no cache, 1 pass) ==")
     print(f"{'rows':>5} {'tokens':>6} {'batch 1 s':>10} {'batch 8 s':>10} {'speedup':>8} {'identical':>9} "
           f"{'re-pred':>7} {'viol':>5}")
     print(f"{o['rows']:>5} {o['max_new_tokens']:>6} {o['batch1_s']:>10.1f} {o['batch8_s']:>10.1f} {o['speedup']:>8.2f} "
           f"{str(o['identical']):>9} {o['repredicted']:>7} {o['violations']:>5}")
+    if args.skip_real:
+        return 0
     r = bench_real_run(args.real_rows)
     m = r["metrics"]
     print(f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "

@@ -85,12 +85,35 @@ def test_sampling_depends_on_seed_not_batch(lm):
     a = lm.generate([p, p, p], [1, 2, 1], params, batch_size=3)
     assert a[0] == a[2]
     assert a[0] != a[1]
+    assert lm.pad_full_batches  # default: a lone request is padded with dummy rows to a full batch
+    assert lm.generate([p], [2], params, batch_size=3) == [a[1]]
     old = lm.pad_full_batches
-    try:  # the GPU default: the lone request is padded with dummy rows to a full batch of 3
-        lm.pad_full_batches = True
+    try:  # the faster option: a lone request runs in min_decode_rows rows
+        lm.pad_full_batches = False
         assert lm.generate([p], [2], params, batch_size=3) == [a[1]]
     finally:
         lm.pad_full_batches = old
+
+
+def test_fixed_row_count_gives_bitwise_equal_logits(lm):
+    """With the same row count, a row's logits do not depend on its position or its companions."""
+    ps = [lm.encode_messages([{"role": "user", "content": "History:\n" + "\n".join(
+        f"{j}. Movie {7 * j + i}" for j in range(n))}]) for i, n in enumerate([5, 6, 7, 6])]
+
+    def last_logits(rows, L=96):
+        ids = torch.full((len(rows), L), lm.pad_id)
+        m = torch.zeros((len(rows), L), dtype=torch.long)
+        for i, p in enumerate(rows):
+            ids[i, L - len(p):] = torch.tensor(p)
+            m[i, L - len(p):] = 1
+        with torch.inference_mode():
+            return lm.model(input_ids=ids, attention_mask=m, position_ids=(m.cumsum(-1) - 1).clamp(min=0),
+                            logits_to_keep=1).logits[:, -1]
+
+    a = last_logits(ps)
+    b = last_logits(ps[1:] + ps[:1])
+    c = last_logits([ps[0]] + [ps[2]] * 3)
+    assert torch.equal(a[0], b[3]) and torch.equal(a[0], c[0])
 
 
 def test_likelihood_shared_cache_equals_full_sequence(lm):
