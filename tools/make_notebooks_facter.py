@@ -25,9 +25,10 @@ NB = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULTS = dict(N_INTERACTIONS=30, CFR_ROWS=2, MAX_NEW_TOKENS=112, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
 RANK_ROWS = 30  # notebooks 05 and 20 (the same rank run)
 SMOKE_LINE = (
-    "if SMOKE:  # tiny sizes: seconds per notebook with the fake model, a few minutes with SmolLM2\n"
-    "    N_INTERACTIONS, CFR_ROWS, PASSES, MAX_NEW_TOKENS, SNSR_MIN_GROUP = 24, 2, 2, 32, 3\n"
-    "    SEEDS = SEEDS[:1]"
+    "if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model\n"
+    "    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)\n"
+    "    CFR_ROWS, PASSES, MAX_NEW_TOKENS = min(CFR_ROWS, 2), min(PASSES, 2), min(MAX_NEW_TOKENS, 32)\n"
+    "    SNSR_MIN_GROUP, SEEDS = min(SNSR_MIN_GROUP, 3), SEEDS[:1]"
 )
 
 
