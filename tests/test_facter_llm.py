@@ -34,8 +34,10 @@ def _make_recommender(cfg: ModelConfig, protocol: str):
         pytest.skip(f"bundled SmolLM2 not available: {exc}")
 
 
-@pytest.mark.parametrize("protocol", ["open", "rank"])
-def test_smollm2_optimistic_batching_is_exact(protocol):
+def test_smollm2_optimistic_batching_is_exact():
+    # open generation only: the re-ranking prompts (40 candidates) are too slow for CI on CPU; the
+    # monitor's batching logic is protocol-independent and is tested for "rank" with the fake
+    protocol = "open"
     ds = make_world(n_users=40)
     cfg = preset("repro", data__dataset="synthetic", data__n_rows=30, protocol=protocol,
                  facter__announce_threshold=True, facter__tau_rho=0.8)

@@ -22,8 +22,12 @@ NB = Path(__file__).resolve().parents[1] / "notebooks"
 # dominates), so the default profile is a demonstration of the machinery, not REPRO's sizes: an
 # open run is about n_calib + (T + 1) n_test + 13 CFR_ROWS generations, a rank run likewise in
 # likelihood scorings.  The paper profile passes REPRO's sizes.
-DEFAULTS = dict(N_INTERACTIONS=30, CFR_ROWS=2, MAX_NEW_TOKENS=112, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
-RANK_ROWS = 30  # notebooks 05 and 20 (the same rank run)
+# Measured on the shared 2-core development machine: about 30 CPU-seconds per generated open list
+# (a ~400-token prompt's prefill dominates), about twice that per likelihood-ranked row of 40
+# candidates.  Hence tiny sizes: the open run is about 14 + 4 x 6 + 13 = 51 lists, the rank run
+# about 10 + 4 x 4 + 13 = 39 rankings, the ACI run of notebook 08 about 25 more lists.
+DEFAULTS = dict(N_INTERACTIONS=20, CFR_ROWS=1, MAX_NEW_TOKENS=112, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
+RANK_ROWS = 14  # notebooks 05 and 20 (the same rank run): 9-10 calibration / 4-5 test rows
 SMOKE_LINE = (
     "if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model\n"
     "    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)\n"
