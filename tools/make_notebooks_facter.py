@@ -27,7 +27,8 @@ NB = Path(__file__).resolve().parents[1] / "notebooks"
 # candidates.  Hence tiny sizes: the open run is about 14 + 4 x 6 + 13 = 51 lists, the rank run
 # about 10 + 4 x 4 + 13 = 39 rankings, the ACI run of notebook 08 about 25 more lists.
 DEFAULTS = dict(N_INTERACTIONS=40, CFR_ROWS=3, MAX_NEW_TOKENS=112, PASSES=3, BATCH_SIZE=8, RANKER="likelihood")
-RANK_ROWS = 30  # notebooks 05 and 20 (the same rank run): 21 calibration / 9 test rows
+RANK_ROWS = 14  # notebooks 05 and 20 (the same rank run): 9-10 calibration / 4-5 test rows
+RANK_CFR_ROWS = 1  # likelihood ranking of 40 candidates costs ~10-40 CPU-s per row on 2 cores
 SMOKE_LINE = (
     "if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model\n"
     "    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)\n"
@@ -37,7 +38,7 @@ SMOKE_LINE = (
 
 
 def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]") -> str:
-    d = dict(DEFAULTS, N_INTERACTIONS=RANK_ROWS) if protocol == "rank" else DEFAULTS
+    d = dict(DEFAULTS, N_INTERACTIONS=RANK_ROWS, CFR_ROWS=RANK_CFR_ROWS) if protocol == "rank" else DEFAULTS
     ranker = d["RANKER"]
     return f'''PROFILE = "default"          # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False                # True: tiny sizes, seconds per notebook
