@@ -183,11 +183,11 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
         except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
             status, error = "failed", _error_text(exc)
             log(f"[reproduce] FAILED {nb.name}: {error}")
-        runs.append(NotebookRun(nb.stem, round(time.perf_counter() - t0, 2), status, str(target),
+        runs.append(NotebookRun(nb.stem, time.perf_counter() - t0, status, str(target),
                                 passed, skipped, error))
         log(f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
             f"(total {time.perf_counter() - t_all:.1f} s)")
-    total = round(time.perf_counter() - t_all, 2)
+    total = time.perf_counter() - t_all  # unrounded: the total is never below the sum of its parts
     path = Path(timings_path) if timings_path else results_dir() / "reproduce_timings.json"
     if not path.is_absolute():
         path = cwd / path
