@@ -147,3 +147,60 @@ def test_correction_and_rule_options(world):
     assert all(x.startswith("AVOID: (tuple=") for rr in r["rules"] for x in rr)
     # ACI updates every step
     assert (r["q_after"] != r["q_before"]).all()
+
+
+class _Bucketed:
+    """A fake wrapper that batches like the LLM: ``plan_batches`` groups requests by a 'bucket' (here the
+    parity of the row id) in first-seen order, chunks of ``size``; it records every call's buckets."""
+
+    def __init__(self, inner, size):
+        self.inner, self.size, self.calls = inner, size, []
+
+    @staticmethod
+    def bucket(req):
+        return int(req.seed) % 2
+
+    def plan_batches(self, requests):
+        groups = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self.bucket(r), []).append(i)
+        return [g[j:j + self.size] for g in groups.values() for j in range(0, len(g), self.size)]
+
+    def predict(self, requests):
+        self.calls.append(({self.bucket(r) for r in requests}, len(requests)))
+        return self.inner.predict(requests)
+
+
+@pytest.mark.parametrize("lookahead", [4, 8, 32])
+def test_lookahead_follows_the_recommenders_batches_and_stays_exact(world, lookahead):
+    kw, rec, _ = _setup(world, obey=False)
+    _, one = _run(kw, 1)
+    kw2, rec2, _ = _setup(world, obey=False)
+    wrapped = _Bucketed(rec2, 4)
+    kw2["recommender"] = wrapped
+    rec2.n_calls = 0
+    mon = FacterMonitor(system_kind="facter", batch_size=4, lookahead=lookahead, **kw2)
+    res = mon.run(3)
+    pd.testing.assert_frame_equal(res.records, one.records)
+    assert all(len(b) == 1 for b, _ in wrapped.calls)  # every call holds one bucket only
+    assert res.n_calls == len(wrapped.calls) and res.n_predicted == rec2.n_calls
+    assert res.n_predicted == 3 * len(kw2["rows"]) + res.n_repredicted
+    assert max(n for _, n in wrapped.calls) <= 4
+    if lookahead >= 8:  # a wider window fills calls with rows of the same bucket further ahead
+        assert res.n_calls < 3 * len(kw2["rows"]) / 2
+
+
+def test_no_lookahead_for_a_recommender_without_batch_gain(world):
+    kw, rec, _ = _setup(world, obey=False)
+    rec.batch_gain = False  # e.g. the likelihood ranker: one prompt at a time
+    rec.n_calls = rec.n_batches = 0
+    mon = FacterMonitor(system_kind="facter", batch_size=16, lookahead=64, **kw)
+    res = mon.run(2)
+    n = len(kw["rows"])
+    assert res.n_calls == rec.n_batches == rec.n_calls == 2 * n and res.n_repredicted == 0
+
+
+def test_bad_lookahead(world):
+    kw, _, _ = _setup(world, obey=False)
+    with pytest.raises(ValueError, match="lookahead"):
+        FacterMonitor(system_kind="facter", batch_size=4, lookahead=0, **kw)

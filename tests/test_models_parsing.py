@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from facterlab.models.parsing import clean_title, normalise_title, parse_titles
+from facterlab.models.parsing import clean_title, parse_titles
 from facterlab.models.rankers import match_to_candidates, truncate_history
 from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
@@ -53,9 +53,14 @@ def test_parse_none_is_empty():
     assert parse_titles(None, 5) == ((), PARSE_EMPTY)
 
 
-def test_clean_and_normalise():
+def test_clean_title():
     assert clean_title("  3. \u2018Heat\u2019 ,") == "Heat"
-    assert normalise_title("Heat  (1995)") == "heat (1995)"
+
+
+def test_one_movie_is_listed_once_whatever_its_spelling():
+    text = "1. The Matrix (1999)\n2. Heat\n3. Matrix, The\n4. HEAT (1995)\n5. Fargo"
+    titles, _ = parse_titles(text, 10)
+    assert titles == ("The Matrix (1999)", "Heat", "Fargo")
 
 
 def test_match_exact_fuzzy_and_permutation():

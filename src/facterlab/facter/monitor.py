@@ -13,11 +13,17 @@ passes), for each row t:
 
 Baselines (Neutral, Fair) use the same loop with a static system prompt, no rule mining, one pass.
 
-Optimistic batching: a batch of B rows is predicted with the prompts of the current state; the rows
-are then processed in order, and a row whose prompt (recomputed from the state at its turn) differs
-from the one it was predicted with is predicted again (together with the later rows of the batch
-whose prompts changed too).  Because a recommender's answer depends only on its request, the result
-equals processing one row at a time, exactly; ``n_repredicted`` counts the extra requests.
+Optimistic batching (exact): predictions are made ahead of the walk, with the prompts of the current
+state, and kept with the request they were made for.  The rows are then processed strictly in order;
+when the walk reaches a row, its request is rebuilt from the state at its turn, and a prediction made
+for another request (stale: a violation earlier changed the rules, or the announced Q) is discarded.
+A row without a valid prediction triggers one recommender call: the row itself plus the next rows
+within ``lookahead`` positions that lack a valid prediction, grouped the way the recommender would
+batch them (``plan_batches``: one prompt-length bucket for the LLM), at most ``batch_size`` rows.
+Because a recommender's answer depends only on its request, the records equal those of processing
+one row at a time, exactly; ``n_repredicted`` counts requests made for rows whose earlier prediction
+went stale, ``n_calls`` the recommender calls.  A recommender that gains nothing from batching
+(``batch_gain = False``: the likelihood ranker scores one prompt at a time) is never asked ahead.
 """
 from __future__ import annotations
 
@@ -104,6 +110,7 @@ class MonitorResult:
     buffer: ViolationBuffer
     n_predicted: int = 0
     n_repredicted: int = 0
+    n_calls: int = 0
     extra: dict = field(default_factory=dict)
 
 
@@ -121,9 +128,11 @@ class FacterMonitor:
                  postprocess: Callable, represent: Callable, cfg: FacterConfig, n_calib: int,
                  protocol: str = "open", k: int = 10, domain: str = "movie", seed: int = 0,
                  system_kind: str = "facter", batch_size: int = 8, progress: bool = False, prompts: Any = None,
-                 name: Optional[str] = None):
+                 name: Optional[str] = None, lookahead: Optional[int] = None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if lookahead is not None and lookahead < 1:
+            raise ValueError(f"lookahead must be >= 1, got {lookahead}")
         if prompts is None:
             from facterlab.data import prompts as _prompts
 
@@ -137,6 +146,12 @@ class FacterMonitor:
         self.protocol, self.k, self.domain, self.seed = protocol, int(k), domain, int(seed)
         self.kind, self.repair = system_kind, system_kind == "facter"
         self.batch_size, self.progress, self.prompts = int(batch_size), progress, prompts
+        if not getattr(recommender, "batch_gain", True):
+            self.batch_size = 1
+        self.lookahead = max(self.batch_size, int(lookahead) if lookahead is not None else 2 * self.batch_size)
+        self.lookahead = 1 if self.batch_size == 1 else self.lookahead
+        plan = getattr(recommender, "plan_batches", None)
+        self._plan = plan if callable(plan) else None
         self.name = name or system_kind
         self.attrs = [{a: str(r[a]) for a in PROTECTED} for r in self.row_dicts]
         self.keys = [tuple(a[x] for x in PROTECTED) for a in self.attrs]
@@ -149,6 +164,7 @@ class FacterMonitor:
         self._rules_memo: dict = {}
         self.n_predicted = 0
         self.n_repredicted = 0
+        self.n_calls = 0
         self.passes_run = 0
 
     # ------------------------------------------------------------------ prompts
@@ -186,6 +202,7 @@ class FacterMonitor:
         if len(preds) != len(reqs):
             raise ValueError(f"recommender returned {len(preds)} predictions for {len(reqs)} requests")
         self.n_predicted += len(reqs)
+        self.n_calls += 1
         return preds
 
     def _prepare(self, positions: list, reqs: list, rules: list) -> dict:
@@ -193,6 +210,25 @@ class FacterMonitor:
         post = self.postprocess([self.row_dicts[p] for p in positions], preds)
         vecs = self.represent([x[1] for x in post], [x[2] for x in post])
         return {p: (rq, ru, pr, po, v) for p, rq, ru, pr, po, v in zip(positions, reqs, rules, preds, post, vecs)}
+
+    def _fill(self, p: int, pass_index: int, passes: int, pending: dict, req_p, rules_p) -> dict:
+        """Predict row ``p`` (no valid prediction) together with the next rows within the lookahead
+        that lack one, as the recommender would batch them (module docstring)."""
+        need = [(p, req_p, rules_p)]
+        for q in range(p + 1, min(len(self.rows), p + self.lookahead)):
+            rq, ru = self._current(q, pass_index, passes)
+            ent = pending.get(q)
+            if ent is None or ent[0] != rq:
+                need.append((q, rq, ru))
+        if self._plan is not None and len(need) > 1:
+            groups = self._plan([x[1] for x in need])
+            chosen = next(g for g in groups if 0 in g)
+            chosen = sorted(chosen)[: self.batch_size]
+        else:
+            chosen = list(range(min(len(need), self.batch_size)))
+        picked = [need[i] for i in chosen]
+        self.n_repredicted += sum(1 for q, _, _ in picked if q in pending)
+        return self._prepare([x[0] for x in picked], [x[1] for x in picked], [x[2] for x in picked])
 
     # ------------------------------------------------------------------ one row
     def _process(self, pos: int, pass_index: int, pending: tuple, rules: tuple) -> dict:
@@ -239,31 +275,22 @@ class FacterMonitor:
         records, path = [], [self.q0]
         n = len(self.rows)
         for t in range(passes):
-            it = range(0, n, self.batch_size)
             bar = None
             if self.progress:
                 from tqdm.auto import tqdm
 
                 bar = tqdm(total=n, desc=f"{self.name} pass {t + 1}/{passes}", leave=False)
-            for i in it:
-                j = min(n, i + self.batch_size)
-                cur = [self._current(p, t, passes) for p in range(i, j)]
-                pending = self._prepare(list(range(i, j)), [c[0] for c in cur], [c[1] for c in cur])
-                for p in range(i, j):
-                    req_now, rules_now = self._current(p, t, passes)
-                    if req_now != pending[p][0]:
-                        redo_pos, redo_req, redo_rules = [p], [req_now], [rules_now]
-                        for q in range(p + 1, j):
-                            rq, ru = self._current(q, t, passes)
-                            if rq != pending[q][0]:
-                                redo_pos.append(q)
-                                redo_req.append(rq)
-                                redo_rules.append(ru)
-                        self.n_repredicted += len(redo_pos)
-                        pending.update(self._prepare(redo_pos, redo_req, redo_rules))
-                    records.append(self._process(p, t, pending.pop(p), rules_now))
+            pending: dict = {}  # position -> (request, rules, prediction, postprocessed, vector)
+            for p in range(n):
+                req_now, rules_now = self._current(p, t, passes)
+                ent = pending.get(p)
+                if ent is None or ent[0] != req_now:
+                    pending.update(self._fill(p, t, passes, pending, req_now, rules_now))
+                    ent = pending[p]
+                del pending[p]
+                records.append(self._process(p, t, ent, rules_now))
                 if bar is not None:
-                    bar.update(j - i)
+                    bar.update(1)
             if bar is not None:
                 bar.close()
             path.append(self.thr.q)
@@ -271,7 +298,7 @@ class FacterMonitor:
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
         df["viol_q_star"] = df["S"].to_numpy() > q_star
-        return MonitorResult(df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted)
+        return MonitorResult(df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted, self.n_calls)
 
     def final_system(self, attrs: dict) -> str:
         """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`)."""

@@ -25,6 +25,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.metrics.embeddings import normalise_rows
+
 PROTECTED = ("gender", "age", "occupation")
 
 
@@ -56,10 +58,7 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 2:
         raise ValueError(f"embeddings must be a 2-d array (n, dim), got shape {x.shape}")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError("context embeddings contain a zero vector; cosine similarity is undefined")
-    return x / norms
+    return normalise_rows(x, dtype=np.float32, zero="raise", what="context embeddings")
 
 
 def counterfactual_neighbours(

@@ -298,6 +298,7 @@ def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg:
         "n_empty_rows": int(multi["n_empty_rows"]),
         "rules_in_last_pass": sorted({r for rr in last["rules"] for r in rr}),
         "n_repredicted": int(result.n_repredicted),
+        "n_recommender_calls": int(result.n_calls),
     }
 
 

@@ -17,17 +17,28 @@ ERR_MASK = "mask must have shape (n, k) = {want}, got {got}"
 __all__ = ["normalise_rows", "normalised_row_means", "as_row_vectors"]
 
 
-def normalise_rows(x: np.ndarray) -> np.ndarray:
-    """L2-normalise each row of ``x`` (n, d); rows of norm 0 (or NaN) become NaN.
+def normalise_rows(x: np.ndarray, dtype=np.float64, zero: str = "nan", what: str = "rows") -> np.ndarray:
+    """L2-normalise each row (last axis) of ``x``, computed in ``dtype``.
+
+    ``zero``: what a row of norm 0 (or NaN) becomes: ``"nan"`` (a row of NaN, the default) or
+    ``"raise"`` (a ``ValueError`` naming ``what``: cosine similarity is undefined for it).
 
     >>> normalise_rows(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
     [[0.6, 0.8], [nan, nan]]
+    >>> normalise_rows(np.zeros((1, 2)), zero="raise", what="context embeddings")
+    Traceback (most recent call last):
+    ...
+    ValueError: context embeddings contain a zero vector (or NaN); cosine similarity is undefined
     """
-    x = np.asarray(x, dtype=np.float64)
+    if zero not in ("nan", "raise"):
+        raise ValueError(f"zero must be 'nan' or 'raise', got {zero!r}")
+    x = np.asarray(x, dtype=dtype)
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    bad = ~(norm[..., 0] > 0)
+    if zero == "raise" and bad.any():
+        raise ValueError(f"{what} contain a zero vector (or NaN); cosine similarity is undefined")
     with np.errstate(invalid="ignore", divide="ignore"):
         out = x / norm
-    bad = ~(norm[..., 0] > 0)
     out[bad] = np.nan
     return out
 

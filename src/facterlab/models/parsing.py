@@ -19,9 +19,14 @@ import json
 import re
 from typing import Optional
 
+from facterlab.metrics.catalogue import normalise_title
 from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
-__all__ = ["parse_titles", "clean_title", "normalise_title"]
+__all__ = ["parse_titles", "clean_title", "PARSER_VERSION"]
+
+#: bumped whenever parsing or candidate matching changes an output; it is part of the LLM recommender's
+#: fingerprint, so cached predictions parsed by an older version are not reused
+PARSER_VERSION = 2
 
 _SMART = {
     "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"', "\u00bb": '"',
@@ -58,15 +63,6 @@ def clean_title(raw: str) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
-def normalise_title(title: str) -> str:
-    """Case-folded, quote- and whitespace-normalised key used for de-duplication and matching.
-
-    >>> normalise_title('  The  Matrix ') == normalise_title('the matrix')
-    True
-    """
-    return re.sub(r"\s+", " ", _desmart(title)).strip().casefold()
-
-
 def _dedup_cap(titles, k: int) -> tuple:
     out, seen = [], set()
     for t in titles:
@@ -81,7 +77,7 @@ def _dedup_cap(titles, k: int) -> tuple:
             else:
                 continue
         c = clean_title(t)
-        key = normalise_title(c)
+        key = normalise_title(c)  # the catalogue's key: one movie is listed once
         if not c or key in seen:
             continue
         seen.add(key)

@@ -24,7 +24,8 @@ import re
 from typing import Optional, Sequence
 
 from facterlab.config import ModelConfig
-from facterlab.models.parsing import normalise_title, parse_titles
+from facterlab.metrics.catalogue import normalise_title
+from facterlab.models.parsing import PARSER_VERSION, parse_titles
 from facterlab.types import PARSE_NA, Prediction, PromptRequest
 
 __all__ = ["LLMRecommender", "make_recommender", "match_to_candidates", "truncate_history",
@@ -35,25 +36,15 @@ PROMPT_TOO_LONG_MSG = ("the prompt has {n} tokens, more than the limit of {limit
                        "context window minus the generation budget), even after dropping all {h} history titles")
 PROTOCOLS = ("open", "rank")
 
-_YEAR_RE = re.compile(r"\s*\(\d{4}\)\s*$")
 _HIST_HEAD_RE = re.compile(r"history", re.I)
 _ITEM_LINE_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*\u2022])\s+(.*\S)\s*$")
-
-
-def _match_key(title: str) -> str:
-    s = normalise_title(title)
-    s = _YEAR_RE.sub("", s)
-    s = re.sub(r"[^\w\s]", " ", s)
-    s = re.sub(r"\s+", " ", s).strip()
-    # "Matrix, The" -> "the matrix"
-    m = re.match(r"^(.*) (the|a|an|les|la|le|il|el|das|der|die)$", s)
-    return f"{m.group(2)} {m.group(1)}" if m else s
 
 
 def match_to_candidates(titles: Sequence[str], candidates: Sequence[str], cutoff: float = FUZZY_CUTOFF) -> tuple:
     """Map parsed titles to a permutation of ``candidates``; return ``(permutation, n_matched)``.
 
-    Exact match on a normalised key (case, punctuation, trailing year, "Matrix, The" order), else the
+    Exact match on :func:`facterlab.metrics.catalogue.normalise_title` (case, accents, punctuation,
+    trailing year, "Matrix, The" order; the key the catalogue mapping uses too), else the
     best rapidfuzz ``WRatio`` over the still-unused candidates with score >= ``cutoff``; each candidate
     is used once; unmatched candidates follow in list order.
 
@@ -63,11 +54,11 @@ def match_to_candidates(titles: Sequence[str], candidates: Sequence[str], cutoff
     from rapidfuzz import fuzz, process
 
     cands = list(candidates)
-    keys = [_match_key(c) for c in cands]
+    keys = [normalise_title(c) for c in cands]
     used = [False] * len(cands)
     order = []
     for t in titles:
-        k = _match_key(t)
+        k = normalise_title(t)
         hit = next((i for i, ck in enumerate(keys) if not used[i] and ck == k), None)
         if hit is None and k:
             choices = {i: keys[i] for i in range(len(cands)) if not used[i]}
@@ -156,9 +147,12 @@ class LLMRecommender:
         self.batch_size = int(model_cfg.batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        # generation batches rows into one decode loop; likelihood ranking scores one prompt at a time
+        # (its candidates are the batch), so asking it for rows ahead gains nothing
+        self.batch_gain = self.ranker != "likelihood"
         dec = (f"T={self.params.temperature},p={self.params.top_p},n={self.params.max_new_tokens},"
                f"r={self.params.repetition_penalty},bucket={lm.bucket}") if self.ranker == "generate" else "loglik"
-        ident = f"{lm.fingerprint}|{protocol}|{self.ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}"
+        ident = f"{lm.fingerprint}|{protocol}|{self.ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
         self.fingerprint = f"{model_cfg.llm}:{protocol}:{self.ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
         self._fit_memo: dict = {}
 

@@ -28,6 +28,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.metrics.embeddings import normalise_rows
 from facterlab.simpson.exposure import competition, get_exposure
 from facterlab.simpson.gaps import (UserStats, aggregate_gap, decompose, lemma_aggregate_gap,
                                     per_user_gap)
@@ -128,10 +129,6 @@ def _mu(s: int, r: int) -> np.ndarray:
     return mu
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
 def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
     """sd = sigma (1 + f(x)), f(x) = sigma_1 (x + 1)/2 (linear, f(-1) = 0, f(1) = sigma_1), x clipped to [-1, 1].
 
@@ -167,13 +164,13 @@ def simulate(cfg: SimConfig = SimConfig()) -> Simulation:
     ss = np.random.SeedSequence(cfg.seed)
     s_users, s_items, s_noise, _s_exp, s_probe = ss.spawn(5)
     r, n, m = cfg.rank, cfg.n_users, cfg.n_items
-    users = _normalise(np.random.default_rng(s_users).standard_normal((n, r)))
+    users = normalise_rows(np.random.default_rng(s_users).standard_normal((n, r)))
     m1 = int(round(m * cfg.share_group1))
     m0 = m - m1
     rng_items = np.random.default_rng(s_items)
     v0 = _mu(0, r) + rng_items.standard_normal((m0, r)) / np.sqrt(cfg.d0)
     v1 = _mu(1, r) + rng_items.standard_normal((m1, r)) / np.sqrt(cfg.d1)
-    items = _normalise(np.vstack([v0, v1]))
+    items = normalise_rows(np.vstack([v0, v1]))
     groups = np.r_[np.zeros(m0, dtype=np.int8), np.ones(m1, dtype=np.int8)]
     bias = np.where(groups == 1, cfg.bias, 0.0)
     mu1_hat = _mu(1, r) / np.sqrt(2.0)
