@@ -156,12 +156,12 @@ def bench_online(n_test: int = 100, max_new_tokens: int = 112, lookaheads=(16,),
     return out
 
 
-def bench_real_run(n_rows: int = 200, passes: int = 2) -> dict:
+def bench_real_run(n_rows: int = 100, passes: int = 3, cfr_rows: int = 20) -> dict:
     from facterlab.config import preset
     from facterlab.facter.pipeline import run_experiment
 
     cfg = preset("repro", data__dataset="ml-100k", data__n_rows=n_rows, protocol="rank", model__ranker="likelihood",
-                 facter__passes=passes, metrics__cfr_rows=50, metrics__snsr_min_group=10)
+                 facter__passes=passes, metrics__cfr_rows=cfr_rows, metrics__snsr_min_group=10)
     t0 = time.perf_counter()
     res = run_experiment(cfg, data_dir=os.environ.get("FACTERLAB_DATA", "/work/shared/data"),
                          out_dir=tempfile.mkdtemp(prefix="bench_facter_"), progress=False)
@@ -175,10 +175,12 @@ def main(argv=None) -> int:
     ap.add_argument("--online-rows", type=int, default=None)
     ap.add_argument("--tokens", type=int, default=112,
                     help="max_new_tokens of the online benchmark (112: the default profile's)")
-    ap.add_argument("--lookahead", default="16", help="comma-separated lookaheads of the optimistic runs")
+    ap.add_argument("--lookahead", default="8,16,32", help="comma-separated lookaheads of the optimistic runs")
     ap.add_argument("--calib-rows", type=int, default=100, help="calibration rows predicted by SmolLM2 for Q0")
     ap.add_argument("--passes", type=int, default=1, help="passes of the online benchmark")
-    ap.add_argument("--real-rows", type=int, default=200)
+    ap.add_argument("--real-rows", type=int, default=100, help="rows of the ml-100k run (70%% calibration)")
+    ap.add_argument("--real-cfr-rows", type=int, default=20, help="CFR rows of the ml-100k run")
+    ap.add_argument("--skip-online", action="store_true", help="skip the online batching benchmark")
     ap.add_argument("--skip-real", action="store_true", help="skip the ml-100k run")
     ap.add_argument("--skip-calibration", action="store_true", help="skip the calibration benchmark")
     args = ap.parse_args(argv)
@@ -199,6 +201,22 @@ def main(argv=None) -> int:
     except ImportError:
         print("\nfacterlab.models.make_recommender is not available: LLM benchmarks skipped")
         return 0
+    if not args.skip_online:
+        _print_online(args)
+    if args.skip_real:
+        return 0
+    r = bench_real_run(args.real_rows, cfr_rows=args.real_cfr_rows)
+    m = r["metrics"]
+    print(f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "
+          f"{r['seconds']:.0f} s ==")
+    from facterlab.facter.commands import headline_table
+
+    print(headline_table(m))
+    print("timings:", {k: round(v, 1) for k, v in r["timings"].items()})
+    return 0
+
+
+def _print_online(args) -> None:
     o = bench_online(args.online_rows or (20 if args.quick else 100), args.tokens,
                      tuple(int(x) for x in args.lookahead.split(",")), args.calib_rows, args.passes)
     print(f"\n== online phase on SmolLM2-135M (greedy, no cache, {o['passes']} pass(es), {o['rows']} rows, "
@@ -210,17 +228,6 @@ def main(argv=None) -> int:
         print(f"{r['name']:<24} {r['seconds']:>8.1f} {r['speedup']:>8.2f} {str(r['identical']):>9} {r['calls']:>6} "
               f"{r['requests']:>8} {r['repredicted']:>7}")
     print(f"max RSS {o['max_rss_mb']:.0f} MB")
-    if args.skip_real:
-        return 0
-    r = bench_real_run(args.real_rows)
-    m = r["metrics"]
-    print(f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "
-          f"{r['seconds']:.0f} s ==")
-    from facterlab.facter.commands import headline_table
-
-    print(headline_table(m))
-    print("timings:", {k: round(v, 1) for k, v in r["timings"].items()})
-    return 0
 
 
 if __name__ == "__main__":

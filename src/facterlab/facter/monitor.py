@@ -148,7 +148,7 @@ class FacterMonitor:
         self.batch_size, self.progress, self.prompts = int(batch_size), progress, prompts
         if not getattr(recommender, "batch_gain", True):
             self.batch_size = 1
-        self.lookahead = max(self.batch_size, int(lookahead) if lookahead is not None else 2 * self.batch_size)
+        self.lookahead = max(self.batch_size, int(lookahead) if lookahead is not None else 4 * self.batch_size)
         self.lookahead = 1 if self.batch_size == 1 else self.lookahead
         plan = getattr(recommender, "plan_batches", None)
         self._plan = plan if callable(plan) else None

@@ -25,9 +25,9 @@ keep the smallest set of top tokens whose probability mass reaches ``top_p``, sa
 ``x ~ softmax(z)``; greedy ``argmax z`` when ``T == 0``.
 
 Likelihood scoring of candidates ``c = (c_1..c_m)`` given prompt ``x``:
-``log p(c | x) = sum_j log softmax(f(x, c_<j))[c_j]``; the prompt's KV cache is computed once and
-expanded along the batch for all candidates; the vocabulary log-softmax is taken only at candidate
-positions, one candidate at a time.
+``log p(c | x) = sum_j log softmax(f(x, c_<j))[c_j]``; the prompt's KV cache is computed once and all
+candidates are packed into one row after it, each seeing the prompt and its own earlier tokens only
+(a 4-D attention mask); the vocabulary log-softmax is taken only at candidate positions.
 """
 from __future__ import annotations
 
@@ -263,46 +263,55 @@ class CausalLM:
                          chunk: int = 40) -> list:
         """Summed log-probabilities ``log p(c | prompt)`` of token sequences, sharing the prompt cache.
 
-        Returns a list of ``(sum_logprob, n_tokens)``.  The prompt is run once; its KV cache is
-        copied and repeated along the batch for each chunk of candidates.
+        Returns a list of ``(sum_logprob, n_tokens)``.  The prompt is run once (one row).  Then up to
+        ``chunk`` candidates are *packed* into one row after it: candidate ``i``'s tokens but its last
+        get positions ``P .. P + m_i - 2`` and a 4-D attention mask lets each of them see the prompt and
+        the earlier tokens of its own candidate only, so one forward pass gives every
+        ``log p(c_j | x, c_<j)`` without copying the prompt's KV cache per candidate (the cost is
+        ``sum(m_i)`` query tokens against ``P + sum(m_i)`` keys).
         """
         torch = self._torch
         if any(len(c) == 0 for c in candidates):
             raise ValueError("a candidate tokenised to zero tokens; cannot score an empty title")
+        if chunk < 1:
+            raise ValueError(f"chunk must be >= 1, got {chunk}")
         from transformers import DynamicCache
 
         dev = self.device
         P = len(prompt_ids)
         cache = DynamicCache(config=self.model.config)
-        res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), use_cache=True,
-                            logits_to_keep=1, **{self._cache_kw: cache})
+        with torch.inference_mode():
+            res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), use_cache=True,
+                                logits_to_keep=1, **{self._cache_kw: cache})
         lp0 = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
-        prompt_cache = cache
         base = self.model.base_model
         head = self.model.get_output_embeddings()
+        dtype = next(self.model.parameters()).dtype
         out = []
         for s in range(0, len(candidates), chunk):
-            cands = candidates[s:s + chunk]
-            b = len(cands)
-            m = max(len(c) for c in cands)
-            inp = torch.full((b, m), self.pad_id, dtype=torch.long)
-            for i, c in enumerate(cands):
-                inp[i, :len(c)] = torch.tensor(list(c))
-            c_cache = copy.deepcopy(prompt_cache)
-            c_cache.batch_repeat_interleave(b)
-            pos = torch.arange(P, P + m).view(1, m).expand(b, m)
-            mask = torch.ones((b, P + m), dtype=torch.long)  # right pads come after: causal-harmless
+            cands = [list(c) for c in candidates[s:s + chunk]]
+            heads = [float(lp0[c[0]]) for c in cands]
+            segs = [c[:-1] for c in cands]  # a candidate's last token is only ever a target
+            T = sum(len(x) for x in segs)
+            if T == 0:
+                out.extend((h, len(c)) for h, c in zip(heads, cands))
+                continue
+            seg = torch.tensor([i for i, x in enumerate(segs) for _ in x])
+            within = torch.tensor([j for x in segs for j in range(len(x))])
+            allowed = (seg[:, None] == seg[None, :]) & (within[None, :] <= within[:, None])
+            mask = torch.zeros((1, 1, T, P + T), dtype=dtype)
+            mask[0, 0, :, P:].masked_fill_(~allowed, torch.finfo(dtype).min)
+            ids = torch.tensor([[t for x in segs for t in x]])
+            targets = torch.tensor([t for c in cands for t in c[1:]])
+            c_cache = copy.deepcopy(cache) if s + chunk < len(candidates) else cache
             with torch.inference_mode():
-                h = base(input_ids=inp.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                         use_cache=True, **{self._cache_kw: c_cache}).last_hidden_state
-                for i, c in enumerate(cands):
-                    total = lp0[c[0]]
-                    if len(c) > 1:
-                        lg = head(h[i, : len(c) - 1]).float()
-                        lp = torch.log_softmax(lg, dim=-1)
-                        total = total + lp.gather(1, torch.tensor(list(c[1:]), device=dev).view(-1, 1)).sum()
-                    out.append((float(total), len(c)))
-            del c_cache, h
+                h = base(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=(P + within).view(1, T).to(dev),
+                         use_cache=True, **{self._cache_kw: c_cache}).last_hidden_state[0]
+                lp = torch.log_softmax(head(h).float(), dim=-1)
+                tok = lp.gather(1, targets.to(dev).view(-1, 1))[:, 0].double().cpu()
+            sums = torch.zeros(len(cands), dtype=torch.float64).index_add_(0, seg, tok)
+            out.extend((h0 + float(x), len(c)) for h0, x, c in zip(heads, sums.tolist(), cands))
+            del c_cache, h, lp
         return out
 
     def score_full(self, prompt_ids: Sequence[int], cand: Sequence[int]) -> float:

@@ -151,7 +151,7 @@ class LLMRecommender:
         # (its candidates are the batch), so asking it for rows ahead gains nothing
         self.batch_gain = self.ranker != "likelihood"
         dec = (f"T={self.params.temperature},p={self.params.top_p},n={self.params.max_new_tokens},"
-               f"r={self.params.repetition_penalty},bucket={lm.bucket}") if self.ranker == "generate" else "loglik"
+               f"r={self.params.repetition_penalty},bucket={lm.bucket}") if self.ranker == "generate" else "loglik-packed"
         ident = f"{lm.fingerprint}|{protocol}|{self.ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
         self.fingerprint = f"{model_cfg.llm}:{protocol}:{self.ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
         self._fit_memo: dict = {}
