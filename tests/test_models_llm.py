@@ -228,3 +228,14 @@ def test_encoder_normalised_and_cached(tmp_path):
     assert enc.encode([]).shape == (0, 384)
     with pytest.raises(TypeError, match="list of strings"):
         enc.encode("one string")
+
+
+def test_expected_fingerprint_matches_the_loaded_recommender(lm):
+    from facterlab.config import ModelConfig
+    from facterlab.models.rankers import LLMRecommender, expected_fingerprint
+
+    for protocol, ranker in (("open", "generate"), ("rank", "likelihood"), ("rank", "generate")):
+        mcfg = ModelConfig(ranker=ranker, max_new_tokens=17, device="cpu")
+        assert expected_fingerprint(mcfg, protocol) == LLMRecommender(lm, mcfg, protocol).fingerprint
+    assert expected_fingerprint(ModelConfig(max_new_tokens=17, device="cpu"), "open") != expected_fingerprint(
+        ModelConfig(device="cpu"), "open")

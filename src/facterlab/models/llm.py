@@ -73,6 +73,11 @@ def bucket_length(n: int, bucket: int) -> int:
     return (n // bucket + 1) * bucket
 
 
+def lm_fingerprint(resolved: ResolvedModel, dtype_name: str) -> str:
+    """The model files' fingerprint and the compute dtype."""
+    return f"{resolved.fingerprint}|{dtype_name}"
+
+
 def merge_system_into_user(messages: Sequence[dict]) -> list:
     """Fold system turns into the first user turn (for chat templates without a system role).
 
@@ -136,7 +141,7 @@ class CausalLM:
         self.eos_ids = frozenset(eos)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else min(eos)
         self.context_window = int(getattr(self.model.config, "max_position_embeddings", 0) or 4096)
-        self.fingerprint = f"{resolved.fingerprint}|{self.dtype_name}"
+        self.fingerprint = lm_fingerprint(resolved, self.dtype_name)
         self._torch = torch
 
     # ---------------------------------------------------------------- prompts

@@ -130,6 +130,27 @@ def truncate_history(messages: Sequence[dict], history_titles: Sequence[str], n_
     return msgs
 
 
+def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprint: str, bucket: int = 32) -> str:
+    """What a recommender's answers depend on: the model files and dtype (``lm_fingerprint``), the
+    protocol, the ranker, the decoding parameters, the prompt limit and the parser version."""
+    ranker = model_cfg.ranker if protocol == "rank" else "generate"
+    dec = (f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
+           f"r={model_cfg.repetition_penalty},bucket={bucket}") if ranker == "generate" else "loglik-packed"
+    ident = f"{lm_fingerprint}|{protocol}|{ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
+    return f"{model_cfg.llm}:{protocol}:{ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
+    """The fingerprint :func:`make_recommender` would give, without loading the model (the model's files
+    are hashed, and torch is asked only which device "auto" means)."""
+    from facterlab.models.device import resolve_device
+    from facterlab.models.llm import lm_fingerprint
+    from facterlab.models.registry import resolve_llm
+
+    _, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
+    return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name))
+
+
 class LLMRecommender:
     """A :class:`~facterlab.types.Recommender` over a :class:`~facterlab.models.llm.CausalLM`."""
 
@@ -150,10 +171,7 @@ class LLMRecommender:
         # generation batches rows into one decode loop; likelihood ranking scores one prompt at a time
         # (its candidates are the batch), so asking it for rows ahead gains nothing
         self.batch_gain = self.ranker != "likelihood"
-        dec = (f"T={self.params.temperature},p={self.params.top_p},n={self.params.max_new_tokens},"
-               f"r={self.params.repetition_penalty},bucket={lm.bucket}") if self.ranker == "generate" else "loglik-packed"
-        ident = f"{lm.fingerprint}|{protocol}|{self.ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
-        self.fingerprint = f"{model_cfg.llm}:{protocol}:{self.ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+        self.fingerprint = recommender_fingerprint(model_cfg, protocol, lm.fingerprint, lm.bucket)
         self._fit_memo: dict = {}
 
     # ------------------------------------------------------------------ prompts

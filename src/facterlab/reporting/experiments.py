@@ -62,22 +62,32 @@ def _fake_models(cfg: RunConfig, data_dir=None):
     return rec, HashEncoder()
 
 
+def expected_fingerprints(cfg: RunConfig, data_dir=None) -> dict:
+    """The model fingerprints a run of ``cfg`` would record, without loading the models."""
+    if cfg.model.llm == FAKE_MODEL:
+        rec, enc = _fake_models(cfg, data_dir)
+        return {"llm": str(rec.fingerprint), "encoder": str(enc.fingerprint)}
+    from facterlab.models.rankers import expected_fingerprint
+    from facterlab.models.registry import resolve_encoder
+
+    return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": resolve_encoder(cfg.model.encoder).fingerprint}
+
+
 def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike | str] = None) -> Optional[Path]:
-    """The folder of a finished run of ``cfg`` (``<results>/runs/<config_hash>-*``) whose saved data
-    content hash equals the current interactions' hash and whose files are all there; else None."""
+    """The folder of a finished run of ``cfg`` on the current data with the current models:
+    ``<results>/runs/<run_id>/`` where the run id hashes the config, the interactions' content hash and
+    the model fingerprints (model files, dtype, decoding, parser version), with all its files; else None.
+    A run made by other model files or an older parser is therefore not reused."""
     base = results_dir(out_dir) / "runs"
-    if not base.is_dir():
-        return None
-    cands = sorted(p for p in base.glob(f"{config_hash(cfg)}-*") if (p / "metrics.json").is_file()
-                   and (p / "config.json").is_file() and (p / "calibration.parquet").is_file()
-                   and all((p / f"rows_{m}.parquet").is_file() for m in ("neutral", "fair", "facter")))
-    if not cands:
+    if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
         return None
     from facterlab.data.protocol import load_or_build_interactions
+    from facterlab.facter.pipeline import run_id_for
 
     inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
-    cands = [p for p in cands if json.loads((p / "config.json").read_text()).get("content_hash") == inter.content_hash]
-    return cands[0] if len(cands) == 1 else None
+    p = base / run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir))
+    files = ["metrics.json", "config.json", "calibration.parquet"] + [f"rows_{m}.parquet" for m in ("neutral", "fair", "facter")]
+    return p if all((p / f).is_file() for f in files) else None
 
 
 def load_saved_run(path: os.PathLike | str):
@@ -97,8 +107,8 @@ def load_saved_run(path: os.PathLike | str):
 
 def run(cfg: RunConfig, data_dir: Optional[os.PathLike | str] = None, progress: bool = True,
         reuse: bool = True, **kw):
-    """Run one experiment, or read it back when a finished run of the same config and data exists
-    (``reuse``; the model fingerprint is not re-checked); fake models are built here for ``llm="fake"``.
+    """Run one experiment, or read it back when a finished run of the same config, data and model
+    fingerprints exists (``reuse``); fake models are built here for ``llm="fake"``.
 
     Returns the :class:`RunResult` of ``run_experiment``.
     """

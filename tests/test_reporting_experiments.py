@@ -1,0 +1,32 @@
+"""Saved-run reuse: a finished run is read back only for the same config, data and model fingerprints."""
+from __future__ import annotations
+
+import json
+import shutil
+
+from facterlab.reporting import experiments as ex
+
+
+def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
+    cfg = ex.run_config(dataset="synthetic", model="fake", n_rows=60, passes=1, cfr_rows=4)
+    assert ex.find_saved_run(cfg) is None
+    first = ex.run(cfg, progress=False)
+    saved = ex.find_saved_run(cfg)
+    assert saved is not None and saved.name == first.run_id
+    assert json.loads((saved / "config.json").read_text())["fingerprints"] == ex.expected_fingerprints(cfg)
+    again = ex.run(cfg, progress=False)  # read back, not recomputed
+    assert again.run_id == first.run_id and again.timings == first.timings
+    # the same config with other model files (or a newer parser) has another run id: not reused
+    real = ex.expected_fingerprints
+
+    def other_model(c, data_dir=None):
+        fp = real(c, data_dir)
+        return {**fp, "llm": fp["llm"] + "-other"}
+
+    monkeypatch.setattr(ex, "expected_fingerprints", other_model)
+    assert ex.find_saved_run(cfg) is None
+    monkeypatch.setattr(ex, "expected_fingerprints", real)
+    # an incomplete folder is not a finished run
+    (saved / "rows_fair.parquet").unlink()
+    assert ex.find_saved_run(cfg) is None
+    shutil.rmtree(saved)
