@@ -180,3 +180,25 @@ def test_published_numbers_match_spec():
     assert len(pub.published_frame("REPRO")) == len(pub.published_records("REPRO"))
     with pytest.raises(ValueError, match="unknown published source"):
         pub.published_records("OTHER")
+
+
+def test_saved_figures_are_byte_identical_when_redrawn(tmp_path):
+    import time
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from facterlab.reporting.figures import save_figure
+
+    def draw(d):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1, 2], [1, 0, 2])
+        paths = save_figure(fig, "f", d)
+        plt.close(fig)
+        return [p.read_bytes() for p in paths]
+
+    a = draw(tmp_path / "a")
+    time.sleep(1.1)  # a PDF creation date would differ by now
+    assert draw(tmp_path / "b") == a

@@ -48,7 +48,9 @@ def save_figure(fig, name: str, directory: Optional[os.PathLike | str] = None) -
     paths = []
     for ext in ("png", "pdf"):
         path = out / f"{name}.{ext}"
-        fig.savefig(path, bbox_inches="tight")
+        # no creation date in the PDF: the same figure gives the same bytes, so git shows real changes only
+        meta = {"CreationDate": None} if ext == "pdf" else {"Software": None}
+        fig.savefig(path, bbox_inches="tight", metadata=meta)
         paths.append(path)
     return paths
 
