@@ -190,9 +190,9 @@ def test_lookahead_follows_the_recommenders_batches_and_stays_exact(world, looka
         assert res.n_calls < 3 * len(kw2["rows"]) / 2
 
 
-def test_no_lookahead_for_a_recommender_without_batch_gain(world):
+def test_no_lookahead_for_a_recommender_that_runs_each_request_alone(world):
     kw, rec, _ = _setup(world, obey=False)
-    rec.batch_gain = False  # e.g. the likelihood ranker: one prompt at a time
+    rec.plan_batches = lambda reqs: [[i] for i in range(len(reqs))]  # like the likelihood ranker
     rec.n_calls = rec.n_batches = 0
     mon = FacterMonitor(system_kind="facter", batch_size=16, lookahead=64, **kw)
     res = mon.run(2)

@@ -236,6 +236,9 @@ def test_expected_fingerprint_matches_the_loaded_recommender(lm):
 
     for protocol, ranker in (("open", "generate"), ("rank", "likelihood"), ("rank", "generate")):
         mcfg = ModelConfig(ranker=ranker, max_new_tokens=17, device="cpu")
-        assert expected_fingerprint(mcfg, protocol) == LLMRecommender(lm, mcfg, protocol).fingerprint
+        rec = LLMRecommender(lm, mcfg, protocol)
+        assert expected_fingerprint(mcfg, protocol) == rec.fingerprint
+        if ranker == "likelihood":  # one prompt per call: nobody should batch (or predict ahead) for it
+            assert rec.plan_batches([None] * 3) == [[0], [1], [2]]
     assert expected_fingerprint(ModelConfig(max_new_tokens=17, device="cpu"), "open") != expected_fingerprint(
         ModelConfig(device="cpu"), "open")

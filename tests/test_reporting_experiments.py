@@ -19,8 +19,8 @@ def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     # the same config with other model files (or a newer parser) has another run id: not reused
     real = ex.expected_fingerprints
 
-    def other_model(c, data_dir=None):
-        fp = real(c, data_dir)
+    def other_model(c, data_dir=None, inter=None):
+        fp = real(c, data_dir, inter)
         return {**fp, "llm": fp["llm"] + "-other"}
 
     monkeypatch.setattr(ex, "expected_fingerprints", other_model)

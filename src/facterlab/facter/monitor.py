@@ -22,8 +22,8 @@ within ``lookahead`` positions that lack a valid prediction, grouped the way the
 batch them (``plan_batches``: one prompt-length bucket for the LLM), at most ``batch_size`` rows.
 Because a recommender's answer depends only on its request, the records equal those of processing
 one row at a time, exactly; ``n_repredicted`` counts requests made for rows whose earlier prediction
-went stale, ``n_calls`` the recommender calls.  A recommender that gains nothing from batching
-(``batch_gain = False``: the likelihood ranker scores one prompt at a time) is never asked ahead.
+went stale, ``n_calls`` the recommender calls.  A recommender whose ``plan_batches`` puts each request
+alone (the likelihood ranker scores one prompt at a time) is therefore never asked for rows ahead.
 """
 from __future__ import annotations
 
@@ -146,10 +146,7 @@ class FacterMonitor:
         self.protocol, self.k, self.domain, self.seed = protocol, int(k), domain, int(seed)
         self.kind, self.repair = system_kind, system_kind == "facter"
         self.batch_size, self.progress, self.prompts = int(batch_size), progress, prompts
-        if not getattr(recommender, "batch_gain", True):
-            self.batch_size = 1
-        self.lookahead = max(self.batch_size, int(lookahead) if lookahead is not None else 4 * self.batch_size)
-        self.lookahead = 1 if self.batch_size == 1 else self.lookahead
+        self.lookahead = 1 if self.batch_size == 1 else max(self.batch_size, int(lookahead or 4 * self.batch_size))
         plan = getattr(recommender, "plan_batches", None)
         self._plan = plan if callable(plan) else None
         self.name = name or system_kind

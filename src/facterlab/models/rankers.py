@@ -130,10 +130,15 @@ def truncate_history(messages: Sequence[dict], history_titles: Sequence[str], n_
     return msgs
 
 
+def effective_ranker(model_cfg: ModelConfig, protocol: str) -> str:
+    """The ranker a protocol uses: ``model_cfg.ranker`` for "rank", always "generate" for "open"."""
+    return model_cfg.ranker if protocol == "rank" else "generate"
+
+
 def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprint: str, bucket: int = 32) -> str:
     """What a recommender's answers depend on: the model files and dtype (``lm_fingerprint``), the
     protocol, the ranker, the decoding parameters, the prompt limit and the parser version."""
-    ranker = model_cfg.ranker if protocol == "rank" else "generate"
+    ranker = effective_ranker(model_cfg, protocol)
     dec = (f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
            f"r={model_cfg.repetition_penalty},bucket={bucket}") if ranker == "generate" else "loglik-packed"
     ident = f"{lm_fingerprint}|{protocol}|{ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
@@ -162,15 +167,12 @@ class LLMRecommender:
         self.lm = lm
         self.cfg = model_cfg
         self.protocol = protocol
-        self.ranker = model_cfg.ranker if protocol == "rank" else "generate"
+        self.ranker = effective_ranker(model_cfg, protocol)
         self.params = DecodingParams(model_cfg.temperature, model_cfg.top_p, model_cfg.max_new_tokens,
                                      model_cfg.repetition_penalty)
         self.batch_size = int(model_cfg.batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        # generation batches rows into one decode loop; likelihood ranking scores one prompt at a time
-        # (its candidates are the batch), so asking it for rows ahead gains nothing
-        self.batch_gain = self.ranker != "likelihood"
         self.fingerprint = recommender_fingerprint(model_cfg, protocol, lm.fingerprint, lm.bucket)
         self._fit_memo: dict = {}
 
@@ -212,9 +214,11 @@ class LLMRecommender:
         return ids, n_drop
 
     def plan_batches(self, requests: Sequence[PromptRequest]) -> list:
-        """Index batches that :meth:`predict` would run together (one length bucket each)."""
+        """Index batches that :meth:`predict` would run together: one length bucket each for generation;
+        one prompt each for the likelihood ranker (it scores a prompt's candidates as its batch, so
+        grouping prompts gains nothing and a caller should not predict rows ahead for it)."""
         if self.ranker == "likelihood":
-            return [list(range(i, min(i + self.batch_size, len(requests)))) for i in range(0, len(requests), self.batch_size)]
+            return [[i] for i in range(len(requests))]
         return self.lm.plan([len(self.fit_prompt(r)[0]) for r in requests], self.batch_size)
 
     # ------------------------------------------------------------------ predict

@@ -53,19 +53,21 @@ def run_config(dataset: str = "auto", model: str = "smollm2-135m", protocol: str
     return preset(preset_name, **kw)
 
 
-def _fake_models(cfg: RunConfig, data_dir=None):
+def _fake_models(cfg: RunConfig, data_dir=None, inter=None):
     from facterlab.data.protocol import load_or_build_interactions
     from facterlab.models.fake import FakeRecommender, HashEncoder
 
-    inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+    if inter is None:
+        inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
     rec = FakeRecommender(inter.items, protocol=cfg.protocol, mode="biased", obey_rules=True, seed=cfg.seed)
     return rec, HashEncoder()
 
 
-def expected_fingerprints(cfg: RunConfig, data_dir=None) -> dict:
-    """The model fingerprints a run of ``cfg`` would record, without loading the models."""
+def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
+    """The model fingerprints a run of ``cfg`` would record, without loading the models (``inter``: the
+    interactions when already loaded)."""
     if cfg.model.llm == FAKE_MODEL:
-        rec, enc = _fake_models(cfg, data_dir)
+        rec, enc = _fake_models(cfg, data_dir, inter)
         return {"llm": str(rec.fingerprint), "encoder": str(enc.fingerprint)}
     from facterlab.models.rankers import expected_fingerprint
     from facterlab.models.registry import resolve_encoder
@@ -85,7 +87,7 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike 
     from facterlab.facter.pipeline import run_id_for
 
     inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
-    p = base / run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir))
+    p = base / run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter))
     files = ["metrics.json", "config.json", "calibration.parquet"] + [f"rows_{m}.parquet" for m in ("neutral", "fair", "facter")]
     return p if all((p / f).is_file() for f in files) else None
 
