@@ -1,11 +1,13 @@
 """Benchmark of the Simpson simulator (SIMPSON.md §3).
 
-    python benchmarks/bench_simpson.py            # full: 160-run grid at N=50,000 + figure sweeps
-    python benchmarks/bench_simpson.py --quick    # a few repeats only (no grid, no sweeps)
+    python benchmarks/bench_simpson.py                # full: 3-seed grid at N=50,000 + figure sweeps
+    python benchmarks/bench_simpson.py --grid-only    # stage timings + the 3-seed grid
+    python benchmarks/bench_simpson.py --quick        # a few repeats only (no grid, no sweeps)
 
 Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
-ratio, the wall time of the 160-configuration grid (target < 2 min on 2 cores) and of the figure
-sweeps (Figs 3/4 and 5, 10 seeds per point, N = 10,000; target < 5 min together), and peak memory.
+ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 configurations, N = 50,000,
+``--jobs`` worker processes, default 2; target < 3 min on 2 cores) with its like-for-like table, the
+figure sweeps (Figs 3/4 and 5, 10 seeds per point, N = 10,000; target < 5 min together), and peak memory.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import tracemalloc
 
 import numpy as np
 
-from facterlab.simpson.simulate import SimConfig, grid, grid_summary, measure, random_experiment, simulate, sweep
+from facterlab.simpson.simulate import (SimConfig, comparison_table, grid_seeds, measure, random_experiment, simulate,
+                                        sweep)
 
 
 def timed(fn, *a, **kw):
@@ -55,6 +58,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="stage timings only (3 repeats at N=50,000)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--grid-only", action="store_true", help="skip the figure sweeps")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes for the grid (default 2)")
     args = ap.parse_args()
     cfg = SimConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
     reps = 3 if args.quick else args.repeats
@@ -68,16 +73,25 @@ def main() -> None:
     print(f"{'simulate, one chunk / chunked (ratio)':<40}{st['simulate (one chunk)'] / st['simulate']:>10.2f}")
     print(f"peak traced memory of one run (tracemalloc): {peak_memory(cfg):.0f} MiB")
     if not args.quick:
-        cpu0 = time.process_time()
-        t_grid, df = timed(grid, progress=False)
-        cpu_grid = time.process_time() - cpu0
-        s = grid_summary(df)
-        print(f"\n160-run grid at N=50,000: {t_grid:.1f} s wall ({t_grid / len(df):.3f} s per simulation; target < 120 s), "
-              f"{cpu_grid:.1f} s CPU (wall exceeds CPU when other jobs share the cores)")
-        print(f"  mean |Agg - PerUser| = {s['mean_abs_aggregate_minus_per_user_pp']:.2f} pp (paper 4.0), "
-              f"|IPS counts - PerUser| = {s['mean_abs_ips_counts_minus_per_user_pp']:.2f} pp, "
-              f"|IPS model - PerUser| = {s['mean_abs_ips_model_minus_per_user_pp']:.2f} pp (paper 0.9), "
-              f"sign disagreement (Agg) = {s['sign_disagreement_aggregate']:.2f}")
+        def cpu_all():
+            return (time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+                    + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
+
+        cpu0 = cpu_all()
+        t_grid, df = timed(grid_seeds, (0, 1, 2), base=SimConfig(n_users=50_000, bias=0.03), progress=False,
+                           n_jobs=args.jobs)
+        cpu_grid = cpu_all() - cpu0
+        print(f"\n3-seed grid (3 x 160 runs, N=50,000, {SimConfig().variant}, {args.jobs} process(es)): "
+              f"{t_grid:.1f} s wall (target < 180 s), {cpu_grid:.1f} s CPU incl. workers "
+              f"({cpu_grid / len(df):.3f} CPU s per simulation)")
+        table = comparison_table(df)
+        for k, r in table.iterrows():
+            paper = "" if r.paper_pp != r.paper_pp else f" (paper {r.paper_pp})"
+            verdict = "" if k == "aggregate_gap" else f", half rule passed in {r.seeds_passing_half_rule}/3 seeds"
+            print(f"  {r.label}: mean |x - PerUser| = {r.mean_abs_error_pp:.2f} ± {r.sd_over_seeds_pp:.2f} pp{paper}{verdict}")
+        if args.grid_only:
+            print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+            return
         base = SimConfig(n_users=10_000)
         pts = np.linspace
         cpu0 = time.process_time()

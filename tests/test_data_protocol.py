@@ -39,7 +39,7 @@ def tiny_dataset(n_items: int = 200) -> Dataset:
 
 def test_golden_rows_by_hand():
     ds = tiny_dataset()
-    cfg = DataConfig(n_rows=3, seed=0)
+    cfg = DataConfig(n_rows=3, seed=0, tie_order="item_id")
     assert count_eligible(ds, cfg) == 3  # user 1: positions 10, 11, 12; user 2: none
     inter = build_interactions(ds, cfg)
     rows = inter.rows.set_index("target")
@@ -53,6 +53,28 @@ def test_golden_rows_by_hand():
     assert rows.loc[111, "relevant"] == [111, 112, 113]
     # rows are numbered in sampled order
     assert inter.rows["row_id"].tolist() == [0, 1, 2]
+
+
+def test_file_order_breaks_timestamp_ties_by_line():
+    """REPRO's tie order (the repro preset): items with the same timestamp keep the ratings file's order."""
+    ds = tiny_dataset()
+    r = ds.ratings
+    lines = r["item_id"].tolist()
+    a, b = lines.index(104), lines.index(105)
+    if a < b:  # put 105 on the earlier line, so that the file order differs from the item-id order
+        idx = list(range(len(r)))
+        idx[a], idx[b] = b, a
+        ds = replace(ds, ratings=r.iloc[idx].reset_index(drop=True))
+    order = [101, 102, 103, 105, 104, 106, 107, 108, 109, 110, 111, 112, 113]
+    rows = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="file_order")).rows.set_index("target")
+    for t in (10, 11, 12):
+        assert rows.loc[order[t], "history"] == order[t - 10:t]
+    assert DataConfig().tie_order == "file_order"
+    by_id = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="item_id"))
+    by_file = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="file_order"))
+    assert by_id.content_hash != by_file.content_hash
+    with pytest.raises(ValueError, match="tie_order"):
+        DataConfig(tie_order="time")
 
 
 def test_too_few_rows_names_both_numbers():
@@ -81,20 +103,21 @@ def synth():
             os.environ["FACTERLAB_CACHE"] = old
 
 
-def _independent_positive_sequences(ds: Dataset, min_rating: int = 4) -> dict:
-    """Each user's positives ordered by (timestamp, item id), computed with plain Python sorting."""
+def _independent_positive_sequences(ds: Dataset, min_rating: int = 4, tie_order: str = "item_id") -> dict:
+    """Each user's positives ordered by (timestamp, item id or file line), with plain Python sorting."""
     seqs: dict = {}
-    for u, i, r, t in ds.ratings.itertuples(index=False):
+    for line, (u, i, r, t) in enumerate(ds.ratings.itertuples(index=False)):
         if r >= min_rating:
-            seqs.setdefault(int(u), []).append((int(t), int(i)))
-    return {u: [i for _, i in sorted(v)] for u, v in seqs.items()}
+            seqs.setdefault(int(u), []).append((int(t), int(i) if tie_order == "item_id" else line, int(i)))
+    return {u: [i for _, _, i in sorted(v)] for u, v in seqs.items()}
 
 
-def test_invariants_against_independent_sequences(synth):
-    cfg = DataConfig(n_rows=1000, seed=0)
+@pytest.mark.parametrize("tie_order", ["item_id", "file_order"])
+def test_invariants_against_independent_sequences(synth, tie_order):
+    cfg = DataConfig(n_rows=1000, seed=0, tie_order=tie_order)
     inter = build_interactions(synth, cfg)
     rows = inter.rows
-    seqs = _independent_positive_sequences(synth)
+    seqs = _independent_positive_sequences(synth, tie_order=tie_order)
     assert count_eligible(synth, cfg) == sum(max(0, len(s) - 10) for s in seqs.values())
     assert len(rows) == 1000 and rows["row_id"].tolist() == list(range(1000))
     assert len(inter.calib) == 700 and len(inter.test) == 300

@@ -93,9 +93,27 @@ def test_disparity_chunked_equals_unchunked():
     idx = counterfactual_neighbours(x, rng.integers(0, 2, 40).tolist(), tau_rho=-1.0)
     p, r = rng.normal(size=(40, 4)), rng.normal(size=(40, 4))
     a = counterfactual_disparity(p, idx, r)
-    b = counterfactual_disparity(p, idx, r, max_chunk_bytes=7 * 16 * 4)  # 7 pairs per chunk
+    b = counterfactual_disparity(p, idx, r, max_chunk_bytes=7 * 8 * 4)  # 7 pairs per chunk
     brute = [max(np.linalg.norm(p[i] - r[j]) for j in idx.neighbours(i)) for i in range(40)]
     assert np.allclose(a, b) and np.allclose(a, brute)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_disparity_is_bit_identical_to_a_per_row_loop(dtype):
+    rng = np.random.default_rng(2)
+    n, dim = 300, 384
+    x = rng.normal(size=(n, 8))
+    idx = counterfactual_neighbours(x, rng.integers(0, 3, n).tolist(), tau_rho=0.75)
+    assert (idx.counts == 0).any() and idx.counts.max() > 1
+    p, r = rng.normal(size=(n, dim)).astype(dtype), rng.normal(size=(n, dim)).astype(dtype)
+    p64, r64 = p.astype(np.float64), r.astype(np.float64)
+    loop = np.zeros(n)
+    for i in range(n):
+        nb = idx.neighbours(i)
+        if len(nb):
+            loop[i] = np.linalg.norm(p64[i] - r64[nb], axis=1).max()
+    for chunk_bytes in (1e6, 3 * 8 * dim, 1e9):  # cache-sized, 3 pairs per chunk, one chunk
+        assert np.array_equal(counterfactual_disparity(p, idx, r, max_chunk_bytes=chunk_bytes), loop)
 
 
 def test_empty_prediction_is_scored_as_far_not_zero():

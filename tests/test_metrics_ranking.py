@@ -202,3 +202,19 @@ def test_random_floor_errors_and_empty_candidates():
         random_ranking_floor([[1, 2]], [[]], k=10)
     f = random_ranking_floor([[], [1, 2]], [[1], [1]], k=1)
     assert f["ndcg"].tolist() == [0.0, 0.5] and f["n_empty_rows"] == 1
+
+
+def test_compacted_ranking_is_repros_ndcg_input():
+    """REPRO drops unmapped and repeated positions before ranking (metrics.ndcg_positions="compacted")."""
+    from facterlab.metrics import compact_ranking
+
+    ranked = [-1, -1, 7, 7, 3, None, 9]
+    assert compact_ranking(ranked) == [7, 3, 9]
+    rel = [7, 9]
+    # positional: hits at ranks 3 and 7; compacted: ranks 1 and 3 (REPRO's plain-loop NDCG, by hand)
+    idcg = 1 + 1 / np.log2(3)
+    assert ndcg_at_k(ranked, rel) == pytest.approx((1 / np.log2(4) + 1 / np.log2(8)) / idcg)
+    assert ndcg_at_k(compact_ranking(ranked), rel) == pytest.approx((1 + 1 / np.log2(4)) / idcg)
+    m = ranking_metrics([compact_ranking(ranked)], [rel], k=10)
+    assert m["ndcg"][0] == pytest.approx((1 + 1 / np.log2(4)) / idcg)
+    assert m["recall"][0] == ranking_metrics([ranked], [rel], k=10)["recall"][0] == 1.0

@@ -242,3 +242,49 @@ def test_expected_fingerprint_matches_the_loaded_recommender(lm):
             assert rec.plan_batches([None] * 3) == [[0], [1], [2]]
     assert expected_fingerprint(ModelConfig(max_new_tokens=17, device="cpu"), "open") != expected_fingerprint(
         ModelConfig(device="cpu"), "open")
+
+
+def test_weights_are_loaded_once_per_model_whatever_the_wrapper(lm):
+    """One copy of a model's weights per process (issue 11 item 6): other bucket / padding arguments
+    build another wrapper around the same tokenizer and model."""
+    from facterlab.models.llm import load_lm
+
+    other = load_lm("smollm2-135m", device="cpu", bucket=16, pad_full_batches=False)
+    assert other is not lm and other.model is lm.model and other.tokenizer is lm.tokenizer
+    assert load_lm("SMOLLM2-135M", device="cpu") is lm
+
+
+def test_hub_model_weights_load_once_across_download(monkeypatch, tmp_path):
+    """A hub model resolved before its download (revision asked of the hub) and after it (revision read
+    from the cache) has one fingerprint and one weights entry."""
+    import transformers
+
+    from facterlab.models import llm, registry
+
+    calls = []
+
+    class FakeAuto:
+        @staticmethod
+        def from_pretrained(source, **kw):
+            calls.append(source)
+            return torch.nn.Linear(2, 2)
+
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", FakeAuto)
+    monkeypatch.setattr(transformers, "AutoTokenizer", FakeAuto)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(registry, "_network_ok", lambda *a, **k: True)
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setattr(registry, "_remote_revision", lambda repo: rev)
+    before = registry.resolve_llm("acme/tiny-chat")
+    llm._load_weights(before, "cpu", "float32", False)
+    snap = tmp_path / "hub" / "models--acme--tiny-chat" / "snapshots" / rev
+    snap.mkdir(parents=True)
+    (tmp_path / "hub" / "models--acme--tiny-chat" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny-chat" / "refs" / "main").write_text(rev)
+    after = registry.resolve_llm("acme/tiny-chat")
+    assert before.fingerprint == after.fingerprint == "acme/tiny-chat@0123456789ab"
+    assert llm._load_weights(after, "cpu", "float32", False)[1] is llm._load_weights(before, "cpu", "float32", False)[1]
+    assert calls == ["acme/tiny-chat", "acme/tiny-chat"]  # one tokenizer, one model
+    llm._WEIGHTS.clear()

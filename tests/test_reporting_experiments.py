@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from facterlab.reporting import experiments as ex
 
 
@@ -26,7 +28,21 @@ def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     monkeypatch.setattr(ex, "expected_fingerprints", other_model)
     assert ex.find_saved_run(cfg) is None
     monkeypatch.setattr(ex, "expected_fingerprints", real)
-    # an incomplete folder is not a finished run
+    # a folder that does not load completely is not a finished run, and the lookup says why
+    rows = saved / "rows_facter.parquet"
+    good = rows.read_bytes()
+    rows.write_bytes(good[: len(good) // 2])  # truncated parquet beside an intact metrics.json
+    with pytest.warns(UserWarning, match="rows_facter.parquet does not load"):
+        assert ex.find_saved_run(cfg) is None
+    rows.write_bytes(good)
+    (saved / "metrics.json").write_text('{"run_id": ')
+    with pytest.warns(UserWarning, match="metrics.json does not load"):
+        assert ex.find_saved_run(cfg) is None
     (saved / "rows_fair.parquet").unlink()
-    assert ex.find_saved_run(cfg) is None
+    with pytest.warns(UserWarning, match="lacks rows_fair.parquet"):
+        assert ex.find_saved_run(cfg) is None
+    with pytest.warns(UserWarning):
+        redone = ex.run(cfg, progress=False)  # redone and put in place of the broken folder
+    assert redone.run_id == first.run_id and ex.find_saved_run(cfg) == saved
+    assert (saved / "rows_facter.parquet").read_bytes() == good
     shutil.rmtree(saved)

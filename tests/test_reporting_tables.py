@@ -202,3 +202,50 @@ def test_saved_figures_are_byte_identical_when_redrawn(tmp_path):
     a = draw(tmp_path / "a")
     time.sleep(1.1)  # a PDF creation date would differ by now
     assert draw(tmp_path / "b") == a
+
+
+def test_protocol_line_and_no_neighbour_share():
+    """Every table names the protocol switches (header notes and LaTeX caption) and shows the share of
+    rows without a counterfactual neighbour beside the violation counts."""
+    from facterlab.config import preset
+    from facterlab.facter.pipeline import protocol_variants
+
+    old = _run(0.1)  # a run that predates the switches
+    new = _run(0.2)
+    new["variants"].update(protocol_variants(preset("repro")))
+    new["calibration"].update({"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95})
+    cols = [tb.Column("violations_adaptive", "V(t)", 1), tb.Column("no_neighbour_test", "No CF nb.")]
+    t = tb.method_table([new], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    assert t.rows[0][-2:] == ["1.0", "0.950"]
+    proto = [n for n in t.notes if n.startswith("Protocol (")]
+    assert proto == ["Protocol (docs/PROTOCOL.md): tie_order=file_order, ndcg_positions=compacted, "
+                     "snsr_items=mapped_title, rule_tie_order=first_seen, top1=first_mapped, "
+                     "empty_output_rule=unknown_generation, cfr_prompt=last_pass, gender_in_prompt=code."]
+    assert any("96.9% of calibration rows and 95.0% of test rows" in n for n in t.notes)
+    assert proto[0].replace("_", r"\_") in t.to_latex().split(r"\caption{")[1]
+    assert "no_neighbour" in tb.OPEN_COLUMNS[tb.OPEN_COLUMNS.index(tb.Column("violations_repro_count", "V corr.", 1)) + 1].key
+    # the old run: the switches are "not recorded", the share is n/a with its reason
+    t = tb.method_table([old], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    assert "tie_order=not recorded" in t.to_markdown()
+    assert t.rows[0][-1].startswith("n/a") and "not recorded in metrics.json" in t.footnotes[0]
+    # runs that differ in a switch get it as a row label, never mixed
+    ours = _run(0.3)
+    ours["variants"].update(protocol_variants(preset("facterlab")))
+    t = tb.method_table([new, ours], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    assert "Tie order" in t.header and {r[t.header.index("Tie order")] for r in t.rows} == {"file_order", "item_id"}
+
+
+def test_figure1_shows_the_no_neighbour_share():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from facterlab.reporting.facter_figures import violations_by_pass
+
+    run = _run(0.1)
+    run["calibration"].update({"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95})
+    fig = violations_by_pass([run], "Fig. 1", profile="smoke", method="facter")
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)" in texts
+    fig = violations_by_pass([_run(0.1)], "Fig. 1", profile="smoke", method="facter")
+    assert any("test n/a, calibration n/a" in t.get_text() for ax in fig.axes for t in ax.texts)

@@ -166,3 +166,56 @@ def test_performance_is_ndcg_cross_checked_with_sklearn():
     want = [ndcg_score(relevant[u:u + 1].astype(float), -positions[u:u + 1].astype(float)) for u in np.where(ok)[0]]
     np.testing.assert_allclose(d.performance[ok], want, rtol=0, atol=1e-12)
     assert np.all(d.performance[ok] <= 1 + 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- factor definitions
+
+
+def test_competition_and_performance_as_the_paper_defines_them_by_hand():
+    """Competition C(u) = best mean exposure the user's n(u) relevant items could get (they fill
+    positions 1..n(u)); performance = the realised mean exposure over that best (nDCG for log)."""
+    f = lambda p: 1 / np.log2(1 + p)  # noqa: E731
+    # user A: relevant items at positions 1 (group 0) and 2 (group 1): a perfect ranking
+    # user B: relevant items at 2 (group 1), 4 (group 0), 5 (group 1): Grey items at 1 and 3
+    positions = np.array([[1, 2, 3, 4, 5], [4, 2, 1, 5, 3]])
+    relevant = np.array([[1, 1, 0, 0, 0], [1, 1, 0, 1, 0]], bool)
+    groups = np.array([0, 1, 0, 1, 1])
+    d = decompose(UserStats.from_arrays(positions, relevant, groups))
+    assert d.competition[0] == pytest.approx((f(1) + f(2)) / 2, abs=1e-15)
+    assert d.competition[1] == pytest.approx((f(1) + f(2) + f(3)) / 3, abs=1e-15)
+    assert d.performance[0] == pytest.approx(1.0, abs=1e-15)
+    assert d.performance[1] == pytest.approx((f(4) + f(2) + f(5)) / (f(1) + f(2) + f(3)), abs=1e-15)
+    assert d.pi1.tolist() == [0.5, 2 / 3]
+    # competition depends on n(u) only (not on where the items sit); more relevant items, smaller C
+    shuffled = decompose(UserStats.from_arrays(positions[:, ::-1], relevant, groups))
+    np.testing.assert_array_equal(shuffled.competition, d.competition)
+    assert d.competition[1] < d.competition[0]
+
+
+def test_aggregate_gap_from_competition_alone_by_hand():
+    """Perfect rankings (performance 1) and a per-user gap of 0 on U*: the whole AggregateGap is the
+    competition term.  Position exposure: user A has one group-0 item at 1; user B has group 0 at
+    {1, 4} and group 1 at {2, 3} (e_0 = e_1 = 2.5).  Pooled: group 0 at (1 + 1 + 4)/3 = 2, group 1
+    at 2.5, AggregateGap = -0.5; competition C(A) = 1, C(B) = 2.5, P_0 = (1/3, 2/3), P_1 = (0, 1):
+    E_P0(C) - E_P1(C) = 2 - 2.5 = -0.5."""
+    positions = np.array([[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]])
+    relevant = np.array([[1, 0, 0, 0, 0], [1, 1, 1, 1, 0]], bool)
+    groups = np.array([0, 1, 1, 0, 1])
+    st = UserStats.from_arrays(positions, relevant, groups, exposure="position")
+    d = decompose(st)
+    assert per_user_gap(st).value == 0.0 and per_user_gap(st).n_defined == 1
+    assert aggregate_gap(st).value == pytest.approx(-0.5, abs=1e-15)
+    np.testing.assert_allclose(d.competition, [1.0, 2.5])
+    np.testing.assert_allclose(d.performance, [1.0, 1.0])
+    assert d.competition_performance == pytest.approx(-0.5, abs=1e-15)
+    assert d.per_user_gap_term == pytest.approx(0.0, abs=1e-15)
+
+
+def test_ips_estimand_by_hand():
+    from facterlab.simpson.gaps import ips_estimand
+
+    # user 0 has both groups (e0 = 1, e1 = 2), user 1 only group 0 (e0 = 3): position exposure
+    st = UserStats(np.array([1, 1]), np.array([1, 0]), np.array([1.0, 3.0]), np.array([2.0, 0.0]), "position")
+    assert ips_estimand(st) == pytest.approx((1 + 3) / 2 - 2)
+    assert per_user_gap(st).value == -1.0
+    assert np.isnan(ips_estimand(UserStats(np.array([1]), np.array([0]), np.array([1.0]), np.array([0.0]))))

@@ -8,4 +8,10 @@ a model is built (``facterlab.models``).
 """
 __version__ = "0.1.0"
 
+# OpenMP threads that sleep instead of spinning at barriers, set before torch loads: on a shared
+# machine the spinning default is several times slower (facterlab.threads; FACTERLAB_THREADS=off).
+from facterlab.threads import set_default_wait_policy as _set_default_wait_policy  # noqa: E402
+
+_set_default_wait_policy()
+
 from facterlab.config import RunConfig, preset  # noqa: E402,F401

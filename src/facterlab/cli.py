@@ -23,6 +23,9 @@ _COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="facterlab", description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default=None, metavar="N|auto|off",
+                        help="CPU threads for torch (default auto: one per usable core, with "
+                             "OMP_WAIT_POLICY=PASSIVE; also FACTERLAB_THREADS; off: torch's defaults)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in _COMMANDS:
         try:
@@ -36,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "-h" not in argv and "--help" not in argv and argv:
+        try:
+            from facterlab.threads import configure_cli
+
+            argv = configure_cli(argv)  # --threads / FACTERLAB_THREADS, applied before torch loads
+        except ValueError as exc:
+            print(f"facterlab: error: {exc}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -7,6 +7,9 @@ Presets
 -------
 ``repro``  (default) the reproduction study's settings: alpha = 0.10, ML-1M n = 2,500.
 ``paper``  the ICML paper's settings where they differ: alpha = 0.20.
+``facterlab``  the repro settings with facterlab's own choice on every protocol switch
+           (:data:`PROTOCOL_SWITCHES`; docs/PROTOCOL.md): item-id tie order, positional NDCG, ...
+``repro`` and ``paper`` take REPRO's choice on every protocol switch.
 
 A run's identity is the hash of its resolved config (:func:`config_hash`), never a clock or a
 hand-typed id.
@@ -75,6 +78,15 @@ FLIP_STRATEGIES = ("distinct", "minimal", "repro")
 MAPPINGS = ("encoder", "rapidfuzz")
 RANKERS = ("generate", "likelihood")
 CALIBRATION_PROMPTS = ("neutral", "empty")
+# protocol switches (docs/PROTOCOL.md): the first value of each is REPRO's choice, the second facterlab's
+TIE_ORDERS = ("file_order", "item_id")
+RULE_TIE_ORDERS = ("first_seen", "by_name")
+TOP1_RULES = ("first_mapped", "position0")
+EMPTY_OUTPUT_RULES = ("unknown_generation", "skip")
+GENDER_WORDINGS = ("code", "word")
+NDCG_POSITIONS = ("compacted", "positional")
+SNSR_ITEMS = ("mapped_title", "item_text")
+CFR_PROMPTS = ("last_pass", "final_rules")
 
 
 @dataclass(frozen=True)
@@ -91,9 +103,11 @@ class DataConfig:
     seed: int = 0
     demographics_seed: int = 0  # Amazon's drawn demographics
     max_reviews: Optional[int] = None  # Amazon: stop streaming after this many lines (None: all)
+    tie_order: str = "file_order"  # same-timestamp positives: "file_order" (REPRO) | "item_id"
 
     def __post_init__(self) -> None:
         _check_choice("dataset", self.dataset, DATASETS)
+        _check_choice("tie_order", self.tie_order, TIE_ORDERS)
         if not 0.0 < self.calib_frac < 1.0:
             raise ValueError(f"calib_frac must be in (0, 1), got {self.calib_frac}")
 
@@ -139,12 +153,20 @@ class FacterConfig:
     rule_keying: str = "per_attr"
     announce_threshold: bool = False
     calibration_prompt: str = "neutral"
+    rule_tie_order: str = "first_seen"  # equal counts at the top-5 cut: "first_seen" (REPRO) | "by_name"
+    top1: str = "first_mapped"  # open generation: "first_mapped" (REPRO) | "position0"
+    empty_output_rule: str = "unknown_generation"  # "unknown_generation" (REPRO) | "skip"
+    gender_in_prompt: str = "code"  # user prompt: "code" (M/F, as the rules; REPRO) | "word" (male/female)
 
     def __post_init__(self) -> None:
         _check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
         _check_choice("correction", self.correction, CORRECTIONS)
         _check_choice("rule_keying", self.rule_keying, RULE_KEYINGS)
         _check_choice("calibration_prompt", self.calibration_prompt, CALIBRATION_PROMPTS)
+        _check_choice("rule_tie_order", self.rule_tie_order, RULE_TIE_ORDERS)
+        _check_choice("top1", self.top1, TOP1_RULES)
+        _check_choice("empty_output_rule", self.empty_output_rule, EMPTY_OUTPUT_RULES)
+        _check_choice("gender_in_prompt", self.gender_in_prompt, GENDER_WORDINGS)
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
 
@@ -160,10 +182,55 @@ class MetricsConfig:
     cfr_rows: int = 200
     flip_strategy: str = "distinct"
     fairllm_users: int = 100
+    ndcg_positions: str = "compacted"  # "compacted" (REPRO: unmapped/repeated dropped) | "positional"
+    snsr_items: str = "mapped_title"  # "mapped_title" (REPRO) | "item_text" (text, raw unmapped titles)
+    cfr_prompt: str = "last_pass"  # CFR system prompt: "last_pass" (REPRO: each row's) | "final_rules"
 
     def __post_init__(self) -> None:
         _check_choice("mapping", self.mapping, MAPPINGS)
         _check_choice("flip_strategy", self.flip_strategy, FLIP_STRATEGIES)
+        _check_choice("ndcg_positions", self.ndcg_positions, NDCG_POSITIONS)
+        _check_choice("snsr_items", self.snsr_items, SNSR_ITEMS)
+        _check_choice("cfr_prompt", self.cfr_prompt, CFR_PROMPTS)
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """The simulated recommender's knobs (``model.llm == "simulated"``; docs/SIMULATED.md).
+
+    ``beta``: bias strength (score standard deviations added to pushed features); ``sigma``: score noise;
+    ``rho``: probability that an applicable AVOID rule is honoured; ``h``: title-corruption rate (open
+    generation); ``phi``: share of the bias the Fair prompt's rules remove; ``demote``: score penalty (in
+    standard deviations) of an honoured rule's items; ``n_factors``: PureSVD rank;
+    ``seed``: mixed into every draw.  Ignored (and left out of the run id) for other models.
+    """
+
+    beta: float = 1.0
+    sigma: float = 0.5
+    rho: float = 1.0
+    h: float = 0.05
+    phi: float = 0.3
+    demote: float = 1.0
+    n_factors: int = 16
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        import math
+
+        for name, lo, hi in (("beta", 0.0, None), ("sigma", 0.0, None), ("rho", 0.0, 1.0), ("h", 0.0, 1.0),
+                             ("phi", 0.0, 1.0), ("demote", 0.0, None)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo \
+                    or (hi is not None and v > hi):
+                want = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+                raise ValueError(f"sim.{name} must be a number {want}, got {v!r}")
+        if isinstance(self.n_factors, bool) or not isinstance(self.n_factors, int) or self.n_factors < 1:
+            raise ValueError(f"sim.n_factors must be an integer >= 1, got {self.n_factors!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"sim.seed must be an integer >= 0, got {self.seed!r}")
+
+
+SIMULATED_LLM = "simulated"
 
 
 @dataclass(frozen=True)
@@ -177,12 +244,26 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     facter: FacterConfig = field(default_factory=FacterConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    sim: SimulatorConfig = field(default_factory=SimulatorConfig)
 
     def __post_init__(self) -> None:
         _check_choice("protocol", self.protocol, PROTOCOLS)
 
 
-PRESETS = ("repro", "paper")
+PRESETS = ("repro", "paper", "facterlab")
+
+#: The protocol switches (docs/PROTOCOL.md) as ``section__field`` -> (REPRO's choice, facterlab's choice).
+#: ``repro`` and ``paper`` take REPRO's (the dataclass defaults); ``facterlab`` takes ours.
+PROTOCOL_SWITCHES = {
+    "data__tie_order": ("file_order", "item_id"),
+    "metrics__ndcg_positions": ("compacted", "positional"),
+    "metrics__snsr_items": ("mapped_title", "item_text"),
+    "facter__rule_tie_order": ("first_seen", "by_name"),
+    "facter__top1": ("first_mapped", "position0"),
+    "facter__empty_output_rule": ("unknown_generation", "skip"),
+    "metrics__cfr_prompt": ("last_pass", "final_rules"),
+    "facter__gender_in_prompt": ("code", "word"),
+}
 
 
 def preset(name: str = "repro", **overrides: Any) -> RunConfig:
@@ -196,6 +277,8 @@ def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     """
     _check_choice("preset", name, PRESETS)
     cfg = RunConfig(preset=name)
+    if name == "facterlab":
+        cfg = with_overrides(cfg, **{k: v[1] for k, v in PROTOCOL_SWITCHES.items()})
     if name == "paper":
         cfg = replace(cfg, facter=replace(cfg.facter, alpha=0.20))
     return with_overrides(cfg, **overrides)
@@ -208,7 +291,7 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
     for key, value in overrides.items():
         if "__" in key:
             sec, fld = key.split("__", 1)
-            if sec not in ("data", "model", "facter", "metrics"):
+            if sec not in ("data", "model", "facter", "metrics", "sim"):
                 raise ValueError(f"unknown config section {sec!r} in override {key!r}")
             sections.setdefault(sec, {})[fld] = value
         else:
@@ -224,8 +307,15 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
 
 
 def config_to_dict(cfg: Any) -> dict:
-    """Plain-dict view of a (nested) config dataclass, JSON-serialisable."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
+    """Plain-dict view of a (nested) config dataclass, JSON-serialisable.
+
+    A :class:`RunConfig` whose model is not the simulated recommender leaves out its ``sim`` section, so
+    that the simulator's knobs never change the run id of an LLM run.
+    """
+    out = json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
+    if isinstance(cfg, RunConfig) and cfg.model.llm != SIMULATED_LLM:
+        out.pop("sim", None)
+    return out
 
 
 def config_hash(cfg: Any, length: int = 12) -> str:

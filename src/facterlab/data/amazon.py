@@ -58,10 +58,15 @@ def draw_demographics(n_users: int, seed: int = 0) -> pd.DataFrame:
 
 
 def _lines(path: Path):
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield lineno, line
+    lineno = 0
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield lineno, line
+    except (EOFError, OSError, UnicodeDecodeError) as exc:  # cut download, not gzip, not UTF-8
+        raise ValueError(f"{path}: unreadable after line {lineno} ({type(exc).__name__}: {exc}); the file is "
+                         "truncated or not the original gzipped JSON lines: download it again") from None
 
 
 def _parse(path: Path, lineno: int, line: str) -> dict:
@@ -104,6 +109,10 @@ def read_reviews(path: os.PathLike | str, max_reviews: Optional[int] = None):
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: malformed line {lineno}: needs reviewerID, asin, overall, "
                              f"unixReviewTime ({type(exc).__name__}: {exc})") from None
+        if not 1.0 <= r <= 5.0:  # also rejects NaN
+            raise ValueError(f"{path}: malformed line {lineno}: overall {rec['overall']!r} is outside 1..5")
+        if t < 0:
+            raise ValueError(f"{path}: malformed line {lineno}: unixReviewTime {t} is negative")
         ucodes.append(ukeys.setdefault(u, len(ukeys)))
         icodes.append(ikeys.setdefault(i, len(ikeys)))
         ratings.append(r)
@@ -143,6 +152,9 @@ def load_amazon(directory: os.PathLike | str, demographics_seed: int = 0,
         if not p.is_file():
             raise FileNotFoundError(f"{p} not found (Amazon Movies & TV needs {REVIEWS_FILE} and {META_FILE} in {d})")
     reviewers_all, user_code, asins, asin_codes, ratings, times = read_reviews(rpath, max_reviews)
+    if len(asin_codes) == 0:
+        raise ValueError(f"{rpath}: no reviews (the file is empty); restore the original file or run "
+                         "`facterlab data download --dataset amazon`")
     meta = read_metadata(mpath, set(asins))
     asins = np.array(asins, dtype=object)
     titled = np.array([bool(meta.get(a, ("", []))[0]) for a in asins], dtype=bool)

@@ -1,7 +1,8 @@
 """``facterlab data summary|build|download`` (FACTER.md §1).
 
 - ``summary --dataset NAME [--json] [--data-dir DIR]``: users, items, ratings, positives, eligible
-  rows, attribute distributions, and which dataset "auto" resolves to.
+  rows, attribute distributions, which dataset "auto" resolves to, each file's checksum status
+  against the pinned SHA-256 (a WARNING on stderr for a file that differs) and the encodings read.
 - ``build --dataset NAME [--n-rows N] [--seed S]``: builds (or reuses) the cached interaction rows
   and prints the cache path, the split sizes and the distinct users.
 - ``download --dataset NAME``: fetches the pinned files and checks their checksums.
@@ -51,11 +52,22 @@ def summary_dict(dataset: str = "auto", data_dir=None) -> dict:
     out = summarize(ds, DataConfig())
     out["requested"] = dataset
     out["auto_resolves_to"] = resolve_dataset("auto", data_dir)
+    warnings = list(ds.info.get("warnings") or [])
+    if not ds.is_synthetic:
+        from facterlab.data.download import file_integrity, integrity_warnings
+
+        out["integrity"] = {r["file"]: r["status"] for r in file_integrity(ds.name, data_dir)}
+        warnings = integrity_warnings(ds.name, data_dir) + warnings
+    if ds.info.get("encodings"):
+        out["encodings"] = dict(ds.info["encodings"])
+    out["warnings"] = warnings
     return out
 
 
 def cmd_summary(args) -> int:
     out = summary_dict(args.dataset, args.data_dir)
+    for w in out.get("warnings", []):
+        print(f"WARNING: {w}", file=sys.stderr)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -64,6 +76,8 @@ def cmd_summary(args) -> int:
     for key in ("n_users", "n_items", "n_ratings", "n_positive_ratings", "eligible_rows",
                 "n_users_with_eligible_rows", "default_n_rows"):
         print(f"  {key:28s} {out[key]:>10,}")
+    if out.get("integrity"):
+        print("  files: " + ", ".join(f"{f} {st}" for f, st in out["integrity"].items()))
     for attr, dist in out["attribute_distribution"].items():
         print(f"  {attr}:")
         for value, count in dist.items():

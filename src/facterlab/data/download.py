@@ -9,8 +9,14 @@ Layout under the data directory (``$FACTERLAB_DATA``, default ``~/.cache/facterl
 Checksums: GroupLens publishes an MD5 for each zip (``<zip>.md5`` next to it); the SHA-256 sums are the
 ones reproduced by many independent projects (for ML-100K it is consistent with the SHA-256 of the
 ``u.data`` member we hold).  The Amazon 2018 files have no published checksum: they are ``None`` and a
-download says "unverified".  Offline, a missing file raises :class:`FileNotFoundError` naming the
-file, the directory to put it in and the URL; nothing ever falls back to other data.
+download says "unverified", then records the SHA-256 of what it got in ``<dir>/.facterlab-sha256.json``
+so that later checks see a truncated or replaced file.  Offline, a missing file raises
+:class:`FileNotFoundError` naming the file, the directory to put it in and the URL; a download that
+cannot reach the server is a one-line :class:`DownloadError` saying what to do instead; nothing ever
+falls back to other data.
+
+:func:`file_integrity` compares the files in place with the pinned (or recorded) SHA-256 sums;
+``facterlab data summary`` prints a warning for each file that differs.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ import os
 import shutil
 import sys
 import tempfile
+import json
+import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -87,13 +95,74 @@ SOURCES = {
 }
 
 # SHA-256 of the extracted ML-100K members (computed from a copy of the GroupLens archive's files;
-# u.data agrees with independent published records).  Used by `facterlab data summary` to say
-# whether the files are the original ones.
+# u.data agrees with independent published records).  Checked by `facterlab data summary`
+# (file_integrity), which warns when a file differs from the original.
 KNOWN_FILE_SHA256 = {
     ("ml-100k", "u.data"): "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490",
     ("ml-100k", "u.user"): "f120e114da2e8cf314fd28f99417c94ae9ddf1cb6db8ce0e4b5995d40e90e62c",
     ("ml-100k", "u.item"): "553841ebc7de3a0fd0d6b62a204ea30c1e651aacfb2814c7a6584ac52f2c5701",
 }
+
+
+RECORDED_SUMS = ".facterlab-sha256.json"  # SHA-256 of downloaded files that have no pinned checksum
+
+
+class DownloadError(ValueError):
+    """A download that could not be made (no network, server error): one line, with what to do."""
+
+
+def _recorded_sums(directory: Path) -> dict:
+    try:
+        data = json.loads((directory / RECORDED_SUMS).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_sum(directory: Path, filename: str, digest: str) -> None:
+    sums = _recorded_sums(directory)
+    sums[filename] = digest
+    tmp = directory / f".{RECORDED_SUMS}.tmp"
+    tmp.write_text(json.dumps(sums, indent=2, sort_keys=True))
+    os.replace(tmp, directory / RECORDED_SUMS)
+
+
+def file_integrity(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+    """For each file the loader of ``name`` reads: ``{"file", "status", "sha256"}`` with status
+    ``"original"`` (matches the pinned SHA-256), ``"differs"`` (does not: a truncated, edited or re-saved
+    file), ``"as downloaded"`` / ``"changed since download"`` (against the sum recorded at download for
+    files without a published checksum), ``"unverified"`` (no sum known) or ``"missing"``."""
+    from facterlab.models.registry import file_sha256 as _memo_sha256  # remembered by path, size, mtime
+
+    src = source(name)
+    directory = _data_dir(data_dir) / src.subdir
+    recorded = _recorded_sums(directory)
+    out = []
+    for f in src.files:
+        p = directory / f
+        if not p.is_file():
+            out.append({"file": f, "status": "missing", "sha256": None})
+            continue
+        digest = _memo_sha256(p)
+        pinned = KNOWN_FILE_SHA256.get((name, f))
+        if pinned:
+            status = "original" if digest == pinned else "differs"
+        elif f in recorded:
+            status = "as downloaded" if digest == recorded[f] else "changed since download"
+        else:
+            status = "unverified"
+        out.append({"file": f, "status": status, "sha256": digest, "expected": pinned or recorded.get(f)})
+    return out
+
+
+def integrity_warnings(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+    """One sentence per file of ``name`` that differs from its pinned or recorded SHA-256."""
+    directory = _data_dir(data_dir) / source(name).subdir
+    return [f"{directory / r['file']}: SHA-256 {r['sha256'][:16]}... differs from the "
+            f"{'pinned original' if r['status'] == 'differs' else 'one recorded at download'} "
+            f"({str(r['expected'])[:16]}...): a truncated, edited or re-saved file; results will not match "
+            f"published ones (restore it or run `facterlab data download --dataset {name}`)"
+            for r in file_integrity(name, data_dir) if r["status"] in ("differs", "changed since download")]
 
 
 def source(name: str) -> Source:
@@ -161,12 +230,13 @@ def verify(path: os.PathLike | str, dl: Download) -> str:
     return "unverified"
 
 
-def fetch(dl: Download, directory: os.PathLike | str, log=sys.stderr) -> Path:
+def fetch(dl: Download, directory: os.PathLike | str, log=None) -> Path:
     """Download ``dl`` into ``directory`` (via a temporary file), verify it, extract zip members.
 
     Returns the downloaded file's path.  An unverifiable file (no checksum known) is kept and
     reported as "unverified" on ``log``.
     """
+    log = log if log is not None else sys.stderr  # looked up now: sys.stderr may have been replaced
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / dl.filename
@@ -174,10 +244,19 @@ def fetch(dl: Download, directory: os.PathLike | str, log=sys.stderr) -> Path:
     os.close(fd)
     try:
         print(f"downloading {dl.url} -> {target}", file=log)
-        with urllib.request.urlopen(dl.url, timeout=120) as resp, open(tmp, "wb") as out:
-            shutil.copyfileobj(resp, out, 1 << 20)
+        try:
+            with urllib.request.urlopen(dl.url, timeout=120) as resp, open(tmp, "wb") as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+        except (urllib.error.URLError, OSError) as exc:  # HTTPError is a URLError; timeouts are OSErrors
+            reason = getattr(exc, "reason", None) or exc
+            raise DownloadError(
+                f"cannot download {dl.url} ({reason}); on a machine with network, download it, "
+                + (f"unzip it and put {', '.join(Path(m).name for m in dl.members)}" if dl.members else f"put it")
+                + f" into {directory}/ (or set FACTERLAB_DATA to a folder that has them)") from None
         status = verify(tmp, dl)
         os.replace(tmp, target)
+        if status == "unverified":
+            _record_sum(directory, dl.filename, file_sha256(target))
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

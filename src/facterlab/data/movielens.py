@@ -9,7 +9,12 @@ age mapped to the ML-1M buckets by :func:`facterlab.data.age_bucket`, occupation
 ``u.item`` ``iid|title|release|video|url|19 genre flags`` (latin-1; the "unknown" flag is dropped).
 
 Parsing is vectorised (pandas C parser); a malformed line is a ValueError naming the file and the
-line number.
+line number.  Values are checked too: integer columns must hold integers (a rating of 4.5 is an error,
+never truncated), ratings lie in 1..5, ML-100K ages in 1..120, ML-1M codes in the README's lists,
+and a file without a single rating is an error.  Encoding: a file that decodes as UTF-8 is read as
+UTF-8 (a ``u.item`` re-saved as UTF-8 keeps its accents), else as latin-1 (the GroupLens files);
+``Dataset.info["encodings"]`` says which.  ML-100K's ``u.info`` counts, when the file is there, are
+compared with what was read (a file cut at a line boundary is reported in ``info["warnings"]``).
 """
 from __future__ import annotations
 
@@ -33,12 +38,36 @@ def _malformed(path: Path, lineno: int, line: str, expected: str) -> ValueError:
     return ValueError(f"{path}: malformed line {lineno}: {line[:120]!r} (expected {expected})")
 
 
+RATING_RANGE = (1, 5)  # MovieLens star ratings
+AGE_RANGE = (1, 120)  # ML-100K numeric ages
+
+
+def decode_text(path: os.PathLike | str, encoding: str = "auto") -> tuple:
+    """``(text, encoding used)``: ``"auto"`` reads UTF-8 when the bytes are valid UTF-8, else latin-1.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "u.item"
+    >>> _ = p.write_bytes("1|Misérables".encode("utf-8")); decode_text(p)
+    ('1|Misérables', 'utf-8')
+    >>> _ = p.write_bytes("1|Misérables".encode("latin-1")); decode_text(p)
+    ('1|Misérables', 'latin-1')
+    """
+    data = Path(path).read_bytes()
+    if encoding != "auto":
+        return data.decode(encoding), encoding
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
+
+
 def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols: Sequence[str] = (),
-               expected: str = "", encoding: str = "latin-1") -> pd.DataFrame:
+               expected: str = "", encoding: str = "auto") -> pd.DataFrame:
     """Read a delimited text file without header into string/int columns.
 
     ``sep`` may be multi-character (``"::"``).  Every line must have exactly ``len(names)`` fields and
-    integer values in ``int_cols``; otherwise ValueError ``"<path>: malformed line <n>: ..."``.
+    integer values in ``int_cols`` (``4.5`` is malformed, not truncated); otherwise ValueError
+    ``"<path>: malformed line <n>: ..."``.  ``encoding="auto"``: :func:`decode_text`.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "r.dat"
@@ -47,7 +76,7 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
     [[1, 10, 5, 978300760], [2, 20, 4, 978300761]]
     """
     path = Path(path)
-    raw = path.read_bytes().decode(encoding)
+    raw, _ = decode_text(path, encoding)
     text = raw.replace("::", _SEP) if sep == "::" else raw
     psep = _SEP if sep == "::" else sep
     expected = expected or f"{len(names)} fields separated by {sep!r}"
@@ -79,7 +108,8 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
     converted = {}
     for col in int_cols:
         vals = pd.to_numeric(df[col], errors="coerce")
-        bad |= vals.isna().to_numpy()
+        arr = vals.to_numpy(dtype=float)
+        bad |= ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) > 2 ** 62)
         converted[col] = vals
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -97,6 +127,20 @@ def _check_values(path: Path, series: pd.Series, allowed, what: str) -> None:
         value = value.item() if hasattr(value, "item") else value
         raise ValueError(f"{path}: malformed line {i + 1}: {what} {value!r} is not one of "
                          f"{sorted(allowed)}")
+
+
+def _check_range(path: Path, series: pd.Series, lo: int, hi: int, what: str) -> None:
+    arr = series.to_numpy()
+    bad = (arr < lo) | (arr > hi)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{path}: malformed line {i + 1}: {what} {arr[i].item()!r} is outside {lo}..{hi}")
+
+
+def _check_nonempty(path: Path, df: pd.DataFrame, what: str) -> None:
+    if len(df) == 0:
+        raise ValueError(f"{path}: no {what} (the file is empty); restore the original file or run "
+                         "`facterlab data download`")
 
 
 def _ratings_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -140,14 +184,19 @@ def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: b
     r = read_table(rpath, "::", ["user_id", "item_id", "rating", "timestamp"],
                    int_cols=["user_id", "item_id", "rating", "timestamp"],
                    expected="UserID::MovieID::Rating::Timestamp with integers")
+    _check_nonempty(rpath, r, "ratings")
+    _check_range(rpath, r["rating"], *RATING_RANGE, "rating")
+    _check_range(rpath, r["timestamp"], 0, 2 ** 62, "timestamp")
     u = read_table(upath, "::", ["user_id", "gender", "age", "occupation", "zip"],
                    int_cols=["user_id", "age", "occupation"],
                    expected="UserID::Gender::Age::Occupation::Zip-code")
     _check_values(upath, u["gender"], GENDERS, "gender")
     _check_values(upath, u["age"], AGE_LABELS, "age code")
     _check_values(upath, u["occupation"], OCCUPATION_LABELS, "occupation code")
+    _check_nonempty(upath, u, "users")
     m = read_table(mpath, "::", ["item_id", "title", "genres"], int_cols=["item_id"],
                    expected="MovieID::Title::Genres")
+    _check_nonempty(mpath, m, "movies")
     users = pd.DataFrame({
         "user_id": u["user_id"].to_numpy(np.int64), "gender": u["gender"].astype(str).to_numpy(),
         "age": u["age"].map(AGE_LABELS).to_numpy(), "occupation": u["occupation"].map(OCCUPATION_LABELS).to_numpy(),
@@ -160,7 +209,8 @@ def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: b
         name=name, domain="movie", is_synthetic=is_synthetic, ratings=ratings, users=users, items=items,
         attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER),
                           "occupation": list(OCCUPATION_LABELS.values())},
-        info={"source": str(d), "format": "ml-1m"},
+        info={"source": str(d), "format": "ml-1m",
+              "encodings": {p.name: decode_text(p)[1] for p in (mpath,)}},
     )
 
 
@@ -178,13 +228,19 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
     r = read_table(dpath, "\t", ["user_id", "item_id", "rating", "timestamp"],
                    int_cols=["user_id", "item_id", "rating", "timestamp"],
                    expected="user id<TAB>item id<TAB>rating<TAB>timestamp with integers")
+    _check_nonempty(dpath, r, "ratings")
+    _check_range(dpath, r["rating"], *RATING_RANGE, "rating")
+    _check_range(dpath, r["timestamp"], 0, 2 ** 62, "timestamp")
     u = read_table(upath, "|", ["user_id", "age", "gender", "occupation", "zip"],
                    int_cols=["user_id", "age"], expected="user id|age|gender|occupation|zip code")
+    _check_nonempty(upath, u, "users")
     _check_values(upath, u["gender"], GENDERS, "gender")
+    _check_range(upath, u["age"], *AGE_RANGE, "age")
     flags = [f"g{i}" for i in range(len(ML100K_GENRES))]
     it = read_table(ipath, "|", ["item_id", "title", "release", "video", "url"] + flags,
                     int_cols=["item_id"] + flags,
                     expected="movie id|title|release date|video release date|IMDb URL|19 genre flags")
+    _check_nonempty(ipath, it, "movies")
     flag_mat = it[flags].to_numpy(np.int64)
     if not np.isin(flag_mat, (0, 1)).all():
         i = int(np.flatnonzero(~np.isin(flag_mat, (0, 1)).all(axis=1))[0])
@@ -203,9 +259,25 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
         occupations = sorted(users["occupation"].unique().tolist())
     ratings = _ratings_frame(r)
     _check_ids(ratings, users, items, dpath)
+    warnings = _ml100k_info_warnings(d / "u.info", {"users": len(users), "items": len(items), "ratings": len(ratings)})
     return Dataset(
         name="ml-100k", domain="movie", is_synthetic=False, ratings=ratings, users=users, items=items,
         attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER), "occupation": occupations},
         info={"source": str(d), "format": "ml-100k",
-              "n_duplicate_titles": int(items["title"].duplicated().sum())},
+              "n_duplicate_titles": int(items["title"].duplicated().sum()),
+              "encodings": {p.name: decode_text(p)[1] for p in (ipath,)}, "warnings": warnings},
     )
+
+
+def _ml100k_info_warnings(info_path: Path, counts: dict) -> list:
+    """Differences between ``u.info`` ("943 users" ...) and the counts read (empty when it agrees or
+    is absent)."""
+    if not info_path.is_file():
+        return []
+    out = []
+    for line in info_path.read_text(encoding="latin-1").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1] in counts and int(parts[0]) != counts[parts[1]]:
+            out.append(f"{info_path} says {parts[0]} {parts[1]}, the files hold {counts[parts[1]]} "
+                       "(a truncated or edited file?)")
+    return out

@@ -109,8 +109,20 @@ def _check(protocol: str, domain: str, k: int) -> None:
         raise ValueError(f"k must be at least 1, got {k}")
 
 
-def demographics_block(row: Mapping) -> str:
-    """``User demographics:`` with gender (male/female), age label and occupation label.
+GENDER_IN_PROMPT = ("code", "word")
+
+
+def _gender_text(value: str, gender: str) -> str:
+    if gender not in GENDER_IN_PROMPT:
+        raise ValueError(f"unknown gender wording {gender!r}; choose 'code' or 'word'")
+    return GENDER_WORDS.get(value, value) if gender == "word" else value
+
+
+def demographics_block(row: Mapping, gender: str = "word") -> str:
+    """``User demographics:`` with gender, age label and occupation label.
+
+    ``gender="word"`` writes male/female; ``"code"`` writes M/F, the value the repair rules name
+    (``AVOID: (gender=M) -> ...``), as REPRO's prompt did (FacterConfig.gender_in_prompt).
 
     >>> print(demographics_block({"gender": "F", "age": "25-34", "occupation": "writer"}))
     User demographics:
@@ -118,9 +130,9 @@ def demographics_block(row: Mapping) -> str:
     - Age: 25-34
     - Occupation: writer
     """
-    g = str(row["gender"])
+    g = _gender_text(str(row["gender"]), gender)
     return ("User demographics:\n"
-            f"- Gender: {GENDER_WORDS.get(g, g)}\n- Age: {row['age']}\n- Occupation: {row['occupation']}")
+            f"- Gender: {g}\n- Age: {row['age']}\n- Occupation: {row['occupation']}")
 
 
 def _numbered(titles: Sequence[str]) -> str:
@@ -128,11 +140,12 @@ def _numbered(titles: Sequence[str]) -> str:
 
 
 def user_prompt(row: Mapping, items: Any, protocol: str = "open", k: int = 10, domain: str = "movie",
-                demographics: bool = True) -> str:
+                demographics: bool = True, gender: str = "word") -> str:
     """The user message for one row (FACTER.md §1.3).
 
     ``row`` needs ``history`` (item ids, oldest first), and ``gender``/``age``/``occupation`` unless
-    ``demographics=False``; re-ranking also needs ``candidates``.
+    ``demographics=False``; re-ranking also needs ``candidates``.  ``gender``: see
+    :func:`demographics_block`.
 
     >>> items = {1: "Alien (1979)", 2: "Heat (1995)", 3: "Babe (1995)"}
     >>> row = {"gender": "M", "age": "18-24", "occupation": "writer", "history": [1, 2], "candidates": [3, 1]}
@@ -151,7 +164,7 @@ def user_prompt(row: Mapping, items: Any, protocol: str = "open", k: int = 10, d
     _check(protocol, domain, k)
     parts = []
     if demographics:
-        parts.append(demographics_block(row))
+        parts.append(demographics_block(row, gender))
     parts.append("Watch history (oldest first):\n" + _numbered(_title_lookup(items, row["history"])))
     if protocol == "open":
         parts.append(f"Task: Recommend the next {k} {domain}s this user would like, best first. "
@@ -180,7 +193,8 @@ def context_text(history_titles: Sequence[str]) -> str:
 
 
 def build_request(row: Mapping, items: Any, system: str, protocol: str = "open", k: int = 10,
-                  domain: str = "movie", seed: int = 0, demographics: bool = True) -> PromptRequest:
+                  domain: str = "movie", seed: int = 0, demographics: bool = True,
+                  gender: str = "word") -> PromptRequest:
     """A :class:`~facterlab.types.PromptRequest` with the system and user messages of a row.
 
     ``candidates`` holds the candidate titles for "rank" (None for "open").  ``meta`` carries
@@ -188,7 +202,7 @@ def build_request(row: Mapping, items: Any, system: str, protocol: str = "open",
     (a tuple of feature tuples, one per history item), ``candidate_ids`` and ``row_id`` when present,
     so that fake recommenders can act on them.  The system message is always present (possibly "").
     """
-    user = user_prompt(row, items, protocol, k, domain, demographics)
+    user = user_prompt(row, items, protocol, k, domain, demographics, gender)
     history = [int(i) for i in row["history"]]
     cand_ids = tuple(int(i) for i in (row.get("candidates") or ())) if protocol == "rank" else ()
     meta = [(a, str(row[a])) for a in ("gender", "age", "occupation") if a in row]
@@ -201,3 +215,33 @@ def build_request(row: Mapping, items: Any, system: str, protocol: str = "open",
         candidates=tuple(_title_lookup(items, cand_ids)) if protocol == "rank" else None,
         k=int(k), meta=tuple(meta),
     )
+
+
+class PromptSet:
+    """This module's prompt functions with a run's wording choice bound (what the pipeline and the
+    monitor call as ``prompts``): ``gender`` is ``FacterConfig.gender_in_prompt``.
+
+    >>> row = {"gender": "M", "age": "18-24", "occupation": "writer", "history": [1]}
+    >>> PromptSet("code").user_prompt(row, {1: "Heat (1995)"}).splitlines()[1]
+    '- Gender: M'
+    """
+
+    def __init__(self, gender: str = "word"):
+        _gender_text("M", gender)  # validates
+        self.gender = gender
+
+    system_prompt = staticmethod(system_prompt)
+    context_text = staticmethod(context_text)
+
+    def user_prompt(self, row: Mapping, items: Any, protocol: str = "open", k: int = 10, domain: str = "movie",
+                    demographics: bool = True) -> str:
+        return user_prompt(row, items, protocol, k, domain, demographics, self.gender)
+
+    def build_request(self, row: Mapping, items: Any, system: str, protocol: str = "open", k: int = 10,
+                      domain: str = "movie", seed: int = 0, demographics: bool = True) -> PromptRequest:
+        return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender)
+
+
+def for_config(facter_cfg: Any) -> PromptSet:
+    """The :class:`PromptSet` of a :class:`~facterlab.config.FacterConfig` (its ``gender_in_prompt``)."""
+    return PromptSet(getattr(facter_cfg, "gender_in_prompt", "word"))

@@ -1,7 +1,9 @@
 """Interaction rows, calibration/test split, ground truth and candidates (FACTER.md §1.2, REPRO protocol).
 
-1. Positives: ratings >= ``min_rating`` (4).  Each user's positives are sorted by (timestamp, item id);
-   a repeated (user, item) keeps its first occurrence (never in MovieLens; Amazon can repeat).
+1. Positives: ratings >= ``min_rating`` (4).  Each user's positives are sorted by timestamp, ties
+   broken by ``tie_order`` (docs/PROTOCOL.md): ``"file_order"`` (REPRO, the ``repro`` preset: the
+   order of the ratings file, as REPRO's stable sort left them) or ``"item_id"`` (facterlab); a
+   repeated (user, item) keeps its first occurrence (never in MovieLens; Amazon can repeat).
 2. A row is a (user, position t) with t >= H = 10: history = positives t-H..t-1 (oldest first),
    target = positive t.
 3. Relevance set ("multi"): positives t..t+W-1, W = 10, cut at the user's end; target first.
@@ -81,14 +83,21 @@ class _Positives:
     end: np.ndarray  # per positive: one past its user's last positive
 
 
-def positives(dataset: Dataset, min_rating: int = 4) -> _Positives:
-    """Positives sorted by (user, timestamp, item id), repeats of a (user, item) dropped."""
+def positives(dataset: Dataset, min_rating: int = 4, tie_order: str = "item_id") -> _Positives:
+    """Positives sorted by (user, timestamp, tie breaker), repeats of a (user, item) dropped.
+
+    ``tie_order``: ``"item_id"`` breaks equal timestamps by item id, ``"file_order"`` by the position
+    in ``dataset.ratings`` (the file's line order).
+    """
+    if tie_order not in ("item_id", "file_order"):
+        raise ValueError(f"unknown tie_order {tie_order!r}; choose 'file_order' or 'item_id'")
     r = dataset.ratings
     keep = r["rating"].to_numpy() >= min_rating
     u = r["user_id"].to_numpy()[keep]
     i = r["item_id"].to_numpy()[keep]
     t = r["timestamp"].to_numpy()[keep]
-    order = np.lexsort((i, t, u))
+    tie = i if tie_order == "item_id" else np.flatnonzero(keep)
+    order = np.lexsort((tie, t, u))
     u, i = u[order], i[order]
     if len(u):
         dup = pd.DataFrame({"u": u, "i": i}).duplicated().to_numpy()
@@ -148,7 +157,7 @@ def build_interactions(dataset: Dataset, cfg: Optional[DataConfig] = None,
     H, W, C = cfg.history_len, cfg.future_window, cfg.n_candidates
     if n < 2:
         raise ValueError(f"n_rows must be at least 2 (one calibration and one test row), got {n}")
-    pos = positives(dataset, cfg.min_rating)
+    pos = positives(dataset, cfg.min_rating, cfg.tie_order)
     elig = eligible_positions(pos, H)
     if len(elig) < n:
         raise ValueError(f"dataset {dataset.name!r} has {len(elig)} eligible interaction rows (users' "

@@ -42,6 +42,9 @@ from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
 
 
+UNKNOWN_GENERATION = "UNKNOWN_GENERATION"  # REPRO's title for a violation whose output was empty
+
+
 def request_seed(seed: int, row_id: int, pass_index: int = 0) -> int:
     """Per-request sampling seed: a pure function of (run seed, row id, pass index).
 
@@ -163,6 +166,8 @@ class FacterMonitor:
         self.n_repredicted = 0
         self.n_calls = 0
         self.passes_run = 0
+        self.last_pass_system: dict = {}  # position -> the system prompt the row had in the last pass run
+        self._pos_by_row_id = {int(r["row_id"]): i for i, r in enumerate(self.row_dicts)}
 
     # ------------------------------------------------------------------ prompts
     def rules_for(self, attrs: dict) -> tuple:
@@ -174,7 +179,8 @@ class FacterMonitor:
         if r is None:
             if len(self._rules_memo) > 4096:
                 self._rules_memo.clear()
-            r = mine_rules(self.buffer, attrs, self.cfg.rule_keying, self.cfg.rule_min_count, self.cfg.max_rules_per_attr)
+            r = mine_rules(self.buffer, attrs, self.cfg.rule_keying, self.cfg.rule_min_count, self.cfg.max_rules_per_attr,
+                           getattr(self.cfg, "rule_tie_order", "by_name"))
             self._rules_memo[key] = r
         return r
 
@@ -254,14 +260,20 @@ class FacterMonitor:
             "titles": [str(t) for t in pred.titles], "mapped_ids": [int(m) for m in mapped],
             "top1_id": int(top1), "top1_text": raw or "",
             "parse_status": pred.parse_status, "n_model_positions": pred.n_model_positions,
-            "seed": int(req.seed),
+            "seed": int(req.seed), "raw": str(pred.raw or ""),
         }
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
+        """(title, features) pushed into the buffer for a violation: the top-1 item's, else the raw
+        title; an empty output pushes ``UNKNOWN_GENERATION`` (REPRO, ``empty_output_rule =
+        "unknown_generation"``: it can become a rule) or nothing a rule can be mined from ("skip")."""
         if top1 is not None and int(top1) >= 0 and int(top1) in self.items.index:
             it = self.items.loc[int(top1)]
             return str(it["title"]), tuple(it["features"]) if it["features"] is not None else ()
-        return raw or "", ()
+        raw = (raw or "").strip()
+        if not raw and getattr(self.cfg, "empty_output_rule", "skip") == "unknown_generation":
+            raw = UNKNOWN_GENERATION
+        return raw, ()
 
     # ------------------------------------------------------------------ passes
     def run(self, passes: Optional[int] = None) -> MonitorResult:
@@ -285,6 +297,7 @@ class FacterMonitor:
                     pending.update(self._fill(p, t, passes, pending, req_now, rules_now))
                     ent = pending[p]
                 del pending[p]
+                self.last_pass_system[p] = next((c for r, c in ent[0].messages if r == "system"), "")
                 records.append(self._process(p, t, ent, rules_now))
                 if bar is not None:
                     bar.update(1)
@@ -301,6 +314,19 @@ class FacterMonitor:
         """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`)."""
         t = max(1, self.passes_run)
         return self.system_for({a: str(attrs[a]) for a in PROTECTED}, t - 1, t)[0]
+
+    def row_system(self, row: dict, which: str = "last_pass") -> str:
+        """The system prompt for auditing ``row`` (CFR, snsr_fairllm; MetricsConfig.cfr_prompt):
+        ``"last_pass"`` (REPRO) the prompt the row itself had at its turn in the last pass,
+        ``"final_rules"`` the prompt its attributes get under the final state.  A row the monitor did
+        not process (or before :meth:`run`) gets the final-state prompt."""
+        if which not in ("last_pass", "final_rules"):
+            raise ValueError(f"unknown cfr_prompt {which!r}; choose 'last_pass' or 'final_rules'")
+        if which == "last_pass":
+            pos = self._pos_by_row_id.get(int(row["row_id"])) if "row_id" in row else None
+            if pos is not None and pos in self.last_pass_system:
+                return self.last_pass_system[pos]
+        return self.final_system(row)
 
 
 def violation_summary(records: pd.DataFrame) -> dict:

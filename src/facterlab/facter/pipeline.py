@@ -10,7 +10,11 @@
 5. metrics of each method (FACTER: its last pass): Recall/NDCG@10 single and multi, Valid@10,
    snsr_proxy, CFR multi and single, violations per pass, threshold path, parse status;
 6. files under ``<results>/runs/<run_id>/``: ``config.json``, ``calibration.parquet``,
-   ``rows_<method>.parquet``, ``metrics.json`` (docs/CONTRACTS.md schema), ``timings.json``.
+   ``rows_<method>.parquet``, ``metrics.json`` (docs/CONTRACTS.md schema), ``timings.json``, written
+   to a temporary folder and renamed into place (:mod:`facterlab.facter.runfolder`; docs/FAULTS.md).
+
+The whole configuration and the output folder are validated before any data or model is touched
+(:func:`facterlab.validation.validate_config`).
 
 The run id is ``<config_hash(cfg)>-<hash of dataset content hash and model fingerprints>``: it
 changes whenever the config, the data or a model changes, never with the clock.
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facterlab.config import RunConfig, config_hash, config_to_dict, results_dir
+from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, config_to_dict, results_dir
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import (
@@ -38,6 +42,7 @@ from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
 
 METHODS = ("neutral", "fair", "facter")
+HASH_ENCODER = "hash-encoder"
 
 
 @dataclass
@@ -83,26 +88,80 @@ def _value_or_missing(summary: dict):
     return summary["value"]
 
 
-def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
+def candidate_ids_for_titles(titles, candidates, titles_by_id: dict) -> list:
+    """Item ids of a re-ranking answer: each title takes the first candidate with that title that no
+    earlier position has taken (-1 when no unused candidate has it).
+
+    Candidates keep their ids by position, so two candidates with the same title (ML-100K has 18
+    duplicated titles) stay two distinct items: the first occurrence of the title in the answer is
+    the first such candidate in the list, the second the second.
+
+    >>> candidate_ids_for_titles(["X", "Y", "X", "Z"], [5, 9, 7], {5: "X", 9: "X", 7: "Y"})
+    [5, 7, 9, -1]
+    """
+    from collections import deque
+
+    free: dict = {}
+    for c in candidates:
+        free.setdefault(titles_by_id[int(c)], deque()).append(int(c))
+    out = []
+    for t in titles:
+        q = free.get(str(t))
+        out.append(q.popleft() if q else -1)
+    return out
+
+
+def protocol_variants(cfg: RunConfig) -> dict:
+    """The protocol switches of a run (docs/PROTOCOL.md), as recorded in metrics.json "variants".
+
+    >>> from facterlab.config import preset
+    >>> protocol_variants(preset("repro"))["tie_order"], protocol_variants(preset("facterlab"))["tie_order"]
+    ('file_order', 'item_id')
+    """
+    from facterlab.config import PROTOCOL_SWITCHES
+
+    out = {}
+    for key in PROTOCOL_SWITCHES:
+        sec, fld = key.split("__", 1)
+        out[fld] = getattr(getattr(cfg, sec), fld)
+    return out
+
+
+def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10, top1: str = "position0"):
     """``post(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``.
 
-    Re-ranking: titles map to the row's candidate ids by exact title.  Open generation: the first k
-    titles go through the catalogue mapper (one call per batch).
+    Re-ranking: titles map to the row's candidate ids by position (:func:`candidate_ids_for_titles`:
+    duplicate titles stay distinct items).  Open generation: the first k titles go through the
+    catalogue mapper (one call per batch).
+
+    ``top1`` (FacterConfig.top1, docs/PROTOCOL.md): ``"position0"`` (facterlab) takes the item at
+    position 0, unmapped (-1, scored by its raw title) when that title maps to nothing;
+    ``"first_mapped"`` (REPRO) takes the first position that maps to a catalogue item, and the raw
+    title of position 0 only when no position maps.
     """
+    if top1 not in ("position0", "first_mapped"):
+        raise ValueError(f"unknown top1 {top1!r}; choose 'position0' or 'first_mapped'")
     titles_by_id = items["title"].astype(str).to_dict()
     exact: dict = {}
     for iid, t in titles_by_id.items():
         exact.setdefault(t, int(iid))
 
+    def pick(mr: list, ts: list) -> tuple:
+        raw = str(ts[0]) if ts else ""
+        if top1 == "first_mapped":
+            for m, t in zip(mr, ts):
+                if int(m) >= 0:
+                    return int(m), str(t)
+            return -1, raw
+        return (int(mr[0]) if mr else -1), raw
+
     def post(rows: list, preds: list) -> list:
         if protocol == "rank":
             out = []
             for row, pr in zip(rows, preds):
-                lookup: dict = {}
-                for c in row["candidates"]:
-                    lookup.setdefault(titles_by_id[int(c)], int(c))
-                mapped = [lookup.get(str(t), -1) for t in pr.titles]
-                out.append((mapped, mapped[0] if mapped else -1, str(pr.titles[0]) if pr.titles else ""))
+                ts = [str(t) for t in pr.titles]
+                mapped = candidate_ids_for_titles(ts, row["candidates"], titles_by_id)
+                out.append((mapped, *pick(mapped, ts)))
             return out
         lists = [[str(t) for t in list(pr.titles)[:k]] for pr in preds]
         # exact catalogue titles map to themselves (cosine 1 / fuzzy 100: what the mapper would return);
@@ -112,7 +171,7 @@ def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10):
         out = []
         for ts in lists:
             mr = [exact[t] if t in exact else found[t] for t in ts]
-            out.append((mr, mr[0] if mr else -1, ts[0] if ts else ""))
+            out.append((mr, *pick(mr, ts)))
         return out
 
     return post
@@ -140,6 +199,18 @@ def _context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompt
 def _groups(rows: pd.DataFrame) -> list:
     """Protected tuples (gender, age, occupation) of the rows."""
     return list(zip(*(rows[a].astype(str).tolist() for a in PROTECTED)))
+
+
+def build_encoder(cfg: RunConfig):
+    """The encoder of ``cfg.model.encoder``: ``"hash-encoder"`` is the torch-free
+    :class:`~facterlab.models.fake.HashEncoder`; anything else goes through :func:`facterlab.models.load_encoder`."""
+    if cfg.model.encoder == HASH_ENCODER:
+        from facterlab.models.fake import HashEncoder
+
+        return HashEncoder()
+    from facterlab.models import load_encoder
+
+    return load_encoder(cfg.model.encoder, device=cfg.model.device)
 
 
 def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
@@ -191,6 +262,7 @@ def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encode
     df["top1_id"] = [int(p[1]) for p in post]
     df["top1_text"] = [p[2] for p in post]
     df["parse_status"] = [p.parse_status for p in preds]
+    df["raw"] = [str(p.raw or "") for p in preds]
     df["system_prompt"] = fc.calibration_prompt
     return state, df
 
@@ -217,7 +289,7 @@ def _cfr_block(monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: d
     from facterlab.metrics import cfr_summary, flip_attributes
 
     k = cfg.metrics.k
-    systems = [monitor.final_system(r) for r in sample.to_dict("records")]
+    systems = [monitor.row_system(r, cfg.metrics.cfr_prompt) for r in sample.to_dict("records")]
 
     def vecs_for(rows: pd.DataFrame) -> np.ndarray:
         dicts = rows.to_dict("records")
@@ -247,7 +319,7 @@ def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values:
     k = cfg.metrics.k
     sample = sample_cfr_rows(test, cfg.metrics.fairllm_users, np.random.default_rng([int(cfg.seed), 11]))
     dicts = sample.to_dict("records")
-    systems = [monitor.final_system(r) for r in dicts]
+    systems = [monitor.row_system(r, cfg.metrics.cfr_prompt) for r in dicts]
 
     def lists(rows: list, demographics: bool = True) -> list:
         reqs = [monitor.prompts.build_request(r, monitor.prompt_items, sy, cfg.protocol, k, monitor.domain,
@@ -265,17 +337,23 @@ def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values:
 def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg: RunConfig, mapper,
                    postprocess, attribute_values: dict, fairllm: bool = False) -> dict:
     """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md)."""
-    from facterlab.metrics import ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
+    from facterlab.metrics import compact_ranking, ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
 
     k = cfg.metrics.k
     rec = result.records
     last = rec[rec["pass"] == rec["pass"].max()].sort_values("position")
     test = test_rows.reset_index(drop=True)
     ranked = [list(m)[:k] for m in last["mapped_ids"]]
-    multi = ranking_metrics(ranked, [list(r) for r in test["relevant"]], k)
-    single = ranking_metrics(ranked, [[int(t)] for t in test["target"]], k)
+    # NDCG/Recall over the positions as generated, or (REPRO) over the list with unmapped and
+    # repeated positions dropped (docs/PROTOCOL.md); Recall is the same either way
+    scored = ranked if cfg.metrics.ndcg_positions == "positional" else [compact_ranking(r) for r in ranked]
+    multi = ranking_metrics(scored, [list(r) for r in test["relevant"]], k)
+    single = ranking_metrics(scored, [[int(t)] for t in test["target"]], k)
     titles = [list(t)[:k] for t in last["titles"]]
-    row_vecs = mapper.row_embeddings(titles, ranked, k=k)
+    if cfg.metrics.snsr_items == "mapped_title":  # REPRO: catalogue titles of the mapped items only
+        row_vecs = mapper.row_embeddings(titles, ranked, k=k, represent="title", unmapped="drop")
+    else:  # item text ("title :: genres"), the raw title where nothing maps
+        row_vecs = mapper.row_embeddings(titles, ranked, k=k)
     snsr = snsr_proxy(row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group)
     sample = sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)
@@ -337,20 +415,29 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
     from facterlab.data import prompts
     from facterlab.metrics import CatalogueMapper, random_ranking_floor
 
+    from facterlab.validation import check_split, validate_config
+
+    prompts = prompts.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
+
+    validate_config(cfg, out_dir=results_dir(out_dir))  # every bound and the output folder, before any work
     timings: dict = {}
     t0 = time.perf_counter()
     ds, inter = _load_data(cfg, data_dir, dataset)
+    check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
     timings["data_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     if encoder is None:
-        from facterlab.models import load_encoder
-
-        encoder = load_encoder(cfg.model.encoder, device=cfg.model.device)
+        encoder = build_encoder(cfg)
     if recommender is None:
-        from facterlab.models import make_recommender
+        if cfg.model.llm == SIMULATED_LLM:
+            from facterlab.models.simulated import simulated_from_config
 
-        recommender = make_recommender(cfg.model, cfg.protocol)
+            recommender = simulated_from_config(cfg, inter)
+        else:
+            from facterlab.models import make_recommender
+
+            recommender = make_recommender(cfg.model, cfg.protocol)
     timings["models_s"] = time.perf_counter() - t0
     fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
     run_id = run_id_for(cfg, inter.content_hash, fingerprints)
@@ -360,7 +447,7 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
     k = cfg.metrics.k
     mapper = CatalogueMapper(items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold)
     represent = ItemRepresenter(encoder, items)
-    post = make_postprocess(cfg.protocol, mapper, items, k)
+    post = make_postprocess(cfg.protocol, mapper, items, k, top1=cfg.facter.top1)
     calib_rows, test_rows = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
     if len(test_rows) == 0:
         raise ValueError("the test split is empty: increase data.n_rows")
@@ -412,7 +499,8 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
                      "calibration_prompt": cfg.facter.calibration_prompt,
                      "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
                      "announce_threshold": cfg.facter.announce_threshold,
-                     "snsr_fairllm": bool(fairllm)},
+                     "snsr_fairllm": bool(fairllm),
+                     **protocol_variants(cfg)},
         "calibration": {"alpha": state.alpha, "q0": state.q0, "k_index": state.k_index, "n": state.n,
                         "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
                         "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,
@@ -432,12 +520,9 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
         "fingerprints": fingerprints,
     })
     rows = {m: results[m].records for m in METHODS}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
-    calib_df.to_parquet(out / "calibration.parquet", index=False)
-    for m, df in rows.items():
-        df.to_parquet(out / f"rows_{m}.parquet", index=False)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-    (out / "timings.json").write_text(json.dumps(_clean(timings), indent=2, sort_keys=True))
+    from facterlab.facter.runfolder import mark_degenerate, write_run_folder
+
+    metrics = _clean(mark_degenerate(metrics, rows, calib_df))  # degenerate outputs counted, never scored as 0
+    write_run_folder(out, config, calib_df, rows, metrics, _clean(timings))  # temp folder, metrics.json last, rename
     return RunResult(run_id=run_id, config=config, metrics=metrics, rows=rows, calibration=calib_df, out_dir=out,
                      timings=timings)

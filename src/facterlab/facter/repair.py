@@ -7,7 +7,9 @@ features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are 
   occupation in that order), count over buffered violations with attr = v the item features
   (genres / categories) and, separately, the exact item titles; each feature with count >= n (3)
   gives ``AVOID: (attr=v) -> (feature-only)``, then each title with count >= n gives
-  ``AVOID: (attr=v) -> (title)``; features first, then titles, each by count (desc) then name;
+  ``AVOID: (attr=v) -> (title)``; features first, then titles, each by count (desc), equal counts in
+  the order of ``tie_order`` (docs/PROTOCOL.md): ``"first_seen"`` (REPRO's ``Counter.most_common``:
+  the order in which the buffer, oldest entry first, first shows them) or ``"by_name"`` (facterlab);
   at most 5 rules per attribute.
 - ``tuple`` keying: the same on buffered violations with the user's whole protected tuple, the rule
   printed as ``(tuple=gender=F, age=.., occupation=..)``.
@@ -63,15 +65,24 @@ class ViolationBuffer:
         return list(self.entries)
 
 
-def _attr_rules(entries, attr: str, value: str, min_count: int, max_rules: int) -> list:
+TIE_ORDERS = ("first_seen", "by_name")
+
+
+def _ranked(counts: Counter, tie_order: str) -> list:
+    if tie_order == "by_name":
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return sorted(counts.items(), key=lambda kv: -kv[1])  # stable: insertion (first-seen) order on ties
+
+
+def _attr_rules(entries, attr: str, value: str, min_count: int, max_rules: int, tie_order: str = "by_name") -> list:
     feats: Counter = Counter()
     titles: Counter = Counter()
     for e in entries:
-        feats.update(set(e.features))
+        feats.update(list(dict.fromkeys(e.features)))  # each feature once per entry, in its order
         if e.title:
             titles[e.title] += 1
-    out = [Rule(attr, value, f, "feature") for f, c in sorted(feats.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
-    out += [Rule(attr, value, t, "title") for t, c in sorted(titles.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
+    out = [Rule(attr, value, f, "feature") for f, c in _ranked(feats, tie_order) if c >= min_count]
+    out += [Rule(attr, value, t, "title") for t, c in _ranked(titles, tie_order) if c >= min_count]
     return out[:max_rules]
 
 
@@ -81,6 +92,7 @@ def mine_rules(
     keying: str = "per_attr",
     min_count: int = 3,
     max_per_attr: int = 5,
+    tie_order: str = "by_name",
 ) -> tuple:
     """Rules that apply to a user with ``user_attrs`` given the buffered violations (see module doc).
 
@@ -93,6 +105,8 @@ def mine_rules(
     """
     if keying not in RULE_KEYINGS:
         raise ValueError(f"unknown rule_keying {keying!r}; choose one of {', '.join(map(repr, RULE_KEYINGS))}")
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"unknown rule tie order {tie_order!r}; choose one of {', '.join(map(repr, TIE_ORDERS))}")
     if min_count < 1 or max_per_attr < 0:
         raise ValueError("rule_min_count must be >= 1 and max_rules_per_attr >= 0")
     entries = buffer.snapshot()
@@ -102,10 +116,10 @@ def mine_rules(
         key = tuple((a, str(user_attrs[a])) for a in buffer.attrs)
         sel = [e for e in entries if e.attrs == key]
         label = ", ".join(f"{a}={v}" for a, v in key)
-        return tuple(_attr_rules(sel, "tuple", label, min_count, max_per_attr))
+        return tuple(_attr_rules(sel, "tuple", label, min_count, max_per_attr, tie_order))
     rules = []
     for i, a in enumerate(buffer.attrs):
         v = str(user_attrs[a])
         sel = [e for e in entries if e.attrs[i][1] == v]
-        rules += _attr_rules(sel, a, v, min_count, max_per_attr)
+        rules += _attr_rules(sel, a, v, min_count, max_per_attr, tie_order)
     return tuple(rules)

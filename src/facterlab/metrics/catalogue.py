@@ -289,7 +289,8 @@ class CatalogueMapper:
 
     def row_item_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
                             mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None,
-                            k: int = 10, represent: str = "text", dedupe: bool = True) -> tuple:
+                            k: int = 10, represent: str = "text", dedupe: bool = True,
+                            unmapped: str = "raw") -> tuple:
         """Item embeddings of each row's top-k outputs: ``(emb (n, k, d), mask (n, k))`` (FACTER.md §2, §4).
 
         Position j of row i embeds the mapped item's text when ``mapped_per_row[i][j]`` is an item id,
@@ -299,8 +300,12 @@ class CatalogueMapper:
         SNSR code did); the default ``"text"`` follows FACTER.md §2.  With ``dedupe`` (default) a
         repeated mapped item (or a repeated identical unmapped title) is masked out after its first
         position, as in Valid@k and NDCG (REPRO's mapper also dropped duplicate mappings).
+        ``unmapped="drop"`` masks out unmapped positions instead of embedding their raw title (REPRO's
+        SNSR embedded the mapped titles only: MetricsConfig.snsr_items = "mapped_title").
         """
         k = _check_k(k)
+        if unmapped not in ("raw", "drop"):
+            raise ValueError(f'unmapped must be "raw" or "drop", got {unmapped!r}')
         if represent not in ("text", "title"):
             raise ValueError(f'represent must be "text" or "title", got {represent!r}')
         titles = [list(r)[:k] for r in titles_per_row]
@@ -316,7 +321,7 @@ class CatalogueMapper:
                 mid = mr[j] if j < len(mr) else -1
                 if not is_unmapped(mid):
                     text, key = self.item_text(mid, represent), ("item", int(mid))
-                elif j < len(tr) and not _is_blank(tr[j]):
+                elif unmapped == "raw" and j < len(tr) and not _is_blank(tr[j]):
                     text = str(tr[j]).strip()
                     key = ("raw", text)
                 else:
@@ -337,12 +342,13 @@ class CatalogueMapper:
 
     def row_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
                        mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None, k: int = 10,
-                       represent: str = "text", dedupe: bool = True) -> np.ndarray:
+                       represent: str = "text", dedupe: bool = True, unmapped: str = "raw") -> np.ndarray:
         """Per-row normalised mean of the top-k item embeddings, (n, d); NaN rows have no item.
 
         ``normalised_row_means(*row_item_embeddings(...))``, the row vector used by SNSR and CFR.
         """
-        return normalised_row_means(*self.row_item_embeddings(titles_per_row, mapped_per_row, k, represent, dedupe))
+        return normalised_row_means(*self.row_item_embeddings(titles_per_row, mapped_per_row, k, represent, dedupe,
+                                                              unmapped))
 
 
 def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> np.ndarray:

@@ -15,6 +15,11 @@ Conventions (the spec leaves them open; they are the same in every function of t
   Recall <= 1).  ranx does the same (a run is a dict, one score per document).
 - A row whose output maps to nothing scores 0 and stays in the mean.
 - An empty relevance set is an error (the metric is undefined), never a silent 0.
+
+REPRO instead scored the *compacted* list: unmapped and repeated positions dropped before ranking,
+so a hit behind two unmapped titles counts at rank 1 (MetricsConfig.ndcg_positions = "compacted";
+docs/PROTOCOL.md).  :func:`compact_ranking` gives that list; fed to these functions it gives REPRO's
+values.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ ERR_LENGTHS = "got {n_ranked} ranked lists but {n_relevant} relevance sets: they
 ERR_NO_ROWS = "no rows to evaluate: the metric mean is undefined"
 
 __all__ = [
+    "compact_ranking",
     "is_unmapped",
     "recall_at_k",
     "ndcg_at_k",
@@ -62,6 +68,24 @@ def is_unmapped(x) -> bool:
     if isinstance(x, (float, np.floating)):
         return bool(np.isnan(x)) or float(x) == -1.0
     return False
+
+
+def compact_ranking(ranked_ids: Sequence[Hashable]) -> list:
+    """The ranked list with unmapped positions and repeats dropped, order kept (REPRO's NDCG input).
+
+    >>> compact_ranking([-1, None, 7, 3, 7, -1, 4])
+    [7, 3, 4]
+    >>> round(ndcg_at_k([-1, -1, 3], [3]), 3), ndcg_at_k(compact_ranking([-1, -1, 3]), [3])
+    (0.5, 1.0)
+    """
+    seen: set = set()
+    out = []
+    for x in ranked_ids:
+        if is_unmapped(x) or x in seen:
+            continue
+        seen.add(x)
+        out.append(x)
+    return out
 
 
 def _discounts(n: int) -> np.ndarray:

@@ -103,24 +103,16 @@ class CausalLM:
                  trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2,
                  pad_full_batches: Optional[bool] = None):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.resolved = resolved
         self.device, self.dtype_name = resolve_device(device, dtype)
         self.bucket = int(bucket)
         self.min_decode_rows = int(min_decode_rows)
         self.pad_full_batches = True if pad_full_batches is None else bool(pad_full_batches)
-        kw = {"trust_remote_code": bool(trust_remote_code)}
-        if resolved.gguf_file:
-            kw["gguf_file"] = resolved.gguf_file
-        if resolved.is_local:
-            kw["local_files_only"] = True
-        self.tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
-        self.model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(self.dtype_name), **kw)
-        self.model.to(self.device).eval()
-        with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
-            for prm in self.model.parameters():
-                prm.data = prm.data.clone(memory_format=torch.contiguous_format)
+        self.tokenizer, self.model = _load_weights(resolved, self.device, self.dtype_name, bool(trust_remote_code))
+        if not resolved.is_local:  # now downloaded: the commit actually loaded (registry.hub_fingerprint)
+            resolved = _resolved_after_download(resolved)
+            self.resolved = resolved
         import inspect
 
         params = inspect.signature(self.model.forward).parameters
@@ -330,8 +322,54 @@ class CausalLM:
             return float(lp.gather(1, torch.tensor(list(cand), device=self.device).view(-1, 1)).sum())
 
 
-@functools.lru_cache(maxsize=4)
-def _load_lm_cached(resolved: ResolvedModel, device: str, dtype: str, trust_remote_code: bool,
+#: loaded (tokenizer, model) pairs: one per model identity, device, dtype and trust_remote_code
+_WEIGHTS: dict = {}
+
+
+def _weights_key(resolved: ResolvedModel, device: str, dtype_name: str, trust_remote_code: bool) -> tuple:
+    """A local model is its files' content (same content, one copy); a hub model is its id (its
+    fingerprint changes from "asked of the hub" to "read from the cache" on download, and must not
+    make a second copy of an 8B model in the same process)."""
+    ident = resolved.fingerprint if resolved.is_local else f"hub:{resolved.source}"
+    return ident, resolved.source, resolved.gguf_file, device, dtype_name, bool(trust_remote_code)
+
+
+def _load_weights(resolved: ResolvedModel, device: str, dtype_name: str, trust_remote_code: bool) -> tuple:
+    """``(tokenizer, model)`` of ``resolved`` on ``device`` in ``dtype_name``, loaded once per process."""
+    key = _weights_key(resolved, device, dtype_name, trust_remote_code)
+    if key in _WEIGHTS:
+        return _WEIGHTS[key]
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"trust_remote_code": bool(trust_remote_code)}
+    if resolved.gguf_file:
+        kw["gguf_file"] = resolved.gguf_file
+    if resolved.is_local:
+        kw["local_files_only"] = True
+    tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
+    model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(dtype_name), **kw)
+    model.to(device).eval()
+    with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
+        for prm in model.parameters():
+            prm.data = prm.data.clone(memory_format=torch.contiguous_format)
+    _WEIGHTS[key] = (tokenizer, model)
+    return _WEIGHTS[key]
+
+
+def _resolved_after_download(resolved: ResolvedModel) -> ResolvedModel:
+    """A hub model re-resolved from the local cache (its commit), keeping the first answer if the cache
+    cannot be read."""
+    from dataclasses import replace as _replace
+
+    from facterlab.models.registry import _cached_revision, hub_fingerprint
+
+    rev = _cached_revision(resolved.source)
+    return _replace(resolved, fingerprint=hub_fingerprint(resolved.source, rev)) if rev else resolved
+
+
+@functools.lru_cache(maxsize=16)
+def _load_lm_cached(key: tuple, resolved: ResolvedModel, device: str, dtype: str, trust_remote_code: bool,
                     bucket: int, min_decode_rows: int, pad_full_batches: Optional[bool]) -> CausalLM:
     return CausalLM(resolved, device, dtype, trust_remote_code, bucket, min_decode_rows, pad_full_batches)
 
@@ -341,11 +379,24 @@ def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto
             pad_full_batches: Optional[bool] = None) -> CausalLM:
     """Load (once per process) the LLM ``name``: a registry name, local path, ``.gguf`` or hub id.
 
+    The weights are loaded once per model identity (a local model's content fingerprint, a hub
+    model's id), device and dtype, whatever the other arguments and whether the hub model was
+    downloaded by this call or earlier.
+
     Unknown names fail fast, before torch/transformers are imported (see
     :mod:`facterlab.models.registry`).
     """
     resolved = resolve_llm(name)
     dev, dt = resolve_device(device, dtype)
-    return _load_lm_cached(resolved, dev, dt, bool(trust_remote_code), int(bucket), int(min_decode_rows),
-                           pad_full_batches)
+    key = _weights_key(resolved, dev, dt, bool(trust_remote_code))
+    return _load_lm_cached(key, resolved if resolved.is_local else _hub_first(key, resolved), dev, dt,
+                           bool(trust_remote_code), int(bucket), int(min_decode_rows), pad_full_batches)
+
+
+_HUB_FIRST: dict = {}
+
+
+def _hub_first(key: tuple, resolved: ResolvedModel) -> ResolvedModel:
+    """The first resolution of a hub model in this process (so the memo above hits on later calls)."""
+    return _HUB_FIRST.setdefault(key, resolved)
 

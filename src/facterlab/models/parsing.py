@@ -9,6 +9,11 @@ or bulleted lines instead.  :func:`parse_titles` tries, in order:
    fenced block, or the quoted strings of an unterminated array; status ``PARSE_FALLBACK``;
 3. nothing usable: ``()`` with status ``PARSE_EMPTY``.
 
+The parser never raises on model output: any string (deeply nested brackets, megabytes of junk,
+``None``) gives a parse, possibly empty; :func:`parse_with_reason` also says why (``"no output"``,
+``"no list found"``, ``"brackets nested too deeply"``...).  At most :data:`MAX_ARRAY_STARTS` ``[``
+positions are tried as JSON arrays, so the cost stays linear in the text's length.
+
 Titles are kept as the model wrote them minus list markup and surrounding quotes (a trailing year
 such as ``(1995)`` is kept: stripping it is the catalogue mapper's job), de-duplicated
 case-insensitively (first occurrence wins) and capped at ``k``.
@@ -16,13 +21,14 @@ case-insensitively (first occurrence wins) and capped at ``k``.
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from typing import Optional
 
 from facterlab.metrics.catalogue import normalise_title
 from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
-__all__ = ["parse_titles", "clean_title", "PARSER_VERSION"]
+__all__ = ["parse_titles", "parse_with_reason", "clean_title", "PARSER_VERSION", "MAX_ARRAY_STARTS"]
 
 #: bumped whenever parsing or candidate matching changes an output; it is part of the LLM recommender's
 #: fingerprint, so cached predictions parsed by an older version are not reused
@@ -87,22 +93,48 @@ def _dedup_cap(titles, k: int) -> tuple:
     return tuple(out)
 
 
-def _json_arrays(text: str):
-    """Yield every JSON array that parses, scanning each ``[`` in order."""
+#: how many ``[`` positions are tried as the start of a JSON array (bounds the cost on hostile text)
+MAX_ARRAY_STARTS = 256
+
+
+class _Notes:
+    """What went wrong while parsing (for :func:`parse_with_reason`)."""
+
+    def __init__(self) -> None:
+        self.too_deep = False
+        self.capped = False
+
+
+def _json_arrays(text: str, notes: Optional[_Notes] = None):
+    """Yield every JSON array that parses, scanning each ``[`` in order (at most
+    :data:`MAX_ARRAY_STARTS` of them).  Brackets nested deeper than the interpreter's recursion limit
+    are skipped (the JSON decoder raises RecursionError on them), with the run of ``[`` that caused it."""
     dec = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch != "[":
-            continue
+    i, tried, n = text.find("["), 0, len(text)
+    while i != -1:
+        if tried >= MAX_ARRAY_STARTS:
+            if notes is not None:
+                notes.capped = True
+            return
+        tried += 1
+        nxt = i + 1
         try:
             val, _ = dec.raw_decode(text, i)
+        except RecursionError:
+            if notes is not None:
+                notes.too_deep = True
+            while nxt < n and text[nxt] in "[ \t\r\n":  # every start inside this run nests as deep
+                nxt += 1
+            val = None
         except ValueError:
-            continue
+            val = None
         if isinstance(val, list):
             yield val
+        i = text.find("[", nxt)
 
 
-def _from_json(text: str, k: int) -> Optional[tuple]:
-    for arr in _json_arrays(text):
+def _from_json(text: str, k: int, notes: Optional[_Notes] = None) -> Optional[tuple]:
+    for arr in _json_arrays(text, notes):
         # a list of lists (e.g. [["a", "b"]]) -> flatten one level
         if arr and all(isinstance(x, list) for x in arr):
             arr = [y for x in arr for y in x]
@@ -129,7 +161,7 @@ def parse_titles(text: str, k: int) -> tuple:
     """Parse up to ``k`` distinct titles from generated ``text``; return ``(titles, status)``.
 
     Status is ``"ok"`` for a JSON array, ``"fallback"`` for list lines/fenced lines/quoted strings,
-    ``"empty"`` when nothing usable was found.
+    ``"empty"`` when nothing usable was found.  Never raises on ``text`` (only on ``k <= 0``).
 
     >>> parse_titles('["Heat (1995)", "Fargo (1996)"]', 10)
     (('Heat (1995)', 'Fargo (1996)'), 'ok')
@@ -137,22 +169,52 @@ def parse_titles(text: str, k: int) -> tuple:
     (('Heat', 'Fargo'), 'fallback')
     >>> parse_titles('I cannot help with that.', 10)
     ((), 'empty')
+    >>> parse_titles("[" * 100_000, 10)
+    ((), 'empty')
     """
-    if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
+    titles, status, _ = parse_with_reason(text, k)
+    return titles, status
+
+
+def parse_with_reason(text, k: int) -> tuple:
+    """``(titles, status, reason)``: :func:`parse_titles` plus a short reason for the status.
+
+    >>> parse_with_reason("", 10)
+    ((), 'empty', 'no output')
+    >>> parse_with_reason("[" * 5000, 10)[2]
+    'no list found (brackets nested too deeply)'
+    >>> parse_with_reason('["A"]', 10)[2]
+    'JSON array'
+    """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k <= 0:
+        raise ValueError(f"k must be positive (an integer), got {k!r}")
     if text is None:
-        return (), PARSE_EMPTY
-    t = _desmart(str(text))
-    found = _from_json(t, k)
-    if found:
-        return found, PARSE_OK
-    fences = [m.group(1) for m in _FENCE_RE.finditer(t)]
-    for block in fences:
-        lines = [ln for ln in block.splitlines() if ln.strip() and ln.strip() not in _BRACKETS]
-        found = _from_lines(block, k) or _dedup_cap(lines, k)
+        return (), PARSE_EMPTY, "no output"
+    try:
+        t = _desmart(text if isinstance(text, str) else str(text))
+    except Exception as exc:  # noqa: BLE001 - an object whose str() fails is still just bad output
+        return (), PARSE_EMPTY, f"output is not text ({type(exc).__name__})"
+    if not t.strip():
+        return (), PARSE_EMPTY, "no output"
+    notes = _Notes()
+    try:
+        found = _from_json(t, k, notes)
         if found:
-            return found, PARSE_FALLBACK
-    found = _from_lines(t, k)
-    if found:
-        return found, PARSE_FALLBACK
-    return (), PARSE_EMPTY
+            return found, PARSE_OK, "JSON array"
+        fences = [m.group(1) for m in _FENCE_RE.finditer(t)]
+        for block in fences:
+            lines = [ln for ln in block.splitlines() if ln.strip() and ln.strip() not in _BRACKETS]
+            found = _from_lines(block, k) or _dedup_cap(lines, k)
+            if found:
+                return found, PARSE_FALLBACK, "fenced block"
+        found = _from_lines(t, k)
+        if found:
+            return found, PARSE_FALLBACK, "list lines or quoted strings"
+    except (RecursionError, MemoryError, ValueError, TypeError, re.error) as exc:
+        return (), PARSE_EMPTY, f"unparseable ({type(exc).__name__})"
+    why = "no list found"
+    if notes.too_deep:
+        why += " (brackets nested too deeply)"
+    elif notes.capped:
+        why += f" (only the first {MAX_ARRAY_STARTS} '[' were tried)"
+    return (), PARSE_EMPTY, why

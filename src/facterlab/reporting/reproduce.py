@@ -78,6 +78,7 @@ class NotebookRun:
     parameters: dict = field(default_factory=dict)
     skipped_parameters: list = field(default_factory=list)
     error: Optional[str] = None
+    threads: Optional[str] = None  # the kernel's CPU thread settings (facterlab.threads)
 
 
 def numeric_order(paths: Iterable[Path]) -> list:
@@ -171,22 +172,32 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
         raise FileNotFoundError(f"no notebooks matched in {nb_dir}" + (f" for --only {only!r}" if only else ""))
     runs = []
     t_all = time.perf_counter()
-    for nb in notebooks:
-        passed, skipped = filter_parameters(params, declared_parameters(nb))
-        target = out / nb.name
-        log(f"[reproduce] {nb.name} (profile {profile}; parameters {passed})")
-        t0 = time.perf_counter()
-        try:
-            papermill.execute_notebook(str(nb), str(target), parameters=passed, kernel_name="python3",
-                                       cwd=str(cwd), progress_bar=False, log_output=False)
-            status, error = "ok", None
-        except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
-            status, error = "failed", _error_text(exc)
-            log(f"[reproduce] FAILED {nb.name}: {error}")
-        runs.append(NotebookRun(nb.stem, time.perf_counter() - t0, status, str(target),
-                                passed, skipped, error))
-        log(f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
-            f"(total {time.perf_counter() - t_all:.1f} s)")
+    from facterlab import threads
+
+    saved_env = {k: os.environ.get(k) for k in threads.MANAGED_VARS}
+    try:
+        for nb in notebooks:
+            passed, skipped = filter_parameters(params, declared_parameters(nb))
+            target = out / nb.name
+            log(f"[reproduce] {nb.name} (profile {profile}; parameters {passed})")
+            # the kernel inherits os.environ: thread settings chosen now, before it loads torch
+            plan, kernel_env = threads.child_env(where=f"{nb.name} kernel")
+            _set_env(kernel_env)
+            log(f"[reproduce] {nb.name} kernel: {plan.describe()}")
+            t0 = time.perf_counter()
+            try:
+                papermill.execute_notebook(str(nb), str(target), parameters=passed, kernel_name="python3",
+                                           cwd=str(cwd), progress_bar=False, log_output=False)
+                status, error = "ok", None
+            except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
+                status, error = "failed", _error_text(exc)
+                log(f"[reproduce] FAILED {nb.name}: {error}")
+            runs.append(NotebookRun(nb.stem, time.perf_counter() - t0, status, str(target),
+                                    passed, skipped, error, plan.describe()))
+            log(f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
+                f"(total {time.perf_counter() - t_all:.1f} s)")
+    finally:
+        _set_env(saved_env)
     total = time.perf_counter() - t_all  # unrounded: the total is never below the sum of its parts
     path = Path(timings_path) if timings_path else results_dir() / "reproduce_timings.json"
     if not path.is_absolute():
@@ -198,6 +209,15 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
         "total_seconds": total, "notebooks": [asdict(r) for r in runs],
     }, indent=2, default=str))
     return runs
+
+
+def _set_env(values: dict) -> None:
+    """Set (or, for ``None``, remove) environment variables of this process."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def timings_table(runs: list, profile: str = "") -> str:

@@ -40,6 +40,10 @@ ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
 VARIANT_KEYS = ("threshold_rule", "correction", "rule_keying", "mapping", "flip_strategy", "snsr",
                 "calibration_prompt", "ranker")
+#: The protocol switches (docs/PROTOCOL.md; config.PROTOCOL_SWITCHES): printed in their own header line
+#: ("Protocol: ...", also in the LaTeX caption) and "not recorded" for runs that predate them.
+PROTOCOL_KEYS = ("tie_order", "ndcg_positions", "snsr_items", "rule_tie_order", "top1", "empty_output_rule",
+                 "cfr_prompt", "gender_in_prompt")
 #: Run-level fields that identify a group besides the variants.
 RUN_KEYS = ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic")
 NOT_REPORTED = "not reported by the published source"
@@ -67,6 +71,8 @@ OPEN_COLUMNS = (
     Column("violations_fixed_q0", "V(0)", 1),
     Column("violations_adaptive", "V(t)", 1),
     Column("violations_repro_count", "V corr.", 1),
+    Column("no_neighbour_test", "No CF nb."),  # share of test rows without a counterfactual neighbour
+    Column("n_degenerate", "Degenerate", 1),  # rows with empty/unparseable output, or all when one list for all
 )
 RANK_COLUMNS = tuple(c for c in OPEN_COLUMNS if c.key != "valid@10")  # re-ranking outputs are always valid
 THRESHOLD_COLUMNS = (
@@ -75,8 +81,25 @@ THRESHOLD_COLUMNS = (
     Column("violations_q_star", "V vs Q*", 1),
     Column("violations_repro_count", "V vs Q0 + repro_count", 1),
     Column("violations_hoeffding", "V vs Q0 + Hoeffding", 1),
+    Column("no_neighbour_test", "No CF nb. (test)"),
+    Column("no_neighbour_calib", "No CF nb. (calib)"),
     Column("q_final", "Q final"),
 )
+
+
+def run_level_values(metrics: dict) -> dict:
+    """Run-level cells shown beside each method's: the shares of test and calibration rows with no
+    counterfactual neighbour (Delta = 0 there, so S is the prediction error d alone).
+
+    >>> run_level_values({"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}})
+    {'no_neighbour_test': 0.95, 'no_neighbour_calib': 0.969}
+    >>> run_level_values({})["no_neighbour_test"].reason
+    'share of rows without a counterfactual neighbour not recorded in metrics.json'
+    """
+    cal = metrics.get("calibration") or {}
+    what = "share of rows without a counterfactual neighbour"
+    return {"no_neighbour_test": metric_value(cal.get("test_share_no_neighbour"), what),
+            "no_neighbour_calib": metric_value(cal.get("share_no_neighbour"), what)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +379,8 @@ class Table:
         extra = [*self.notes, *self.footnotes]
         if extra:
             lines.append(r"\par\footnotesize " + r" \\ ".join(tex(e) for e in extra))
-        lines.append(r"\caption{" + tex(self.title) + "}")
+        proto = [n for n in self.notes if n.startswith("Protocol (")]
+        lines.append(r"\caption{" + tex(" ".join([self.title, *proto])) + "}")
         lines.append(r"\label{tab:" + self.name.replace("_", "-") + "}")
         lines.append(r"\end{table}")
         return "\n".join(lines) + "\n"
@@ -396,9 +420,18 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: Opt
     if any(bool(m.get("is_synthetic")) for m in runs):
         notes.insert(0, "SYNTHETIC DATA: these numbers are not MovieLens or Amazon results.")
     variant_keys = list(dict.fromkeys([*VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    proto = []
+    for key in PROTOCOL_KEYS:
+        if key in varying:
+            continue
+        vals = [run_field(m, key) for m in runs]
+        shown = list(dict.fromkeys("not recorded" if v is None else str(v) for v in vals))
+        proto.append(f"{key}={' / '.join(shown)}")
+    if proto:
+        notes.append("Protocol (docs/PROTOCOL.md): " + ", ".join(proto) + ".")
     variants = []
     for key in variant_keys:
-        if key in varying:
+        if key in varying or key in PROTOCOL_KEYS:
             continue
         vals = values_of(key)
         if vals == ["n/a"]:
@@ -416,6 +449,12 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: Opt
         bits.append(f"calibration/test rows {' / '.join(sizes)}")
     if bits:
         notes.append("Setting: " + ", ".join(bits) + "; cells are mean ± sd over seeds (sd with ddof 1).")
+    shares = [(c.get("share_no_neighbour"), c.get("test_share_no_neighbour")) for c in calib]
+    shares = [s for s in shares if s[0] is not None]
+    if shares:
+        fmt = lambda xs: " / ".join(dict.fromkeys(f"{x:.1%}" for x in xs if x is not None)) or "n/a"  # noqa: E731
+        notes.append(f"Counterfactual neighbours: no neighbour for {fmt([s[0] for s in shares])} of calibration "
+                     f"rows and {fmt([s[1] for s in shares])} of test rows (Delta = 0 there: S = d alone).")
     return notes
 
 
@@ -478,7 +517,8 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
                 flat = []
                 for m in group:
                     block = (m.get("methods") or {}).get(method)
-                    flat.append(flatten_method_metrics(block) if isinstance(block, dict) else None)
+                    flat.append({**run_level_values(m), **flatten_method_metrics(block)}
+                                if isinstance(block, dict) else None)
                 if all(f is None for f in flat):
                     continue
             cells = []

@@ -24,6 +24,8 @@ NUMBER_ROWS = (
     ("naive_estimate", "naive estimate (pp)", True),
     ("ips_counts", "IPS estimate, counts (pp)", True),
     ("ips_model", "IPS estimate, logistic model (pp)", True),
+    ("ips_oracle", "IPS estimate, oracle weights 1/n_s(u) (pp)", True),
+    ("ips_estimand", "IPS estimand, true weights (pp)", True),
     ("competition_performance_term", "decomposition: competition/performance term (pp)", True),
     ("per_user_gap_term", "decomposition: per-user-gap term (pp)", True),
     ("share_defined", "share of users in U* (|U*|/N)", False),
@@ -39,7 +41,7 @@ def explorer_numbers(d1: float = 1.5, sigma1: float = 0.0, bias: float = 0.03, n
 
     >>> r = explorer_numbers(n_users=500)
     >>> sorted(k for k in r if k.startswith("ips_"))
-    ['ips_counts', 'ips_model']
+    ['ips_counts', 'ips_estimand', 'ips_model', 'ips_oracle', 'ips_oracle_both']
     """
     return run(base.replace(d1=float(d1), sigma1=float(sigma1), bias=float(bias), n_users=int(n_users), seed=int(seed)))
 
@@ -53,6 +55,8 @@ def numbers_html(res: dict) -> str:
         rows.append(f"<tr><td>{html.escape(label)}</td>"
                     f"<td id='simpson-{key.replace('_', '-')}' style='text-align:right'>{txt}</td></tr>")
     cfg = f"d_1={res['d1']:.2f}, sigma_1={res['sigma1']:.2f}, b={res['bias']:.3f}, N={res['n_users']}, seed={res['seed']}"
+    if "noise" in res:
+        cfg += f" (noise={res['noise']}, mu1={res['mu1']})"
     return (f"<div class='simpson-numbers-inner'><b>{html.escape(cfg)}</b> [SYNTHETIC DATA]"
             f"<table>{''.join(rows)}</table></div>")
 
@@ -75,7 +79,7 @@ def explorer_figure(res: dict, pyplot: bool = False):
 
         fig = Figure(figsize=(7, 3.6))
         ax = fig.add_subplot()
-    keys = ["per_user_gap", "aggregate_gap", "naive_estimate", "ips_counts", "ips_model"]
+    keys = ["per_user_gap", "aggregate_gap", "naive_estimate", "ips_model", "ips_counts", "ips_oracle"]
     vals = [100 * res[k] for k in keys]
     ax.barh(range(len(keys)), vals, color=[GAP_SERIES[k][1] for k in keys])
     ax.set_yticks(range(len(keys)), [GAP_SERIES[k][0] for k in keys])

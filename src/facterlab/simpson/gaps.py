@@ -190,6 +190,22 @@ def aggregate_gap(stats: UserStats) -> AggregateGap:
     return AggregateGap(a0 - a1, a0, a1, m0, m1)
 
 
+def ips_estimand(stats: UserStats) -> float:
+    """What IPS with the true weights 1/n_s(u) estimates: mean e_0(u) over users with n_0(u) >= 1
+    minus mean e_1(u) over users with n_1(u) >= 1.  Equals the PerUserGap when every user with a
+    relevant item has relevant items of both groups; otherwise the users lacking one group pull it
+    away (SIMPSON.md §2).  NaN when a group has no relevant pair.
+
+    >>> st = UserStats(np.array([1, 1]), np.array([1, 0]), np.array([1., 3.]), np.array([2., 0.]), "position")
+    >>> ips_estimand(st), per_user_gap(st).value  # (1 + 3)/2 - 2 vs 1 - 2
+    (0.0, -1.0)
+    """
+    has0, has1 = stats.n0 >= 1, stats.n1 >= 1
+    if not has0.any() or not has1.any():
+        return float("nan")
+    return float(np.mean(stats.e0[has0]) - np.mean(stats.e1[has1]))
+
+
 def user_mixtures(stats: UserStats) -> tuple:
     """The lemma's user distributions P_s(u) = n_s(u) / sum_v n_s(v), s = 0, 1."""
     m0, m1 = stats.n0.sum(), stats.n1.sum()

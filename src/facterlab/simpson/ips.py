@@ -10,6 +10,13 @@ group s.  With user variables V:
 - ``"model"``: h_s(v) ~ P(Rel = 1 | V = v, S = s) from a scikit-learn logistic regression on the
   random-experiment rows of group s (features: the user embedding U), w = rate_s / max(h_s, 1e-3).
 
+- ``"oracle"`` (simulation only): the true propensities, w = 1/n_s(u) with n_s(u) the user's
+  number of relevant items of group s (P(Rel = 1 | u, S = s) = n_s(u)/M_s).  Its estimand is
+  :func:`facterlab.simpson.gaps.ips_estimand` (mean e_0 over users with n_0 >= 1 minus mean e_1 over
+  users with n_1 >= 1): it differs from the PerUserGap whenever some users lack one group.
+- ``"oracle_both"`` (simulation only): the same weights restricted to users with relevant items of
+  both groups (U*); its estimand is the PerUserGap itself (matching theorem).
+
 Estimate = self-normalised weighted mean exposure over O_0 minus the same over O_1.
 The naive (unweighted) difference estimates the AggregateGap instead.
 """
@@ -20,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-IPS_METHODS = ("counts", "model")
+IPS_METHODS = ("counts", "model", "oracle", "oracle_both")
 
 
 @dataclass
@@ -128,6 +135,37 @@ def weights_model(exp, floor: float = 1e-3, features: str = "embedding", C: floa
     return w
 
 
+def weights_oracle(exp, both_groups_only: bool = False) -> np.ndarray:
+    """w_s(u) = 1/n_s(u), the true inverse propensity (up to a constant) of a relevant group-s item;
+    NaN outside O_0 and O_1.  Needs the true counts ``exp.n_relevant_0`` and ``exp.n_relevant_1``
+    (a simulation knows them; a real experiment does not).  ``both_groups_only`` sets w = 0 for
+    users without relevant items of both groups.
+
+    >>> from types import SimpleNamespace as NS
+    >>> e = NS(relevant=np.array([1, 1, 0]), group=np.array([0, 1, 1]), n_relevant_0=np.array([2, 4, 1]),
+    ...        n_relevant_1=np.array([0, 5, 3]))
+    >>> weights_oracle(e).tolist(), weights_oracle(e, both_groups_only=True).tolist()
+    ([0.5, 0.2, nan], [0.0, 0.2, nan])
+    """
+    n0 = getattr(exp, "n_relevant_0", None)
+    n1 = getattr(exp, "n_relevant_1", None)
+    if n0 is None or n1 is None:
+        raise ValueError("oracle weights need the true counts n_relevant_0 / n_relevant_1 (known only in a simulation)")
+    n0, n1 = np.asarray(n0), np.asarray(n1)
+    rel = np.asarray(exp.relevant, bool)
+    grp = np.asarray(exp.group)
+    w = np.full(len(rel), np.nan)
+    for s, ns in ((0, n0), (1, n1)):
+        o = rel & (grp == s)
+        if np.any(ns[o] < 1):
+            raise ValueError(f"an observed relevant group-{s} item belongs to a user with n_{s}(u) = 0: counts do not match")
+        w[o] = 1.0 / ns[o]
+    if both_groups_only:
+        o = rel & ~np.isnan(w)
+        w[o & ((n0 < 1) | (n1 < 1))] = 0.0
+    return w
+
+
 def ips_estimate(exp, method: str = "counts", n_bins: int = 10, floor: float = 1e-3,
                  features: str = "embedding") -> Estimate:
     """Self-normalised IPS estimate of the per-user gap (paper eq. 1):
@@ -144,6 +182,8 @@ def ips_estimate(exp, method: str = "counts", n_bins: int = 10, floor: float = 1
         w = weights_counts(exp, n_bins)
     elif method == "model":
         w = weights_model(exp, floor, features)
+    elif method in ("oracle", "oracle_both"):
+        w = weights_oracle(exp, both_groups_only=method == "oracle_both")
     else:
         raise ValueError(f"unknown IPS method {method!r}; choose one of {', '.join(IPS_METHODS)}")
     for s in (0, 1):
@@ -152,4 +192,10 @@ def ips_estimate(exp, method: str = "counts", n_bins: int = 10, floor: float = 1
             return Estimate(float("nan"), float("nan"), float("nan"), int(_observed(exp, 0).sum()),
                             int(_observed(exp, 1).sum()), method,
                             f"weights undefined for group {s} (relevance constant among its shown rows)")
-    return _weighted(exp, np.nan_to_num(w), f"ips_{method}")
+    est = _weighted(exp, np.nan_to_num(w), f"ips_{method}")
+    for s in (0, 1):
+        o = _observed(exp, s)
+        if o.any() and not np.any(w[o] > 0):
+            return Estimate(float("nan"), float("nan"), float("nan"), est.n_0, est.n_1, est.method,
+                            f"every observed group-{s} row has weight 0")
+    return est

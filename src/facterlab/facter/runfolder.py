@@ -1,0 +1,224 @@
+"""Run folders written atomically, read back only when complete, and degenerate outputs made visible.
+
+Writing (:func:`write_run_folder`): every file goes to a hidden temporary folder beside the final
+one (``<runs>/.tmp-<run_id>-<pid>-<random>/``), ``metrics.json`` last, each file flushed to disk;
+then the folder is renamed into place.  A rerun that replaces an existing folder first renames the
+old one aside (``.old-...``), renames the new one in, then deletes the old one.  A process killed at
+any moment therefore leaves either the previous complete folder, or no folder plus hidden leftovers
+(removed by the next write of the same run id), never a folder with a truncated file.
+
+Reading (:func:`run_folder_problem`): a folder counts as a saved run only if every file is there
+and loads (JSON parses, each parquet file reads); otherwise the reason is returned and
+:func:`facterlab.reporting.experiments.find_saved_run` treats the run as missing and says why.
+
+Degenerate outputs (:func:`degenerate_summary`, :func:`mark_degenerate`): per method, the rows whose
+answer gave no usable title (empty or unparseable output) and whether every row got the same list.
+When every row of a method is degenerate, its fairness metrics (CFR, SNSR, violations) would only
+measure the absence of output (CFR 0, SNSR 0, Q0 = max distance so no violation): they become
+missing values with the reason instead.  Recall and NDCG stay numbers (an empty list has no hit).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+METHODS = ("neutral", "fair", "facter")
+#: the files of a complete run folder (``timings.json`` is informative and optional)
+RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m in METHODS), "metrics.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _remove_leftovers(runs: Path, run_id: str) -> None:
+    """Delete ``.tmp-<run_id>-<pid>-*`` / ``.old-<run_id>-<pid>-*`` folders whose writer is gone."""
+    for p in runs.glob(f".*-{run_id}-*"):
+        kind, _, rest = p.name[1:].partition("-")
+        if kind not in ("tmp", "old") or not rest.startswith(run_id + "-"):
+            continue
+        pid = rest[len(run_id) + 1:].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def write_run_folder(out: Path, config: dict, calibration: pd.DataFrame, rows: dict, metrics: dict,
+                     timings: dict) -> Path:
+    """Write a run folder at ``out`` atomically (module docstring); return ``out``."""
+    out = Path(out)
+    runs = out.parent
+    runs.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(runs, out.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-{os.getpid()}-", dir=runs))
+    try:
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        calibration.to_parquet(tmp / "calibration.parquet", index=False)
+        for m, df in rows.items():
+            df.to_parquet(tmp / f"rows_{m}.parquet", index=False)
+        (tmp / "timings.json").write_text(json.dumps(timings, indent=2, sort_keys=True))
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))  # last
+        for f in tmp.iterdir():
+            _fsync_file(f)
+        _fsync_dir(tmp)
+        old = None
+        if out.exists() or out.is_symlink():
+            old = Path(tempfile.mkdtemp(prefix=f".old-{out.name}-{os.getpid()}-", dir=runs))
+            os.rmdir(old)
+            os.replace(out, old)
+        os.replace(tmp, out)
+        _fsync_dir(runs)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def run_folder_problem(path: Path) -> Optional[str]:
+    """None when ``path`` holds a complete run that loads; else why not (one sentence)."""
+    path = Path(path)
+    if not path.is_dir():
+        return f"{path} does not exist" if not path.exists() else f"{path} is not a folder"
+    missing = [f for f in RUN_FILES if not (path / f).is_file()]
+    if missing:
+        return f"{path} lacks {', '.join(missing)} (an interrupted or partial run)"
+    for f in ("config.json", "metrics.json"):
+        try:
+            obj = json.loads((path / f).read_text())
+        except (OSError, ValueError) as exc:
+            return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
+        if not isinstance(obj, dict):
+            return f"{path / f} is not a JSON object"
+    for f in RUN_FILES:
+        if f.endswith(".parquet"):
+            try:
+                import pyarrow.parquet as pq
+
+                pq.read_metadata(path / f)
+                pd.read_parquet(path / f)
+            except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: any failure means incomplete
+                return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# degenerate outputs
+
+
+def _missing(reason: str) -> dict:
+    return {"value": None, "missing_reason": reason}
+
+
+def degenerate_summary(records: pd.DataFrame) -> dict:
+    """Degenerate answers among the rows of one method (its last pass when ``pass`` is a column).
+
+    ``n_empty``: rows whose answer gave no usable title (empty or unparseable output: parse status
+    ``"empty"`` or no titles); ``n_distinct_lists``; ``constant``: every row got the same (non-empty)
+    list; ``n_degenerate``: ``n_empty``, or every row when the list is constant; ``all_degenerate``.
+
+    >>> df = pd.DataFrame({"titles": [["A"], ["A"], ["A"]], "parse_status": ["ok", "ok", "ok"]})
+    >>> s = degenerate_summary(df); s["constant"], s["n_degenerate"], s["all_degenerate"]
+    (True, 3, True)
+    >>> degenerate_summary(df.assign(titles=[["A"], [], ["B"]]))["n_empty"]
+    1
+    """
+    rec = records
+    if "pass" in rec.columns and len(rec):
+        rec = rec[rec["pass"] == rec["pass"].max()]
+    n = int(len(rec))
+    titles = [tuple(str(t) for t in ts) for ts in rec["titles"]] if "titles" in rec.columns else [()] * n
+    status = rec["parse_status"].astype(str).tolist() if "parse_status" in rec.columns else [""] * n
+    empty = [len(t) == 0 or s == "empty" for t, s in zip(titles, status)]
+    n_empty = int(sum(empty))
+    lists = {t for t, e in zip(titles, empty) if not e}
+    constant = n >= 2 and n_empty == 0 and len(lists) == 1
+    n_deg = n if constant else n_empty
+    out = {"n_rows": n, "n_empty": n_empty, "n_distinct_lists": len(lists), "constant": bool(constant),
+           "n_degenerate": int(n_deg), "all_degenerate": bool(n > 0 and n_deg == n)}
+    if out["all_degenerate"]:
+        out["reason"] = ("every row got the same list" if constant else
+                         "no row's answer gave a usable title (empty or unparseable output)")
+    return out
+
+
+def _mask_method(block: dict, reason: str, violations_only: bool = False) -> None:
+    viol = block.get("violations")
+    if isinstance(viol, dict):
+        block["violations"] = {k: [_missing(reason) for _ in v] if isinstance(v, list) else _missing(reason)
+                               for k, v in viol.items()}
+    if violations_only:
+        return
+    block["cfr_multi"] = _missing(reason)
+    if isinstance(block.get("cfr_single"), dict):
+        block["cfr_single"] = {a: _missing(reason) for a in block["cfr_single"]}
+    if isinstance(block.get("snsr_proxy"), dict):
+        block["snsr_proxy"] = {g: _missing(reason) for g in block["snsr_proxy"]}
+
+
+def mark_degenerate(metrics: dict, rows: dict, calibration: Optional[pd.DataFrame] = None) -> dict:
+    """Add degenerate-output counts to ``metrics`` (in place, and returned): per method
+    ``degenerate`` (:func:`degenerate_summary`) and ``n_degenerate``; ``calibration.degenerate``.
+
+    A method whose every row is degenerate gets its CFR, SNSR and violations replaced by missing values
+    with the reason; when every calibration answer is degenerate, Q0 measures nothing and every method's
+    violation counts become missing too.
+    """
+    methods = metrics.get("methods") or {}
+    cal_reason = None
+    if calibration is not None:
+        cal = degenerate_summary(calibration)
+        metrics.setdefault("calibration", {})["degenerate"] = cal
+        if cal["all_degenerate"]:
+            cal_reason = f"degenerate calibration: {cal['reason']} ({cal['n_rows']} calibration rows), so Q0 measures nothing"
+    for m, block in methods.items():
+        if m not in rows or not isinstance(block, dict):
+            continue
+        s = degenerate_summary(rows[m])
+        block["degenerate"] = s
+        block["n_degenerate"] = s["n_degenerate"]
+        if s["all_degenerate"]:
+            _mask_method(block, f"degenerate output: {s['reason']} ({s['n_rows']} rows)")
+        elif cal_reason:
+            _mask_method(block, cal_reason, violations_only=True)
+    return metrics

@@ -1,0 +1,464 @@
+"""A simulated LLM recommender with known demographic bias (docs/SIMULATED.md).
+
+The only LLM that runs on a CPU-only machine without a model hub (SmolLM2-135M) does not recommend,
+so FACTER's conformal threshold and repair loop have nothing to act on there.  This recommender
+stands in for the LLM behind the same :class:`~facterlab.types.Recommender` protocol, with every
+source of unfairness known:
+
+1. **Preferences** come from a collaborative model fitted on the run's own *training histories*:
+   the (user, item) pairs shown in the rows' watch histories, minus every pair that is a target or a
+   relevant (future-window) item of any row, calibration or test.  The model is PureSVD (Cremonesi,
+   Koren and Turrin, RecSys 2010): a truncated SVD (scikit-learn's ``TruncatedSVD``) of the binary
+   user x item matrix; a request is folded in from the history item ids that its prompt shows,
+   ``score = V (V^T h)``.  PureSVD is a strong, well-understood top-N baseline, fits in milliseconds
+   and needs nothing beyond scikit-learn, which the package already depends on.  Scores are
+   standardised over the request's pool (z-scores), so the knobs below are in units of one standard
+   deviation of the preference score.
+2. **Bias** of strength ``beta``: for each protected attribute whose value appears in the prompt's
+   demographics block, ``beta`` is added to the score of every item that has a feature (genre) the
+   :data:`BIAS_TABLE` pushes to that value.  The Fair prompt's rules ("do not reinforce stereotypes",
+   present in the Fair and FACTER system prompts) remove a share ``phi`` of the push.
+3. **Noise** ``sigma``: an independent N(0, sigma^2) term per (request, item).
+4. **Rule compliance** ``rho``: each ``AVOID: (attr=value) -> (feature-only)`` or ``-> (title)`` line of
+   the system prompt that names the user's own value (as shown in the prompt) is honoured with
+   probability ``rho`` (drawn per request and rule); an honoured rule lowers the score of what it names
+   by ``demote`` standard deviations (``demote >= 1000`` puts it below every other item).
+5. **Title corruption** ``h`` (open generation only): each returned title is, with probability ``h``,
+   replaced by one of three fixed corruptions of that item (a typo, the title without its year, an
+   invented title mixing its words with another title's), so that Valid@k and the catalogue mapping
+   are exercised.
+
+Every random draw is keyed by (request seed, watch history, candidates, ``seed``): the demographics
+and the system prompt change an answer only through the bias, the Fair share and the rules.  So at
+``beta = 0`` and without rules an answer does not depend on the demographics at all (CFR is exactly
+0), and an answer is a pure function of (request, ``seed``, parameters, training data).
+
+:meth:`SimulatedRecommender.truth` tells for a request what the bias did: whether it changed the top-1
+item, the top-k set, how many of the top k carry a pushed feature with and without the bias, and how
+many rules were honoured.  The same facts go into ``Prediction.raw`` as JSON.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.types import PARSE_NA, Prediction, PromptRequest
+
+__all__ = ["BIAS_TABLE", "SimulatedRecommender", "simulated_from_config", "SIMULATED_MODEL", "fit_preferences", "training_pairs",
+           "bias_table_markdown", "SIM_VERSION"]
+
+SIMULATED_MODEL = "simulated"
+SIM_VERSION = "sim-v1"
+
+#: attribute -> value -> features (genres) the bias pushes to users with that value.  Values cover the
+#: ML-1M labels and the ML-100K occupation names; a value not listed gets no push for that attribute.
+BIAS_TABLE: dict = {
+    "gender": {
+        "F": ("Romance", "Musical", "Children's"),
+        "M": ("Action", "War", "Sci-Fi"),
+    },
+    "age": {
+        "Under 18": ("Animation", "Horror"),
+        "18-24": ("Animation", "Horror"),
+        "50-55": ("Film-Noir", "Mystery"),
+        "56+": ("Film-Noir", "Mystery"),
+    },
+    "occupation": {
+        # technical
+        "programmer": ("Thriller", "Fantasy"),
+        "scientist": ("Thriller", "Fantasy"),
+        "technician/engineer": ("Thriller", "Fantasy"),
+        "engineer": ("Thriller", "Fantasy"),
+        "technician": ("Thriller", "Fantasy"),
+        # arts and letters
+        "artist": ("Documentary", "Film-Noir"),
+        "writer": ("Documentary", "Film-Noir"),
+        "entertainment": ("Documentary", "Film-Noir"),
+        "academic/educator": ("Documentary", "Film-Noir"),
+        "educator": ("Documentary", "Film-Noir"),
+        "librarian": ("Documentary", "Film-Noir"),
+        # students
+        "college/grad student": ("Comedy", "Horror"),
+        "K-12 student": ("Comedy", "Horror"),
+        "student": ("Comedy", "Horror"),
+        # home and retirement
+        "homemaker": ("Children's", "Musical"),
+        "retired": ("Western", "War"),
+    },
+}
+
+FAIR_MARKER = "Do not reinforce stereotypes"
+_AVOID = re.compile(r"AVOID:\s*\(([^=()]+)=([^()]*)\)\s*->\s*\((.*)\)\s*$")
+_YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
+#: fixed corruptions per item (title-corruption rate ``h``): a typo, the title without its year, an invented title
+N_VARIANTS = 3
+
+
+def bias_table_markdown(table: Optional[Mapping] = None) -> str:
+    """The bias table as Markdown (docs/SIMULATED.md embeds this text; a test keeps them equal).
+
+    >>> print(bias_table_markdown({"gender": {"F": ("Romance",)}}))
+    | attribute | value | features pushed |
+    |---|---|---|
+    | gender | F | Romance |
+    """
+    table = BIAS_TABLE if table is None else table
+    lines = ["| attribute | value | features pushed |", "|---|---|---|"]
+    for attr, values in table.items():
+        for value, feats in values.items():
+            lines.append(f"| {attr} | {value} | {', '.join(feats)} |")
+    return "\n".join(lines)
+
+
+def _hash64(*parts) -> int:
+    h = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8)
+    return int.from_bytes(h.digest(), "little")
+
+
+def training_pairs(rows: pd.DataFrame) -> pd.DataFrame:
+    """(user_id, item_id) pairs of the rows' watch histories, minus every pair that is a target or a
+    relevant item of any row (so no calibration or test target is ever seen by the preference model).
+
+    >>> rows = pd.DataFrame({"user_id": [1, 1], "history": [[10, 11], [11, 12]], "target": [12, 13],
+    ...                      "relevant": [[12], [13, 14]]})
+    >>> training_pairs(rows).values.tolist()
+    [[1, 10], [1, 11]]
+    """
+    users = rows["user_id"].to_numpy(dtype=np.int64)
+    hist = pd.DataFrame({"user_id": np.repeat(users, [len(h) for h in rows["history"]]),
+                         "item_id": np.concatenate([np.asarray(h, dtype=np.int64) for h in rows["history"]])
+                         if len(rows) else np.zeros(0, dtype=np.int64)})
+    held = [(int(u), int(t)) for u, t in zip(users, rows["target"])]
+    if "relevant" in rows.columns:
+        held += [(int(u), int(i)) for u, rel in zip(users, rows["relevant"]) for i in rel]
+    held_df = pd.DataFrame(held, columns=["user_id", "item_id"]).drop_duplicates()
+    pairs = hist.drop_duplicates().merge(held_df, how="left", indicator=True)
+    pairs = pairs[pairs["_merge"] == "left_only"].drop(columns="_merge")
+    return pairs.sort_values(["user_id", "item_id"]).reset_index(drop=True)
+
+
+def fit_preferences(pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int = 64, seed: int = 0) -> np.ndarray:
+    """PureSVD item factors (n_items, f): a truncated SVD of the binary user x item matrix of ``pairs``,
+    rows of the result aligned with ``item_ids``; ``score(h) = V V^T h`` for a history indicator h.
+
+    >>> V = fit_preferences(pd.DataFrame({"user_id": [1, 1, 2, 2, 3], "item_id": [7, 8, 7, 8, 9]}), [7, 8, 9], 2)
+    >>> V.shape
+    (3, 2)
+    """
+    from scipy.sparse import csr_matrix
+    from sklearn.decomposition import TruncatedSVD
+
+    item_ids = np.asarray(item_ids, dtype=np.int64)
+    pos = pd.Series(np.arange(len(item_ids)), index=item_ids)
+    keep = pairs[pairs["item_id"].isin(pos.index)]
+    if len(keep) == 0:
+        raise ValueError("the simulated recommender has no training interactions: the rows' histories are empty "
+                         "after removing targets and relevant items; increase data.n_rows or data.history_len")
+    users = pd.factorize(keep["user_id"])[0]
+    cols = pos.loc[keep["item_id"].to_numpy()].to_numpy()
+    X = csr_matrix((np.ones(len(keep), dtype=np.float64), (users, cols)), shape=(int(users.max()) + 1, len(item_ids)))
+    f = int(min(n_factors, min(X.shape) - 1))
+    if f < 1:
+        raise ValueError(f"too few training users/items ({X.shape}) for a preference model")
+    svd = TruncatedSVD(n_components=f, algorithm="randomized", n_iter=7, random_state=int(seed))
+    svd.fit(X)
+    return np.ascontiguousarray(svd.components_.T, dtype=np.float64)  # (n_items, f)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    rules: tuple  # (attr, value, target, kind)
+    fair: bool
+
+
+class SimulatedRecommender:
+    """A :class:`~facterlab.types.Recommender` with known bias (module docstring).
+
+    Parameters
+    ----------
+    items : catalogue with ``item_id``, ``title``, ``features`` (indexed by item_id or not).
+    train : (user_id, item_id) training pairs (:func:`training_pairs`).
+    protocol : "open" | "rank".
+    beta, sigma, rho, h, phi, demote : bias strength, noise, rule compliance, title corruption (open only),
+        share of the bias the Fair prompt removes, score penalty of an honoured rule (docs/SIMULATED.md);
+        ranges are checked by
+        :class:`facterlab.config.SimulatorConfig`, and again here.
+    n_factors : PureSVD rank.  seed : mixed into every random draw.
+    bias_table : attribute -> value -> features (default :data:`BIAS_TABLE`).
+    """
+
+    def __init__(self, items: pd.DataFrame, train: pd.DataFrame, protocol: str = "open", beta: float = 1.0,
+                 sigma: float = 0.5, rho: float = 1.0, h: float = 0.0, phi: float = 0.3, demote: float = 1.0, n_factors: int = 16,
+                 seed: int = 0, bias_table: Optional[Mapping] = None):
+        if protocol not in ("open", "rank"):
+            raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
+        for name, v, lo, hi in (("beta", beta, 0.0, None), ("sigma", sigma, 0.0, None), ("rho", rho, 0.0, 1.0),
+                                ("h", h, 0.0, 1.0), ("phi", phi, 0.0, 1.0), ("demote", demote, 0.0, None)):
+            if not np.isfinite(v) or v < lo or (hi is not None and v > hi):
+                rng = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+                raise ValueError(f"simulated recommender: {name} must be {rng}, got {v!r}")
+        tbl = items.reset_index() if "item_id" not in items.columns else items
+        self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
+        self.titles = tbl["title"].astype(str).tolist()
+        self.features = [tuple(f) if f is not None else () for f in tbl["features"]]
+        self._pos = {int(i): p for p, i in enumerate(self.item_ids)}
+        self._title_pos: dict = {}
+        for p, t in enumerate(self.titles):
+            self._title_pos.setdefault(t, p)
+        self.protocol = protocol
+        self.beta, self.sigma, self.rho, self.h, self.phi = float(beta), float(sigma), float(rho), float(h), float(phi)
+        self.demote = float(demote)
+        self.n_factors, self.seed = int(n_factors), int(seed)
+        self.bias_table = {a: {str(v): tuple(f) for v, f in vals.items()}
+                           for a, vals in (BIAS_TABLE if bias_table is None else bias_table).items()}
+        catalogue_feats = {f for fs in self.features for f in fs}
+        named = {f for vals in self.bias_table.values() for fs in vals.values() for f in fs}
+        if self.beta > 0 and not (named & catalogue_feats):
+            raise ValueError("simulated recommender: no feature of the bias table occurs in this catalogue "
+                             f"(catalogue features: {sorted(catalogue_feats)[:12]}...); pass a bias_table for it")
+        # item x feature incidence, and per (attr, value) the pushed-item mask
+        self._feat_index = {f: i for i, f in enumerate(sorted(catalogue_feats))}
+        inc = np.zeros((len(self.item_ids), max(1, len(self._feat_index))), dtype=bool)
+        for p, fs in enumerate(self.features):
+            for f in fs:
+                inc[p, self._feat_index[f]] = True
+        self._inc = inc
+        self._push = {(a, v): self._feature_mask(fs) for a, vals in self.bias_table.items() for v, fs in vals.items()}
+        train = train[["user_id", "item_id"]]
+        self.V = fit_preferences(train, self.item_ids, self.n_factors, self.seed)
+        data_tag = hashlib.sha256(np.ascontiguousarray(train.to_numpy(dtype=np.int64)).tobytes()).hexdigest()[:10]
+        table_tag = hashlib.sha256(json.dumps(self.bias_table, sort_keys=True).encode()).hexdigest()[:6]
+        self.fingerprint = (f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{self.beta:g}-s{self.sigma:g}-r{self.rho:g}"
+                            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-f{self.n_factors}-seed{self.seed}-bt{table_tag}-train{data_tag}")
+        self._parsed: dict = {}
+        self._push_memo: dict = {}
+        self._mask_memo: dict = {}
+        self.n_calls = 0
+        self.n_batches = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _feature_mask(self, feats: Sequence[str]) -> np.ndarray:
+        cols = [self._feat_index[f] for f in feats if f in self._feat_index]
+        if not cols:
+            return np.zeros(len(self.item_ids), dtype=bool)
+        return self._inc[:, cols].any(axis=1)
+
+    def _parse_system(self, system: str) -> _Parsed:
+        got = self._parsed.get(system)
+        if got is None:
+            rules = []
+            for line in system.splitlines():
+                m = _AVOID.search(line.strip())
+                if not m:
+                    continue
+                attr, value, target = m.group(1).strip(), m.group(2).strip(), m.group(3).strip()
+                if target.endswith("-only"):
+                    rules.append((attr, value, target[: -len("-only")], "feature"))
+                else:
+                    rules.append((attr, value, target, "title"))
+            got = _Parsed(tuple(rules), FAIR_MARKER in system)
+            if len(self._parsed) > 10_000:
+                self._parsed.clear()
+            self._parsed[system] = got
+        return got
+
+    @staticmethod
+    def _shown_attrs(req: PromptRequest, meta: Mapping) -> dict:
+        """The protected attributes the prompt shows (none when the demographics block is dropped)."""
+        user = "\n".join(c for r, c in req.messages if r == "user")
+        if "User demographics" not in user:
+            return {}
+        return {a: str(meta[a]) for a in ("gender", "age", "occupation") if a in meta}
+
+    def _rule_applies(self, attr: str, value: str, attrs: Mapping) -> bool:
+        if attr == "tuple":  # "gender=F, age=25-34, occupation=writer"
+            want = dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv)
+            return all(str(attrs.get(a)) == v for a, v in want.items())
+        return str(attrs.get(attr)) == value
+
+    def _pool(self, req: PromptRequest, meta: Mapping, hist_pos: list) -> np.ndarray:
+        if self.protocol == "rank":
+            ids = meta.get("candidate_ids") or ()
+            if ids:
+                missing = [int(i) for i in ids if int(i) not in self._pos]
+                if missing:
+                    raise ValueError(f"candidate item id(s) {missing[:5]} are not in the simulated recommender's catalogue")
+                return np.asarray([self._pos[int(i)] for i in ids], dtype=np.int64)
+            if req.candidates:
+                return np.asarray([self._title_pos[t] for t in req.candidates], dtype=np.int64)
+            raise ValueError("protocol 'rank' needs the request's candidates")
+        mask = np.ones(len(self.item_ids), dtype=bool)
+        mask[hist_pos] = False
+        return np.flatnonzero(mask)
+
+    # ------------------------------------------------------------------ one request
+    def _push_masks(self, attrs: Mapping) -> tuple:
+        """(push count per item, any-push mask per item) for the shown attribute values (memoised)."""
+        key = tuple(sorted(attrs.items()))
+        got = self._push_memo.get(key)
+        if got is None:
+            push = np.zeros(len(self.item_ids))
+            for a, v in attrs.items():
+                m = self._push.get((a, v))
+                if m is not None:
+                    push += m
+            got = (push, push > 0)
+            self._push_memo[key] = got
+        return got
+
+    def _mask_of(self, feature: str) -> np.ndarray:
+        m = self._mask_memo.get(feature)
+        if m is None:
+            m = self._mask_memo[feature] = self._feature_mask((feature,))
+        return m
+
+    @staticmethod
+    def _top(score: np.ndarray, k: int) -> np.ndarray:
+        """Indices of the k largest scores, best first, ties by index: equal to
+        ``np.argsort(-score, kind="stable")[:k]`` without sorting everything."""
+        n = len(score)
+        if k >= n or n <= 64:
+            return np.argsort(-score, kind="stable")[:k]
+        part = np.argpartition(-score, k - 1)[:k]
+        cand = np.flatnonzero(score >= score[part].min())
+        return cand[np.lexsort((cand, -score[cand]))][:k]
+
+    def _explain(self, req: PromptRequest) -> dict:
+        meta = req.meta_dict
+        hist_ids = [int(i) for i in (meta.get("history_ids") or ())]
+        hist_pos = [self._pos[i] for i in hist_ids if i in self._pos]
+        pool = self._pool(req, meta, hist_pos)
+        if len(pool) == 0:
+            raise ValueError("the simulated recommender has no item to recommend (empty pool)")
+        cand_ids = tuple(int(i) for i in (meta.get("candidate_ids") or ()))
+        key = (self.seed, int(req.seed), tuple(hist_ids), cand_ids)
+        rng = np.random.default_rng(_hash64("noise", *key))
+        # preferences: PureSVD fold-in, standardised over the pool
+        if hist_pos:
+            pref = self.V[pool] @ self.V[hist_pos].sum(axis=0)
+        else:
+            pref = np.zeros(len(pool))
+        sd = pref.std()
+        pref = (pref - pref.mean()) / sd if sd > 0 else pref - pref.mean()
+        base = pref + rng.standard_normal(len(pool)) * self.sigma if self.sigma > 0 else pref
+        # bias
+        attrs = self._shown_attrs(req, meta)
+        system = "\n".join(c for r, c in req.messages if r == "system")
+        parsed = self._parse_system(system)
+        strength = self.beta * (1.0 - self.phi if parsed.fair else 1.0)
+        push_full, pushed_full = self._push_masks(attrs)
+        # rules
+        named = None
+        n_applicable = n_honoured = 0
+        for attr, value, target, kind in parsed.rules:
+            if not self._rule_applies(attr, value, attrs):
+                continue
+            n_applicable += 1
+            if self.rho < 1.0 and np.random.default_rng(_hash64("rule", attr, value, target, kind, *key)).random() >= self.rho:
+                continue
+            n_honoured += 1
+            if named is None:
+                named = np.zeros(len(self.item_ids), dtype=bool)
+            if kind == "feature":
+                named |= self._mask_of(target)
+            else:
+                p = self._title_pos.get(target)
+                if p is not None:
+                    named[p] = True
+        unbiased = base - self.demote * named[pool] if named is not None else base
+        score = unbiased + strength * push_full[pool] if strength > 0 else unbiased
+        k = int(req.k) if self.protocol == "open" else min(int(req.k), len(pool))
+        n_keep = k if self.protocol == "open" else len(pool)
+        order = pool[self._top(score, n_keep)]
+        order0 = pool[self._top(unbiased, k)] if strength > 0 else order[:k]
+        top, top0 = order[:k], order0[:k]
+        return {
+            "order": order, "k": k, "rng": rng,
+            "truth": {
+                "bias_strength": float(strength),
+                "n_pushed_attrs": int(sum(1 for a, v in attrs.items() if (a, v) in self._push)),
+                "top1_changed": bool(top[0] != top0[0]),
+                "topk_changed": bool(set(top.tolist()) != set(top0.tolist())),
+                "n_changed": int(len(set(top.tolist()) - set(top0.tolist()))),
+                "n_pushed_topk": int(pushed_full[top].sum()),
+                "n_pushed_topk_unbiased": int(pushed_full[top0].sum()),
+                "top1_unbiased": int(self.item_ids[top0[0]]),
+                "n_rules": int(len(parsed.rules)), "n_rules_applicable": int(n_applicable),
+                "n_rules_honoured": int(n_honoured), "fair_prompt": bool(parsed.fair),
+            },
+        }
+
+    def _corrupt(self, pos: int, variant: int) -> tuple:
+        """Corrupted version number ``variant`` (0, 1, 2) of item ``pos``: ("typo" | "no_year" | "invented", text).
+
+        Each item has :data:`N_VARIANTS` fixed corruptions (a model's mistakes repeat), so that the set of
+        strings the catalogue mapper must embed stays bounded and cached across runs.
+        """
+        rng = np.random.default_rng(_hash64("corrupt", self.seed, int(pos), int(variant)))
+        title = self.titles[pos]
+        kind = ("typo", "no_year", "invented")[int(variant) % 3]
+        if kind == "no_year" and _YEAR.search(title):
+            return kind, _YEAR.sub("", title)
+        if kind == "invented" or not title:
+            a = int(rng.integers(len(self.titles)))
+            wa = _YEAR.sub("", title).split()
+            wb = _YEAR.sub("", self.titles[a]).split()
+            words = (wa[: max(1, len(wa) // 2)] + wb[len(wb) // 2:]) or ["Untitled"]
+            return "invented", f"{' '.join(words)} ({int(rng.integers(1930, 2001))})"
+        base = _YEAR.sub("", title)
+        year = title[len(base):]
+        if len(base) < 3:
+            return "typo", base + base[-1:] + year
+        i = int(rng.integers(len(base) - 1))
+        chars = list(base)
+        if rng.random() < 0.5:
+            del chars[i]
+        else:
+            chars[i], chars[i + 1] = chars[i + 1], chars[i]
+        return "typo", "".join(chars) + year
+
+    def _one(self, req: PromptRequest) -> Prediction:
+        ex = self._explain(req)
+        order, k, rng, truth = ex["order"], ex["k"], ex["rng"], ex["truth"]
+        if self.protocol == "rank":
+            titles = tuple(self.titles[p] for p in order)
+            truth["n_corrupted"] = 0
+            return Prediction(titles=titles, parse_status=PARSE_NA, raw=json.dumps(truth, sort_keys=True),
+                              n_model_positions=len(titles))
+        top = [int(p) for p in order[:k]]
+        titles = [self.titles[p] for p in top]
+        corrupted = 0
+        if self.h > 0:
+            draws = rng.random(len(titles))
+            variants = rng.integers(N_VARIANTS, size=len(titles))
+            for i in range(len(titles)):
+                if draws[i] < self.h:
+                    titles[i] = self._corrupt(top[i], int(variants[i]))[1]
+                    corrupted += 1
+        truth["n_corrupted"] = corrupted
+        return Prediction(titles=tuple(titles), parse_status=PARSE_NA, raw=json.dumps(truth, sort_keys=True))
+
+    def truth(self, req: PromptRequest) -> dict:
+        """What the bias and the rules did to this request's answer (module docstring)."""
+        return json.loads(self._one(req).raw)
+
+    def predict(self, requests: Sequence[PromptRequest]) -> list:
+        """Answer each request independently (batch composition never changes an answer)."""
+        self.n_batches += 1
+        self.n_calls += len(requests)
+        return [self._one(r) for r in requests]
+
+
+def simulated_from_config(cfg, inter) -> SimulatedRecommender:
+    """The simulated recommender of a :class:`~facterlab.config.RunConfig` (its ``sim`` section and
+    protocol), fitted on the training histories of ``inter``'s calibration and test rows."""
+    rows = pd.concat([inter.calib, inter.test], ignore_index=True)
+    s = cfg.sim
+    return SimulatedRecommender(inter.items, training_pairs(rows), protocol=cfg.protocol, beta=s.beta, sigma=s.sigma,
+                                rho=s.rho, h=s.h, phi=s.phi, demote=s.demote, n_factors=s.n_factors, seed=s.seed)

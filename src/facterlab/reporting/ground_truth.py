@@ -1,0 +1,444 @@
+"""FACTER's claims checked against a recommender whose unfairness is known (notebook 09; docs/SIMULATED.md).
+
+The simulated recommender (:mod:`facterlab.models.simulated`) records, for every answer, whether its
+demographic bias changed the top-1 item and the top-k list (``raw`` JSON of each row).  This module
+turns saved runs into the notebook's checks:
+
+- :func:`coverage_table`: the exceedance rate P(S > Q0) of exchangeable test rows (the Neutral method,
+  whose prompt is the calibration prompt) against alpha, with its Clopper-Pearson interval, for any
+  alpha from one run (Q0 is recomputed from the saved calibration scores);
+- :func:`repair_table`: violations per pass against Q_t, Q0 and Q*;
+- :func:`fairness_table`: CFR and SNSR of Neutral, Fair and FACTER;
+- :func:`detector_table`: precision and recall of "S > Q0" as a detector of the rows whose top-1
+  item the bias changed, for a grid of lambda and tau_rho (scores recomputed from the saved top-1
+  items; no recommender call).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.facter.conformal import ConformalThreshold
+from facterlab.types import MissingValue
+
+__all__ = ["clopper_pearson", "truth_frame", "coverage_table", "repair_table", "fairness_table",
+           "detector_table", "sim_label", "clearly_below", "coverage_checks", "repair_checks", "fairness_checks",
+           "detector_checks", "checks_frame", "plot_coverage", "plot_repair", "plot_fairness", "plot_detector"]
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.99) -> tuple:
+    """Exact two-sided binomial interval for k successes in n trials.
+
+    >>> lo, hi = clopper_pearson(10, 100, 0.95)
+    >>> round(lo, 4), round(hi, 4)
+    (0.049, 0.1762)
+    """
+    from scipy.stats import beta
+
+    if n <= 0:
+        raise ValueError("clopper_pearson needs n >= 1")
+    a = 1.0 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def sim_label(result) -> str:
+    """``beta=.., rho=.., seed=..`` of a simulated run (from its config)."""
+    cfg = result.config.get("config", result.config)
+    s = cfg.get("sim") or {}
+    return f"beta={s.get('beta')}, rho={s.get('rho')}, seed={cfg.get('seed')}"
+
+
+def _sim(result) -> dict:
+    cfg = result.config.get("config", result.config)
+    if (cfg.get("model") or {}).get("llm") != "simulated":
+        raise ValueError(f"run {result.run_id} is not a simulated-recommender run (model {cfg.get('model')})")
+    return {**cfg["sim"], "seed_run": cfg.get("seed")}
+
+
+def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
+    """The simulator's ground truth (``raw`` JSON) of each record as columns ``top1_changed``,
+    ``topk_changed``, ``n_changed``, ``n_pushed_topk``, ``n_rules_honoured``, ``n_corrupted``."""
+    if "raw" not in records.columns:
+        raise ValueError("these records have no 'raw' column: rerun them with the current facterlab")
+    rows = []
+    for raw in records["raw"]:
+        try:
+            t = json.loads(raw)
+        except (TypeError, json.JSONDecodeError):
+            raise ValueError("a record's raw output is not the simulated recommender's JSON truth") from None
+        rows.append(t)
+    return pd.DataFrame(rows, index=records.index)
+
+
+def coverage_table(results: Sequence, alphas: Sequence[float] = (0.05, 0.1, 0.2, 0.3), level: float = 0.99) -> pd.DataFrame:
+    """Exceedance of the Neutral test rows over Q0(alpha), pooled over ``results`` (one row per alpha).
+
+    Columns: alpha, n_calib (per run), n_test (pooled), exceed, rate, ci_lo, ci_hi (Clopper-Pearson at
+    ``level``), bound_hi = alpha (the conformal guarantee P(S > Q0) <= alpha), bound_lo = alpha -
+    1/(n+1) (attained without ties), holds = ci_lo <= alpha, per_run_rates.
+    """
+    out = []
+    for a in alphas:
+        exceed = n = 0
+        per_run, n_cal = [], []
+        for r in results:
+            cal = r.calibration["S"].to_numpy(dtype=float)
+            q0 = ConformalThreshold(float(a)).fit(cal).threshold_
+            rec = r.rows["neutral"]
+            s = rec.loc[rec["pass"] == 1, "S"].to_numpy(dtype=float)
+            e = int((s > q0).sum())
+            exceed += e
+            n += len(s)
+            per_run.append(e / len(s))
+            n_cal.append(len(cal))
+        lo, hi = clopper_pearson(exceed, n, level)
+        nc = min(n_cal)
+        out.append({"alpha": float(a), "n_calib": nc, "n_test": n, "exceed": exceed, "rate": exceed / n,
+                    "ci_lo": lo, "ci_hi": hi, "bound_lo": float(a) - 1.0 / (nc + 1), "bound_hi": float(a),
+                    "holds": bool(lo <= float(a)), "per_run_rates": per_run})
+    return pd.DataFrame(out)
+
+
+def repair_table(results: Sequence) -> pd.DataFrame:
+    """One row per (run, pass) of the FACTER method: beta, rho, seed, pass, V(t) (adaptive), V(Q0),
+    V(Q*), mean S, share of rows the bias changed (top-1), mean rules honoured, share without neighbour."""
+    out = []
+    for r in results:
+        s = _sim(r)
+        rec = r.rows["facter"]
+        truth = truth_frame(rec)
+        for p, g in rec.groupby("pass", sort=True):
+            t = truth.loc[g.index]
+            out.append({"beta": s["beta"], "rho": s["rho"], "seed": s["seed_run"], "pass": int(p), "n": len(g),
+                        "V_adaptive": int(g["viol_adaptive"].sum()), "V_q0": int(g["viol_fixed"].sum()),
+                        "V_qstar": int(g["viol_q_star"].sum()), "mean_S": float(g["S"].mean()),
+                        "share_top1_biased": float(t["top1_changed"].mean()),
+                        "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
+                        "share_no_neighbour": float((g["n_neighbours"] == 0).mean())})
+    return pd.DataFrame(out)
+
+
+def _num(v):
+    if isinstance(v, dict):
+        v = v.get("value")
+    if isinstance(v, MissingValue):
+        return float("nan")
+    return float(v) if v is not None else float("nan")
+
+
+def fairness_table(results: Sequence, methods: Sequence[str] = ("neutral", "fair", "facter")) -> pd.DataFrame:
+    """One row per (run, method): beta, rho, seed, CFR (multi), SNSR (joint tuple, proxy; NaN with the
+    reason in ``snsr_missing`` when no group is large enough), NDCG@10, Recall@10, share of
+    last-pass rows whose top-1 the bias changed."""
+    from facterlab.reporting.tables import flatten_method_metrics
+
+    out = []
+    for r in results:
+        s = _sim(r)
+        for m in methods:
+            flat = flatten_method_metrics(r.metrics["methods"][m])
+            rec = r.rows[m]
+            last = rec[rec["pass"] == rec["pass"].max()]
+            snsr = flat.get("snsr_joint")
+            out.append({"beta": s["beta"], "rho": s["rho"], "seed": s["seed_run"], "method": m,
+                        "cfr_multi": _num(flat.get("cfr_multi")), "snsr_joint": _num(snsr),
+                        "snsr_missing": snsr.reason if isinstance(snsr, MissingValue) else "",
+                        "ndcg@10_multi": _num(flat.get("ndcg@10_multi")),
+                        "recall@10_multi": _num(flat.get("recall@10_multi")),
+                        "share_top1_biased": float(truth_frame(last)["top1_changed"].mean())})
+    return pd.DataFrame(out)
+
+
+def detector_table(result, encoder, items: pd.DataFrame, calib_rows: pd.DataFrame, test_rows: pd.DataFrame,
+                   lambdas: Sequence[float] = (0.0, 0.35, 0.7, 1.4), tau_rhos: Sequence[float] = (0.7, 0.8, 0.9),
+                   alpha: Optional[float] = None, method: str = "neutral") -> pd.DataFrame:
+    """Precision and recall of the violation flag S > Q0 as a detector of biased outputs, per (lambda,
+    tau_rho), for ``method``'s first pass (Neutral by default: one static prompt, exchangeable with
+    calibration).  Scores are recomputed from the saved top-1 items and raw titles of the calibration
+    and test rows with the run's own representation (FACTER.md §2); the truth is the simulator's
+    ``top1_changed`` (the bias changed the top-1 item, the only item S looks at).
+
+    Columns: lambda, tau_rho, q0, flagged, biased, true_pos, precision, recall, base_rate, lift
+    (precision / base rate), share_no_neighbour (test rows).
+    """
+    from facterlab.data import prompts
+    from facterlab.facter.monitor import CalibrationState, OnlineScorer
+    from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
+    from facterlab.facter.pipeline import _context_embeddings
+    from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+
+    alpha = float(result.metrics["calibration"]["alpha"] if alpha is None else alpha)
+    items = items if items.index.name == "item_id" else items.set_index("item_id")
+    rep = ItemRepresenter(encoder, items)
+    cal = result.calibration.reset_index(drop=True)
+    calib_rows = calib_rows.set_index("row_id").loc[cal["row_id"].to_numpy()].reset_index()
+    rec = result.rows[method]
+    rec = rec[rec["pass"] == 1].sort_values("position").reset_index(drop=True)
+    test_rows = test_rows.set_index("row_id").loc[rec["row_id"].to_numpy()].reset_index()
+    truth = truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
+    cal_pred = rep.predictions(cal["top1_id"].tolist(), cal["top1_text"].tolist())
+    cal_target = rep.items(calib_rows["target"].tolist())
+    test_pred = rep.predictions(rec["top1_id"].tolist(), rec["top1_text"].tolist())
+    test_target = rep.items(test_rows["target"].tolist())
+    cal_ctx = _context_embeddings(calib_rows, items, encoder, prompts)
+    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
+    cal_groups = list(zip(*(calib_rows[a].astype(str).tolist() for a in PROTECTED)))
+    test_groups = list(zip(*(test_rows[a].astype(str).tolist() for a in PROTECTED)))
+    out = []
+    for tau in tau_rhos:
+        index = counterfactual_neighbours(cal_ctx, cal_groups, tau_rho=float(tau))
+        for lam in lambdas:
+            sc = nonconformity_scores(cal_pred, cal_target, index, cal_pred, lam=float(lam))
+            ct = ConformalThreshold(alpha).fit(sc["S"].to_numpy())
+            state = CalibrationState(q0=ct.threshold_, context_emb=cal_ctx, groups=cal_groups, pred_emb=cal_pred,
+                                     alpha=alpha, k_index=ct.k_index_, n=ct.n_)
+            scorer = OnlineScorer(state, test_ctx, test_groups, test_target, float(lam), float(tau), None)
+            s = np.array([scorer.score(i, test_pred[i])[0] for i in range(len(rec))])
+            flag = s > ct.threshold_
+            tp = int((flag & truth).sum())
+            base = float(truth.mean()) if len(truth) else float("nan")
+            prec = tp / int(flag.sum()) if flag.any() else float("nan")
+            recall = tp / int(truth.sum()) if truth.any() else float("nan")
+            out.append({"lambda": float(lam), "tau_rho": float(tau), "q0": float(ct.threshold_),
+                        "flagged": int(flag.sum()), "biased": int(truth.sum()), "true_pos": tp,
+                        "precision": prec, "recall": recall, "base_rate": base,
+                        "lift": prec / base if base and not math.isnan(prec) else float("nan"),
+                        "share_no_neighbour": float((scorer.index.counts == 0).mean())})
+    return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# checked statements
+
+
+def clearly_below(before: float, after: float, z: float = 2.33) -> bool:
+    """``after`` is below ``before`` by more than ``z`` standard errors of a difference of two Poisson
+    counts (z = 2.33: one-sided 1%).
+
+    >>> clearly_below(60, 30), clearly_below(60, 50), clearly_below(5, 0)
+    (True, False, True)
+    """
+    before, after = float(before), float(after)
+    return after < before and (before - after) > z * math.sqrt(max(before + after, 1.0))
+
+
+def _check(claim: str, measured: str, holds) -> dict:
+    return {"claim": claim, "measured": measured, "holds": None if holds is None else bool(holds)}
+
+
+def coverage_checks(cov: pd.DataFrame, label: str = "") -> list:
+    """One statement per alpha: the exceedance rate's 99% interval reaches [alpha - 1/(n+1), alpha]."""
+    out = []
+    for r in cov.itertuples():
+        ok = r.ci_lo <= r.alpha and r.ci_hi >= r.bound_lo
+        out.append(_check(f"coverage{label}: P(S > Q0) is at most alpha = {r.alpha:g} (and not far below it)",
+                          f"{r.exceed}/{r.n_test} = {r.rate:.3f}, 99% CI [{r.ci_lo:.3f}, {r.ci_hi:.3f}], "
+                          f"bounds [{r.bound_lo:.3f}, {r.alpha:.3f}]", ok))
+    return out
+
+
+def repair_checks(rep: pd.DataFrame) -> list:
+    """Per beta > 0 and rho: does V(Q0) (fixed bar) and V(t) (adaptive bar) fall from pass 1 to the last
+    pass?  Counts are summed over seeds."""
+    out = []
+    last = int(rep["pass"].max())
+    for (beta, rho), g in rep.groupby(["beta", "rho"], sort=True):
+        first_q0 = int(g.loc[g["pass"] == 1, "V_q0"].sum())
+        last_q0 = int(g.loc[g["pass"] == last, "V_q0"].sum())
+        first_t = int(g.loc[g["pass"] == 1, "V_adaptive"].sum())
+        last_t = int(g.loc[g["pass"] == last, "V_adaptive"].sum())
+        b1 = float(g.loc[g["pass"] == 1, "share_top1_biased"].mean())
+        bl = float(g.loc[g["pass"] == last, "share_top1_biased"].mean())
+        out.append(_check(f"repair (beta={beta:g}, rho={rho:g}): violations against the fixed Q0 fall clearly "
+                          f"from pass 1 to pass {last}", f"V(Q0) {first_q0} -> {last_q0}; share of top-1 items the "
+                          f"bias changed {b1:.3f} -> {bl:.3f}", clearly_below(first_q0, last_q0)))
+        out.append(_check(f"repair (beta={beta:g}, rho={rho:g}): violations against the adaptive Q_t fall clearly "
+                          f"from pass 1 to pass {last}", f"V(t) {first_t} -> {last_t}", clearly_below(first_t, last_t)))
+    return out
+
+
+def fairness_checks(fair: pd.DataFrame) -> list:
+    """Per beta > 0: is FACTER's CFR below Fair's and Neutral's (means over seeds)?"""
+    out = []
+    for beta, g in fair.groupby("beta", sort=True):
+        if beta == 0:
+            continue
+        m = g.groupby("method")["cfr_multi"].mean()
+        sd = g.groupby("method")["cfr_multi"].std(ddof=1) if g["seed"].nunique() > 1 else None
+        txt = ", ".join(f"{k} {m[k]:.3f}" + (f" (sd {sd[k]:.3f})" if sd is not None else "") for k in m.index)
+        out.append(_check(f"fairness (beta={beta:g}): FACTER's CFR is below Fair's and Neutral's", txt,
+                          m.get("facter", np.nan) < min(m.get("fair", np.nan), m.get("neutral", np.nan))))
+    return out
+
+
+def detector_checks(det_by_beta: pd.DataFrame) -> list:
+    """Does the detector's recall rise with beta, and is its precision above the base rate (lift > 1)?
+    ``det_by_beta``: :func:`detector_table` rows with a ``beta`` column (one lambda and tau_rho)."""
+    d = det_by_beta[det_by_beta["beta"] > 0].sort_values("beta")
+    out = []
+    if len(d) >= 2:
+        rec = d["recall"].tolist()
+        out.append(_check("detector: recall of S > Q0 for outputs the bias changed rises with beta",
+                          ", ".join(f"beta={b:g}: {r:.3f}" for b, r in zip(d["beta"], rec)),
+                          all(b > a for a, b in zip(rec, rec[1:]))))
+    for r in d.itertuples():
+        k, n = int(r.true_pos), int(r.flagged)
+        lo = clopper_pearson(k, n, 0.99)[0] if n else float("nan")
+        out.append(_check(f"detector (beta={r.beta:g}): flagged outputs are biased more often than outputs in "
+                          "general (99% lower bound of precision above the base rate)",
+                          f"precision {k}/{n} = {r.precision:.3f} (99% lower bound {lo:.3f}), base rate "
+                          f"{r.base_rate:.3f}, lift {r.lift:.2f}", None if not n else lo > r.base_rate))
+    return out
+
+
+def checks_frame(checks: Sequence[dict]) -> pd.DataFrame:
+    """The checked statements as a table (claim, measured, holds: yes / NO / n/a)."""
+    df = pd.DataFrame(list(checks), columns=["claim", "measured", "holds"])
+    df["holds"] = df["holds"].map(lambda v: "n/a" if v is None else ("yes" if v else "NO"))
+    return df
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def _fig_title(title: str, dataset: str, is_synthetic: bool, profile: str) -> str:
+    from facterlab.reporting.figures import title_with_provenance
+
+    return title_with_provenance(title, dataset, is_synthetic, "simulated recommender", profile)
+
+
+def plot_coverage(cov: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = "", note: str = ""):
+    """Exceedance rate against alpha with 99% Clopper-Pearson bars and the conformal band."""
+    import matplotlib.pyplot as plt
+
+    from facterlab.reporting.figures import apply_style
+
+    apply_style()
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    a = cov["alpha"].to_numpy()
+    lim = float(max(a.max(), cov["ci_hi"].max())) * 1.1
+    ax.fill_between([0, lim], [0 - 1.0 / (cov["n_calib"].min() + 1), lim - 1.0 / (cov["n_calib"].min() + 1)],
+                    [0, lim], color="#2ca02c", alpha=0.15, label="conformal band [alpha - 1/(n+1), alpha]")
+    ax.plot([0, lim], [0, lim], color="#2ca02c", lw=1)
+    ax.errorbar(a, cov["rate"], yerr=[cov["rate"] - cov["ci_lo"], cov["ci_hi"] - cov["rate"]], fmt="o",
+                color="#d62728", capsize=3, label="measured P(S > Q0), 99% CI")
+    ax.set_xlim(0, lim)
+    ax.set_ylim(0, lim)
+    ax.set_xlabel("alpha")
+    ax.set_ylabel("share of test rows with S > Q0")
+    ax.legend(loc="upper left", fontsize=8, frameon=True)
+    n = int(cov["n_test"].iloc[0])
+    ax.set_title(_fig_title(f"Coverage of Q0 (Neutral test rows, n = {n}{note})", dataset, is_synthetic, profile),
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
+    """Violations per pass as shares of the test rows, one panel per beta: solid V(Q0), dashed V(t),
+    one colour per rho; a second row of panels: share of top-1 items the bias changed."""
+    import matplotlib.pyplot as plt
+
+    from facterlab.reporting.figures import apply_style
+
+    apply_style()
+    betas = sorted(rep["beta"].unique())
+    rhos = sorted(rep["rho"].unique())
+    colours = dict(zip(rhos, ["#7f7f7f", "#ff7f0e", "#d62728", "#1f77b4", "#2ca02c"]))
+    fig, axes = plt.subplots(2, len(betas), figsize=(3.6 * len(betas), 6.2), sharex=True, squeeze=False)
+    for j, beta in enumerate(betas):
+        g = rep[rep["beta"] == beta]
+        ax, bx = axes[0, j], axes[1, j]
+        for rho in rhos:
+            h = g[g["rho"] == rho].groupby("pass").agg(V_q0=("V_q0", "sum"), V_t=("V_adaptive", "sum"), n=("n", "sum"),
+                                                      biased=("share_top1_biased", "mean"), seeds=("seed", "nunique"))
+            if h.empty:
+                continue
+            ax.plot(h.index, h["V_q0"] / h["n"], "-o", color=colours[rho], label=f"rho={rho:g}: V(Q0)")
+            ax.plot(h.index, h["V_t"] / h["n"], "--s", color=colours[rho], label=f"rho={rho:g}: V(t)", alpha=0.8)
+            bx.plot(h.index, h["biased"], "-o", color=colours[rho], label=f"rho={rho:g} ({int(h['seeds'].max())} seed(s))")
+        ax.set_title(f"beta = {beta:g}", fontsize=9)
+        ax.set_ylabel("violations / test rows" if j == 0 else "")
+        bx.set_ylabel("share of top-1 changed by bias" if j == 0 else "")
+        bx.set_xlabel("pass")
+        ax.set_xticks(sorted(rep["pass"].unique()))
+        ax.set_ylim(bottom=0)
+        bx.set_ylim(0, max(0.05, float(rep["share_top1_biased"].max()) * 1.15))
+    axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    axes[1, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.suptitle(_fig_title("FACTER's repair loop against a recommender that listens with probability rho",
+                            dataset, is_synthetic, profile), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
+    """CFR (left) and SNSR (right) of each method against beta: mean over seeds with +-1 sd bars."""
+    import matplotlib.pyplot as plt
+
+    from facterlab.reporting.figures import PALETTE, apply_style
+
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.9))
+    n_seeds = int(fair["seed"].nunique())
+    for ax, col, label in ((axes[0], "cfr_multi", "CFR (multi-attribute flip)"), (axes[1], "snsr_joint", "SNSR (joint groups)")):
+        for k, (method, g) in enumerate(fair.groupby("method", sort=False)):
+            s = g.groupby("beta")[col].agg(["mean", "std", "count"])
+            x = s.index.to_numpy(dtype=float) + (k - 1) * 0.03
+            ax.errorbar(x, s["mean"], yerr=s["std"].fillna(0.0) if n_seeds > 1 else None, fmt="-o", capsize=3,
+                        color=PALETTE.get(method), label=method.capitalize() if method != "facter" else "FACTER")
+        ax.set_xlabel("bias strength beta (score SDs)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+    missing = fair.loc[fair["snsr_joint"].isna(), "snsr_missing"].unique()
+    if len(missing):
+        axes[1].text(0.02, 0.95, "n/a: " + "; ".join(str(m) for m in missing)[:90], transform=axes[1].transAxes,
+                     fontsize=7, va="top")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(_fig_title(f"Counterfactual fairness against the true bias ({n_seeds} seed(s); bars: +-1 sd)",
+                            dataset, is_synthetic, profile), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
+    """Left: precision and recall of S > Q0 against lambda, one line per tau_rho (base rate dotted);
+    right: recall and precision against beta at the run's lambda and tau_rho."""
+    import matplotlib.pyplot as plt
+
+    from facterlab.reporting.figures import apply_style
+
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
+    ax = axes[0]
+    for k, (tau, g) in enumerate(det.groupby("tau_rho", sort=True)):
+        c = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"][k % 4]
+        ax.plot(g["lambda"], g["precision"], "-o", color=c, label=f"precision, tau_rho={tau:g} "
+                f"({g['share_no_neighbour'].iloc[0]:.0%} rows w/o neighbour)")
+        ax.plot(g["lambda"], g["recall"], "--s", color=c, label=f"recall, tau_rho={tau:g}")
+    ax.axhline(float(det["base_rate"].iloc[0]), color="k", ls=":", lw=1, label="base rate (share biased)")
+    ax.set_xlabel("lambda (weight of the fairness penalty)")
+    ax.set_ylabel("precision / recall")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=6.5, loc="upper right")
+    ax.set_title(f"Detector vs lambda and tau_rho (n = {int(det['biased'].iloc[0])} biased rows)", fontsize=9)
+    bx = axes[1]
+    d = det_by_beta[det_by_beta["beta"] > 0]
+    bx.plot(d["beta"], d["recall"], "-o", color="#d62728", label="recall")
+    bx.plot(d["beta"], d["precision"], "-s", color="#1f77b4", label="precision")
+    bx.plot(d["beta"], d["base_rate"], ":", color="k", label="base rate")
+    bx.set_xlabel("bias strength beta")
+    bx.set_ylim(0, 1)
+    bx.legend(fontsize=8)
+    bx.set_title("Detector vs beta (run's lambda, tau_rho)", fontsize=9)
+    fig.suptitle(_fig_title("Violations as a detector of outputs the bias changed (top-1)", dataset, is_synthetic,
+                            profile), fontsize=9)
+    fig.tight_layout()
+    return fig

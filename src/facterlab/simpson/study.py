@@ -1,0 +1,129 @@
+"""Studies on top of the simulator: which reading of the paper's text reproduces its qualitative
+claims, and the aggregate gap moving while the PerUserGap is held fixed (Prost et al. 2022, Fig. 4).
+
+- :func:`variant_study` runs, for every named reading (``noise`` in item/user x ``mu1`` in
+  printed/orthonormal, see :mod:`facterlab.simpson.simulate`), a sweep of the noise level sigma_1
+  (d_1 = 1.5) and of the density d_1 (sigma_1 = 0) at b = 0.03, with both IPS estimates;
+  :func:`variant_verdicts` scores each reading against the paper's claims with rules fixed in
+  advance (``MOVE_PP``, ``HALF_RULE``): "both knobs move the aggregate" and "the estimate stays close".
+- :func:`calibrate_bias` finds the model bias b that puts the PerUserGap at a target (0 by default)
+  for one configuration; :func:`hold_per_user_gap` does so along a sweep, so the aggregate gap can be
+  read against density or noise with the PerUserGap fixed.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.simpson.gaps import per_user_gap
+from facterlab.simpson.simulate import MU1_READINGS, NOISE_READINGS, SimConfig, measure, run, simulate
+
+MOVE_PP = 1.0  # a knob "moves the aggregate" when the seed-mean of Agg - PerUser spans >= 1 pp over the knob
+HALF_RULE = 0.5  # "the estimate stays close": mean |IPS model - PerUser| <= half of mean |Agg - PerUser|
+VARIANTS = tuple({"noise": n, "mu1": m} for n, m in itertools.product(NOISE_READINGS, MU1_READINGS))
+
+
+def variant_name(noise: str, mu1: str) -> str:
+    return f"noise={noise}, mu1={mu1}"
+
+
+def variant_study(n_users: int = 10_000, seeds: Sequence[int] = range(3), n_points: int = 6, bias: float = 0.03,
+                  variants: Iterable[dict] = VARIANTS, base: Optional[SimConfig] = None,
+                  progress: bool = True) -> pd.DataFrame:
+    """One row per (reading, swept knob, value, seed) with every read-out of :func:`run`.
+
+    Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
+    (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.
+    """
+    from tqdm.auto import tqdm
+
+    base = (base or SimConfig()).replace(n_users=int(n_users), bias=float(bias))
+    sweeps = {"sigma1": ("d1", 1.5, np.linspace(0.0, 10.0, n_points)),
+              "d1": ("sigma1", 0.0, np.linspace(1.5, 4.0, n_points))}
+    jobs = [(v, knob, float(x), int(s)) for v in variants for knob, (_, _, xs) in sweeps.items()
+            for x in xs for s in seeds]
+    rows = []
+    for v, knob, x, s in tqdm(jobs, desc="variant study", disable=not progress):
+        other, other_value, _ = sweeps[knob]
+        cfg = base.replace(noise=v["noise"], mu1=v["mu1"], seed=s, **{knob: x, other: other_value})
+        res = run(cfg)
+        res.update(variant=variant_name(v["noise"], v["mu1"]), knob=knob, value=x)
+        rows.append(res)
+    return pd.DataFrame(rows)
+
+
+def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: float = HALF_RULE) -> pd.DataFrame:
+    """Per reading: how far each knob moves the aggregate gap (pp, range of the seed means over the
+    knob's values) and its distance to the PerUserGap, how much sigma_1 lowers performance nDCG(u*),
+    the mean errors of the aggregate and of both IPS estimates against the PerUserGap, and the two
+    verdicts ``both_knobs_move_aggregate`` and ``model_ips_stays_close``."""
+    d = df.assign(agg_minus_pu_pp=100 * (df["aggregate_gap"] - df["per_user_gap"]),
+                  agg_pp=100 * df["aggregate_gap"], pu_pp=100 * df["per_user_gap"])
+    out = []
+    for name, g in d.groupby("variant", sort=False):
+        row = {"variant": name}
+        for knob in ("sigma1", "d1"):
+            m = g[g["knob"] == knob].groupby("value")[["agg_minus_pu_pp", "agg_pp", "pu_pp", "probe_ndcg"]].mean()
+            row[f"{knob}_range_agg_minus_pu_pp"] = float(m["agg_minus_pu_pp"].max() - m["agg_minus_pu_pp"].min())
+            row[f"{knob}_range_aggregate_pp"] = float(m["agg_pp"].max() - m["agg_pp"].min())
+            row[f"{knob}_range_per_user_pp"] = float(m["pu_pp"].max() - m["pu_pp"].min())
+            if knob == "sigma1":
+                row["sigma1_ndcg_drop"] = float(m["probe_ndcg"].iloc[0] - m["probe_ndcg"].iloc[-1])
+        agg_err = float((g["agg_minus_pu_pp"]).abs().mean())
+        row["mean_abs_aggregate_error_pp"] = agg_err
+        for k in ("ips_model", "ips_counts", "ips_oracle"):
+            if k in g:
+                row[f"mean_abs_{k}_error_pp"] = float((100 * (g[k] - g["per_user_gap"])).abs().mean())
+        row["model_error_ratio"] = row["mean_abs_ips_model_error_pp"] / agg_err if agg_err > 0 else float("nan")
+        row["mean_share_defined"] = float(g["share_defined"].mean())
+        row["both_knobs_move_aggregate"] = bool(row["sigma1_range_agg_minus_pu_pp"] >= move_pp
+                                                and row["d1_range_agg_minus_pu_pp"] >= move_pp)
+        row["model_ips_stays_close"] = bool(row["model_error_ratio"] <= half_rule)
+        out.append(row)
+    return pd.DataFrame(out).set_index("variant")
+
+
+def calibrate_bias(cfg: SimConfig, target: float = 0.0, bracket: tuple = (-0.5, 0.5), xtol: float = 1e-4) -> float:
+    """The model bias b at which the PerUserGap of ``cfg`` (its seed, noise draws and users fixed)
+    equals ``target`` (raw units), by Brent's method.  Raising b lifts every group-1 item for every
+    user by the same amount, so the PerUserGap is non-increasing in b and the root is bracketed when
+    the gap's sign differs at the bracket's ends; otherwise a ValueError says so.
+
+    >>> cfg = SimConfig(n_users=400, sigma1=2.0)
+    >>> b = calibrate_bias(cfg)
+    >>> abs(per_user_gap(simulate(cfg.replace(bias=b)).stats).value) < 2e-3
+    True
+    """
+    from scipy.optimize import brentq
+
+    def f(b):
+        return per_user_gap(simulate(cfg.replace(bias=float(b))).stats).value - target
+
+    lo, hi = f(bracket[0]), f(bracket[1])
+    if not (np.isfinite(lo) and np.isfinite(hi)) or np.sign(lo) == np.sign(hi):
+        raise ValueError(f"PerUserGap - target does not change sign for b in {bracket} "
+                         f"({lo:+.4f} .. {hi:+.4f}): widen the bracket or change the target")
+    return float(brentq(f, bracket[0], bracket[1], xtol=xtol))
+
+
+def hold_per_user_gap(param: str, values: Iterable, seeds: Sequence[int] = range(3),
+                      base: SimConfig = SimConfig(), target: float = 0.0, progress: bool = True) -> pd.DataFrame:
+    """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
+    calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
+    ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target."""
+    from tqdm.auto import tqdm
+
+    rows = []
+    for v, s in tqdm(list(itertools.product(list(values), list(seeds))), desc=f"hold PerUserGap, {param}",
+                     disable=not progress):
+        cfg = base.replace(**{param: float(v), "seed": int(s)})
+        b = calibrate_bias(cfg, target)
+        sim = simulate(cfg.replace(bias=b))
+        res = {k: getattr(sim.config, k) for k in ("n_users", "d1", "sigma1", "bias", "seed", "noise", "mu1")}
+        res.update(measure(sim, ips=False))
+        res["held_per_user_gap_target"] = target
+        rows.append(res)
+    return pd.DataFrame(rows)

@@ -1,0 +1,93 @@
+"""FACTER's claims against a recommender with known bias (facterlab.reporting.ground_truth).
+
+A hand-built world (tests/facter_world.py: four taste genres, Romance liked by nobody) and the
+simulated recommender pushing Romance to women: there the bias is what makes scores large, the
+setting FACTER is designed for.  These tests fail if calibration, the monitor, rule mining or the
+prompt repair break.  Notebook 09 asks the same questions on real data.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from facterlab.config import preset
+from facterlab.data.protocol import build_interactions
+from facterlab.facter.pipeline import run_experiment
+from facterlab.models.fake import HashEncoder
+from facterlab.models.simulated import SimulatedRecommender, training_pairs
+from facterlab.reporting import ground_truth as gt
+from tests.facter_world import make_world
+
+BIAS = {"gender": {"F": ("Romance",)}}
+
+
+@pytest.fixture(scope="module")
+def world_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gt_runs")
+    ds = make_world(n_users=160, seed=0)
+    runs = {}
+    for beta, rho in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0)):
+        cfg = preset("repro", data__dataset="synthetic", data__n_rows=600, data__n_candidates=20, model__llm="simulated",
+                     model__encoder="hash-encoder", facter__passes=3, metrics__cfr_rows=50, metrics__snsr_min_group=10,
+                     sim__beta=beta, sim__rho=rho, sim__demote=1000.0, sim__h=0.0, sim__n_factors=8)
+        inter = build_interactions(ds, cfg.data)
+        rows = pd.concat([inter.calib, inter.test], ignore_index=True)
+        s = cfg.sim
+        rec = SimulatedRecommender(inter.items, training_pairs(rows), "open", beta=s.beta, sigma=s.sigma, rho=s.rho,
+                                   h=s.h, phi=s.phi, demote=s.demote, n_factors=s.n_factors, bias_table=BIAS)
+        runs[(beta, rho)] = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out,
+                                           progress=False)
+    return inter, runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beta", [0.0, 6.0])
+def test_exceedance_rate_is_within_its_interval_of_alpha(world_runs, beta):
+    _, runs = world_runs
+    cov = gt.coverage_table([runs[(beta, 1.0)]], alphas=(0.1, 0.2, 0.3), level=0.99)
+    assert (cov["n_test"] == 180).all()
+    for r in cov.itertuples():
+        assert r.ci_lo <= r.alpha, f"alpha={r.alpha}: rate {r.rate} significantly above alpha"
+        assert r.ci_hi >= r.bound_lo, f"alpha={r.alpha}: rate {r.rate} significantly below alpha - 1/(n+1)"
+    assert all(c["holds"] for c in gt.coverage_checks(cov))
+
+
+@pytest.mark.slow
+def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
+    _, runs = world_runs
+    rep = gt.repair_table([runs[(6.0, 1.0)], runs[(6.0, 0.0)]])
+    last = rep["pass"].max()
+    v = {(rho, p): int(g["V_q0"].sum()) for (rho, p), g in rep.groupby(["rho", "pass"])}
+    biased = {(rho, p): float(g["share_top1_biased"].mean()) for (rho, p), g in rep.groupby(["rho", "pass"])}
+    # listening: the bias is gone by the last pass, and with it the violations it caused
+    assert biased[(1.0, last)] <= 0.05 < 0.2 <= biased[(0.0, last)]
+    assert gt.clearly_below(v[(0.0, last)], v[(1.0, last)])
+    # not listening: nothing falls against the fixed bar
+    assert not gt.clearly_below(v[(0.0, 1)], v[(0.0, last)])
+    assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
+    rules = runs[(6.0, 1.0)].metrics["methods"]["facter"]["rules_in_last_pass"]
+    assert "AVOID: (gender=F) -> (Romance-only)" in rules
+    # CFR: FACTER with a listening recommender is the fairest method
+    cfr = {m: runs[(6.0, 1.0)].metrics["methods"][m]["cfr_multi"] for m in ("neutral", "fair", "facter")}
+    assert cfr["facter"] < cfr["fair"] <= cfr["neutral"]
+
+
+@pytest.mark.slow
+def test_violations_flag_biased_outputs_and_precision_rises_with_beta(world_runs):
+    inter, runs = world_runs
+    det = pd.concat([gt.detector_table(runs[(b, 1.0)], HashEncoder(), inter.items, inter.calib, inter.test,
+                                       lambdas=(0.7,), tau_rhos=(0.9,)).assign(beta=b) for b in (3.0, 6.0)],
+                    ignore_index=True)
+    assert det["biased"].iloc[1] > det["biased"].iloc[0] > 0
+    assert det["precision"].iloc[1] > det["precision"].iloc[0]
+    lo = gt.clopper_pearson(int(det["true_pos"].iloc[1]), int(det["flagged"].iloc[1]), 0.99)[0]
+    assert lo > det["base_rate"].iloc[1]
+    checks = gt.detector_checks(det)
+    assert checks[-1]["holds"] is True
+
+
+def test_truth_frame_needs_the_simulators_raw_output():
+    with pytest.raises(ValueError, match="raw"):
+        gt.truth_frame(pd.DataFrame({"x": [1]}))
+    with pytest.raises(ValueError, match="simulated recommender's JSON"):
+        gt.truth_frame(pd.DataFrame({"raw": ["not json"]}))
