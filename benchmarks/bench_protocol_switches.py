@@ -38,11 +38,42 @@ COLUMNS = (  # (label, method, flat metric key, decimals)
 
 
 def _recommender(kind: str, ds, protocol: str):
-    if kind == "simulated":
-        return None  # run_experiment builds it from the run's own interactions (model.llm = "simulated")
+    if kind in ("simulated", "smollm2"):
+        return None  # run_experiment builds it (simulated: from the run's own interactions; smollm2: cached LLM)
     from facterlab.models.fake import FakeRecommender
 
     return FakeRecommender(ds.items, protocol=protocol, mode="biased", obey_rules=True, bias_share=0.5)
+
+
+def data_facts(ds, cfg) -> list:
+    """Lines on what the tie order and the duplicate-title fix touch in this dataset."""
+    import numpy as np
+
+    from facterlab.data.protocol import build_interactions, eligible_positions, positives
+
+    r = ds.ratings[ds.ratings["rating"] >= cfg.min_rating]
+    tied = r.duplicated(["user_id", "timestamp"], keep=False).mean()
+    a, b = positives(ds, cfg.min_rating, "item_id"), positives(ds, cfg.min_rating, "file_order")
+    elig = eligible_positions(a, cfg.history_len)
+    h, w = cfg.history_len, cfg.future_window
+    differ = sum(1 for p in elig if not (
+        np.array_equal(a.items[p - h:p], b.items[p - h:p]) and a.items[p] == b.items[p]
+        and np.array_equal(a.items[p:min(p + w, a.end[p])], b.items[p:min(p + w, b.end[p])])))
+    rows = build_interactions(ds, cfg).rows
+    titles = ds.items.set_index("item_id")["title"].astype(str).to_dict()
+    dup_lists = unreachable = 0
+    for cands, rel in zip(rows["candidates"], rows["relevant"]):
+        first: dict = {}
+        for c in cands:
+            first.setdefault(titles[c], c)
+        dup_lists += len(first) < len(cands)
+        unreachable += any(x in set(cands) and x not in set(first.values()) for x in rel)
+    return [f"positive ratings tied in time with another of the same user: {tied:.1%}",
+            f"eligible rows whose history, target or relevance set depends on the tie order: {differ:,} of "
+            f"{len(elig):,} ({differ / len(elig):.1%})",
+            f"catalogue titles that repeat an earlier one: {int(ds.items['title'].duplicated().sum())}",
+            f"candidate lists ({cfg.tie_order} rows) holding a duplicated title: {dup_lists} of {len(rows)}; rows with "
+            f"a relevant candidate that the old exact-title mapping could never hit: {unreachable}"]
 
 
 def _values(metrics: dict) -> dict:
@@ -59,17 +90,28 @@ def _values(metrics: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="ml-100k")
-    ap.add_argument("--recommender", nargs="+", default=["simulated", "fake"], choices=["simulated", "fake"])
+    ap.add_argument("--recommender", nargs="+", default=["simulated", "fake"], choices=["simulated", "fake", "smollm2"],
+                    help="smollm2: the bundled SmolLM2-135M on CPU (slow: use small --n-rows)")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="LLM tokens per answer (smollm2; default 250)")
+    ap.add_argument("--cfr-rows", type=int, default=None, help="test rows sampled for CFR (default 200)")
     ap.add_argument("--n-rows", type=int, default=None, help="default: the dataset's protocol size (2,500)")
     ap.add_argument("--encoder", default="all-MiniLM-L6-v2", help='a registry name, or "hash" (fast, no torch)')
     ap.add_argument("--protocol", default="open", choices=["open", "rank"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--facts-only", action="store_true", help="print the data facts and stop")
     args = ap.parse_args()
 
     from facterlab.data import load_dataset
     from facterlab.facter.pipeline import run_experiment
 
     ds = load_dataset(args.dataset)
+    out_dir = tempfile.mkdtemp(prefix="protocol-switches-")
+    data_cfg = preset("repro", data__dataset=args.dataset, data__n_rows=args.n_rows).data
+    print(f"### {args.dataset}: what the data-level switches touch\n")
+    for line in data_facts(ds, data_cfg):
+        print(f"- {line}")
+    if args.facts_only:
+        return
     if args.encoder == "hash":
         from facterlab.models.fake import HashEncoder
 
@@ -78,12 +120,17 @@ def main() -> None:
         from facterlab.models import load_encoder
 
         encoder = load_encoder(args.encoder, device="cpu")
-    out_dir = tempfile.mkdtemp(prefix="protocol-switches-")
     for kind in args.recommender:
         base = dict(data__dataset=args.dataset, data__n_rows=args.n_rows, protocol=args.protocol, seed=args.seed,
                     model__encoder=args.encoder if args.encoder != "hash" else "hash-encoder")
         if kind == "simulated":
             base["model__llm"] = "simulated"
+        if kind == "smollm2":
+            base.update({"model__llm": "smollm2-135m", "model__device": "cpu"})
+            if args.max_new_tokens:
+                base["model__max_new_tokens"] = args.max_new_tokens
+        if args.cfr_rows:
+            base["metrics__cfr_rows"] = args.cfr_rows
         runs = [("repro preset (REPRO on every switch)", preset("repro", **base))]
         for key, (_, ours) in PROTOCOL_SWITCHES.items():
             runs.append((f"{key.split('__')[1]} = {ours}", preset("repro", **base, **{key: ours})))

@@ -87,7 +87,7 @@ def main() -> None:
         table = comparison_table(df)
         for k, r in table.iterrows():
             paper = "" if r.paper_pp != r.paper_pp else f" (paper {r.paper_pp})"
-            verdict = "" if k == "aggregate_gap" else f", half rule passed in {r.seeds_passing_half_rule}/3 seeds"
+            verdict = "" if k == "aggregate_gap" else f", half rule passed in {int(r.seeds_passing_half_rule)}/3 seeds"
             print(f"  {r.label}: mean |x - PerUser| = {r.mean_abs_error_pp:.2f} ± {r.sd_over_seeds_pp:.2f} pp{paper}{verdict}")
         if args.grid_only:
             print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

@@ -66,7 +66,7 @@ def test_presets_take_each_sides_choice():
         preset("repro", facter__top1="first")
 
 
-def test_run_records_every_switch_and_the_switches_act(tmp_path):
+def test_run_records_every_switch(tmp_path):
     ds = make_world()
     out = {}
     for name in ("repro", "facterlab"):
@@ -79,8 +79,10 @@ def test_run_records_every_switch_and_the_switches_act(tmp_path):
         v = res.metrics["variants"]
         for key, pair in PROTOCOL_SWITCHES.items():
             assert v[key.split("__")[1]] == pair[0 if name == "repro" else 1]
-    # the user prompt follows gender_in_prompt (the fake answers from meta, so only the wording differs)
     assert out["repro"].run_id != out["facterlab"].run_id
+    # REPRO's top-1 is never an unmapped title when a later title maps
+    recs = out["repro"].rows["facter"]
+    assert ((recs["top1_id"] >= 0) | recs["mapped_ids"].map(lambda m: all(x < 0 for x in m))).all()
 
 
 # ------------------------------------------------------------------ top-1 and empty outputs

@@ -287,4 +287,5 @@ def test_hub_model_weights_load_once_across_download(monkeypatch, tmp_path):
     assert before.fingerprint == after.fingerprint == "acme/tiny-chat@0123456789ab"
     assert llm._load_weights(after, "cpu", "float32", False)[1] is llm._load_weights(before, "cpu", "float32", False)[1]
     assert calls == ["acme/tiny-chat", "acme/tiny-chat"]  # one tokenizer, one model
-    llm._WEIGHTS.clear()
+    for k in [k for k in llm._WEIGHTS if k[0] == "hub:acme/tiny-chat"]:
+        del llm._WEIGHTS[k]

@@ -37,7 +37,13 @@ SMOKE_LINE = (
 )
 
 
-def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]") -> str:
+SIM_LINES = """SIMULATED = True             # also run the simulated recommender with known bias beside the LLM (docs/SIMULATED.md)
+SIM_N_INTERACTIONS = 2500    # its rows: the paper's n (seconds of CPU, not hours)
+SIM_BETA = 2.0               # its bias strength (score SDs); rule compliance rho = 1
+"""
+
+
+def base_params(extra: str = "", protocol: str = "open", seeds: str = "[0]", simulated: bool = False) -> str:
     d = dict(DEFAULTS, N_INTERACTIONS=RANK_ROWS, CFR_ROWS=RANK_CFR_ROWS) if protocol == "rank" else DEFAULTS
     ranker = d["RANKER"]
     return f'''PROFILE = "default"          # default | paper | smoke (set by `facterlab reproduce`)
@@ -56,7 +62,7 @@ DEVICE = "auto"
 SNSR_MIN_GROUP = 30          # groups with fewer rows are left out of SNSR (REPRO: 30)
 RANKER = "{ranker}"        # rank protocol only: likelihood (fast, CPU default) | generate (REPRO)
 DATA_DIR = None              # None: $FACTERLAB_DATA
-{extra}'''.rstrip() + "\n"
+{SIM_LINES if simulated else ""}{extra}'''.rstrip() + "\n"
 
 
 IMPORTS = code('''
@@ -77,6 +83,16 @@ def config(seed, dataset=None, model=None, protocol=None, **kw):
                          preset_name=PRESET, seed=seed, n_rows=N_INTERACTIONS, passes=PASSES,
                          cfr_rows=CFR_ROWS, max_new_tokens=MAX_NEW_TOKENS, batch_size=BATCH_SIZE,
                          device=DEVICE, ranker=RANKER, metrics__snsr_min_group=SNSR_MIN_GROUP, **kw)
+
+
+def sim_config(seed, dataset=None, protocol=None):
+    """The simulated recommender's run beside the LLM's (docs/SIMULATED.md): same dataset, preset and
+    passes, the paper's n and 200 CFR rows (tiny sizes and the torch-free encoder under SMOKE)."""
+    return ex.run_config(dataset=dataset or DATASET, model="simulated", protocol=protocol or PROTOCOL,
+                         preset_name=PRESET, seed=seed, n_rows=min(SIM_N_INTERACTIONS, 300) if SMOKE else SIM_N_INTERACTIONS,
+                         passes=PASSES, cfr_rows=CFR_ROWS if SMOKE else 200,
+                         encoder="hash-encoder" if SMOKE else "all-MiniLM-L6-v2", sim__beta=float(SIM_BETA),
+                         metrics__snsr_min_group=SNSR_MIN_GROUP if SMOKE else 30)
 ''')
 
 
@@ -173,15 +189,23 @@ attributes flipped) and the violation counts of the last pass against the fixed 
 adaptive threshold, V(t).  Cells are mean ± sd over seeds.  REPRO's published numbers (ML-1M,
 Llama-3-8B) follow as rows labelled with their source; they are not the same setting unless the
 `paper` profile ran.  "n/a [k]" cells give their reason in footnote k.
+
+With `SIMULATED = True` the table also has the rows of the **simulated recommender** (model
+`simulated`: PureSVD preferences plus a known demographic bias, docs/SIMULATED.md) at the paper's
+n = 2,500, so that the table has rows with signal even where the LLM is the tiny bundled one.  Its
+rows say `simulated` in the Model column; they are not LLM results.
 '''),
-        params(base_params('DATASETS = None              # datasets of the table; None: [DATASET] (paper profile: ml-1m, amazon)')),
+        params(base_params('DATASETS = None              # datasets of the table; None: [DATASET] (paper profile: ml-1m, amazon)',
+                           simulated=True)),
         IMPORTS,
         code('''
 DATASETS = DATASETS or [DATASET]
 results = [ex.run(config(seed, dataset=ds), data_dir=DATA_DIR) for ds in DATASETS for seed in SEEDS]
-runs = [r.metrics for r in results]
+sim_results = [ex.run(sim_config(seed, dataset=ds), data_dir=DATA_DIR, progress=False)
+               for ds in DATASETS for seed in SEEDS] if SIMULATED else []
+runs = [r.metrics for r in results + sim_results]
 table = tb.method_table(runs, name="table1_open_generation", title="Table 1: open generation",
-                        columns=tb.OPEN_COLUMNS, profile=PROFILE)
+                        columns=tb.OPEN_COLUMNS, row_by=("dataset", "model", "n_test"), profile=PROFILE)
 display(Markdown(table.to_markdown()))
 '''),
         code('''
@@ -192,8 +216,9 @@ fig = ff.method_bars(runs[0], ["ndcg@10_multi", "valid@10", "snsr_joint", "cfr_m
 table.save()
 save_figure(fig, "table1_open_generation")
 write_metrics("03_table1_open_generation", {
-    **ex.provenance(results, PROFILE, "03_table1_open_generation"),
-    "runs": [{"run_id": r.run_id, "dataset": r.metrics["dataset"], "methods": ex.flat_json(r.metrics)} for r in results],
+    **ex.provenance(results + sim_results, PROFILE, "03_table1_open_generation"),
+    "runs": [{"run_id": r.run_id, "dataset": r.metrics["dataset"], "model": r.metrics["model_name"],
+              "methods": ex.flat_json(r.metrics)} for r in results + sim_results],
 })
 '''),
     ]
@@ -238,23 +263,28 @@ def nb05():
 FACTER.md §1.2 step 5: each test row has 40 candidates (its relevance set minus history, at most 10,
 plus uniform negatives), and the model ranks them.  The random ranking is the floor to beat (about
 0.24 NDCG@10 multi for this design); it is a row of the table.  Valid@10 is not a re-ranking metric
-(every output is a candidate), so that column is left out.
+(every output is a candidate), so that column is left out.  With `SIMULATED = True` the rows of the
+simulated recommender with known bias (docs/SIMULATED.md) follow, at the paper's n, labelled
+`simulated`: a ranker with real signal, to read the floor against.
 '''),
-        params(base_params(protocol="rank")),
+        params(base_params(protocol="rank", simulated=True)),
         IMPORTS,
         code('''
 results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
-runs = [r.metrics for r in results]
+sim_results = [ex.run(sim_config(seed), data_dir=DATA_DIR, progress=False) for seed in SEEDS] if SIMULATED else []
+runs = [r.metrics for r in results + sim_results]
 table = tb.method_table(runs, name="table3_reranking", title="Table 3: re-ranking 40 candidates",
-                        columns=tb.RANK_COLUMNS, profile=PROFILE, random_floor=True)
+                        columns=tb.RANK_COLUMNS, row_by=("dataset", "model", "n_test"), profile=PROFILE,
+                        random_floor=True)
 display(Markdown(table.to_markdown()))
 '''),
         code('''
 table.save()
 write_metrics("05_table3_reranking", {
-    **ex.provenance(results, PROFILE, "05_table3_reranking"),
-    "random_floor": [ex.flat_random_floor(r.metrics) for r in results],
-    "runs": [{"run_id": r.run_id, "methods": ex.flat_json(r.metrics)} for r in results],
+    **ex.provenance(results + sim_results, PROFILE, "05_table3_reranking"),
+    "random_floor": [ex.flat_random_floor(r.metrics) for r in results + sim_results],
+    "runs": [{"run_id": r.run_id, "model": r.metrics["model_name"], "methods": ex.flat_json(r.metrics)}
+             for r in results + sim_results],
 })
 '''),
     ]
@@ -272,31 +302,40 @@ Q only rises, so V(t) falls partly because the bar moves: compare V(0), which ke
 The figure shows counts as shares of the test rows, so that runs of different sizes compare;
 REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed, of 750 test rows;
 Q 1.004 -> 1.494) are drawn as hollow markers for reference.  The table keeps the counts.
+
+One column per source of answers: the LLM run, and (with `SIMULATED = True`) the simulated
+recommender with known bias at the paper's n (docs/SIMULATED.md), so that the figure has a panel
+with signal on a CPU.  Rates (top) and thresholds (bottom) have their own axes.
 '''),
-        params(base_params()),
+        params(base_params(simulated=True)),
         IMPORTS,
         code('''
 from facterlab.reporting.published import published_value
 
 results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
+sim_results = [ex.run(sim_config(seed), data_dir=DATA_DIR, progress=False) for seed in SEEDS] if SIMULATED else []
 runs = [r.metrics for r in results]
-table = tb.per_pass_table(runs, name="fig1_violations_by_pass", title="Figure 1: FACTER violations by pass",
+sim_runs = [r.metrics for r in sim_results]
+table = tb.per_pass_table(runs + sim_runs, name="fig1_violations_by_pass", title="Figure 1: FACTER violations by pass",
                           profile=PROFILE)
 display(Markdown(table.to_markdown()))
 ref = {k: [published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", key, i) for i in range(n)]
        for k, key, n in (("adaptive", "violations_adaptive_pass", 3), ("fixed_q0", "violations_fixed_q0_pass", 3),
                          ("threshold_path", "threshold_path", 4))}
-fig = ff.violations_by_pass(runs, "Figure 1: violations by pass", PROFILE, published=ref)
+panels = [(f"LLM: {ex.model_label(MODEL)}", runs)]
+if sim_runs:
+    panels.append((f"simulated recommender, known bias (beta = {SIM_BETA:g}, rho = 1)", sim_runs))
+fig = ff.figure1(panels, "Figure 1: FACTER violations by pass", PROFILE, published=ref)
 '''),
         code('''
 table.save()
 save_figure(fig, "fig1_violations_by_pass")
 write_metrics("06_fig1_violations_by_pass", {
-    **ex.provenance(results, PROFILE, "06_fig1_violations_by_pass"),
-    "runs": [{"run_id": r.run_id, "violations": r.metrics["methods"]["facter"]["violations"],
+    **ex.provenance(results + sim_results, PROFILE, "06_fig1_violations_by_pass"),
+    "runs": [{"run_id": r.run_id, "model": r.metrics["model_name"], "violations": r.metrics["methods"]["facter"]["violations"],
               "threshold_path": r.metrics["methods"]["facter"]["threshold_path"],
               "baselines": {b: r.metrics["methods"][b]["violations"] for b in ("neutral", "fair")}}
-             for r in results],
+             for r in results + sim_results],
 })
 '''),
     ]
@@ -548,9 +587,9 @@ write_metrics("09_facter_ground_truth", {
     "model": "simulated", "encoder": ENCODER, "protocol": PROTOCOL, "preset": PRESET,
     "run_ids": sorted({r.run_id for r in list(listening.values()) + list(by_rho.values())}), "seeds": SEEDS,
     "sim": {"betas": BETAS, "rhos": RHOS, "sigma": SIGMA, "h": H, "phi": PHI, "demote": DEMOTE},
-    "coverage": cov0.to_dict("records"), "coverage_high_beta": cov_hi.to_dict("records"),
-    "repair": rep.to_dict("records"), "fairness": fair.to_dict("records"),
-    "detector": det.to_dict("records"), "detector_by_beta": det_beta.to_dict("records"),
+    "coverage": gt.records_with_reasons(cov0), "coverage_high_beta": gt.records_with_reasons(cov_hi),
+    "repair": gt.records_with_reasons(rep), "fairness": gt.records_with_reasons(fair),
+    "detector": gt.records_with_reasons(det), "detector_by_beta": gt.records_with_reasons(det_beta),
     "checks": checks,
 })
 '''),
@@ -572,39 +611,60 @@ ranked higher than relevant long-tail ones.  We also compute the gaps within the
 groups, and the naive and IPS estimates from a random experiment that shows each row one random
 candidate (SIMPSON.md §2).  The last cell says whether the two views disagree for this recommender.
 Each interaction row counts as one user (a user with several rows counts once per row).
+With `SIMULATED = True` the same analysis runs on the simulated recommender with known bias at the
+paper's n (750 test rows; docs/SIMULATED.md), where the groups are large enough for the per-user and
+the aggregate view to be compared; its table and figure are `simpson_sim_gaps`.  Group labels carry
+their n.
 '''),
         params(base_params('HEAD_SHARE = 0.2             # share of items that count as popular\n'
                            'EXPOSURE = "log"             # log: 1/log2(1+p) | position\n'
                            'SHOWN_SEED = 0               # seed of the random shown item per row',
-                           protocol="rank")),
+                           protocol="rank", simulated=True)),
         IMPORTS,
         code('''
 from facterlab.reporting import llm_simpson as ls
 
-result = ex.run(config(SEEDS[0]), data_dir=DATA_DIR)
-m = result.metrics
-cfg = config(SEEDS[0])
-rows_by_method, item_group = ex.rank_rows_with_groups(result, cfg, head_share=HEAD_SHARE, data_dir=DATA_DIR)
-reports = {method: ls.llm_simpson_report(rows, item_group, exposure=EXPOSURE, seed=SHOWN_SEED)
-           for method, rows in rows_by_method.items()}
-frame = ls.report_frame(reports)
-display(Markdown(tb.frame_table(frame, name="simpson_llm_gaps", title="Exposure gaps (popular - long tail)",
-                                notes=[f"profile {PROFILE}, dataset {m['dataset']}, model {m.get('model_name', m['model'])}"]).to_markdown()))
+sources = [(f"LLM: {ex.model_label(MODEL)}", config(SEEDS[0]))]
+if SIMULATED:
+    sources.append((f"simulated recommender (beta = {SIM_BETA:g})", sim_config(SEEDS[0])))
+results, frames, all_reports, verdicts = [], {}, {}, {}
+for label, cfg in sources:
+    result = ex.run(cfg, data_dir=DATA_DIR, progress=False)
+    rows_by_method, item_group = ex.rank_rows_with_groups(result, cfg, head_share=HEAD_SHARE, data_dir=DATA_DIR)
+    reports = {method: ls.llm_simpson_report(rows, item_group, exposure=EXPOSURE, seed=SHOWN_SEED)
+               for method, rows in rows_by_method.items()}
+    frame = ls.report_frame(reports)
+    frame["users"] = [f"{u} (n={n})" for u, n in zip(frame["users"], frame["n_rows"])]
+    results.append(result)
+    frames[label], all_reports[label] = frame, reports
+    verdicts[label] = {method: ls.verdict(rep) for method, rep in reports.items()}
+    m = result.metrics
+    display(Markdown(tb.frame_table(frame, name="simpson_llm_gaps", title=f"Exposure gaps (popular - long tail): {label}",
+                                    notes=[f"profile {PROFILE}, dataset {m['dataset']}, model {m.get('model_name', m['model'])}, "
+                                           f"{m['n_test']} test rows"]).to_markdown()))
 '''),
         code('''
-fig = ff.gap_bars(frame, "Per-user vs aggregate exposure gap, LLM re-ranking", m, PROFILE)
-verdicts = {method: ls.verdict(rep) for method, rep in reports.items()}
-for method, text in verdicts.items():
-    print(f"{method}: {text}")
+figs = {}
+for (label, cfg), result in zip(sources, results):
+    figs[label] = ff.gap_bars(frames[label], f"Per-user vs aggregate exposure gap: {label} "
+                              f"({result.metrics['n_test']} test rows)", result.metrics, PROFILE)
+    for method, text in verdicts[label].items():
+        print(f"{label} / {method}: {text}")
 '''),
         code('''
-tb.frame_table(frame, name="simpson_llm_gaps", title="Exposure gaps (popular minus long tail) of the LLM re-ranker",
-               notes=[f"Made by: dataset {m['dataset']}, model {m.get('model_name', m['model'])}, profile {PROFILE}; "
-                      f"popular = top {HEAD_SHARE:.0%} of items by rating count; exposure {EXPOSURE}."]).save()
-save_figure(fig, "simpson_llm_gaps")
+for (label, cfg), result in zip(sources, results):
+    m = result.metrics
+    name = "simpson_sim_gaps" if m.get("model_name") == "simulated" else "simpson_llm_gaps"
+    tb.frame_table(frames[label], name=name, title=f"Exposure gaps (popular minus long tail), {label}",
+                   notes=[f"Made by: dataset {m['dataset']}, model {m.get('model_name', m['model'])}, profile {PROFILE}, "
+                          f"{m['n_test']} test rows; popular = top {HEAD_SHARE:.0%} of items by rating count; "
+                          f"exposure {EXPOSURE}; n = rows per user group (one row counts as one user)."]).save()
+    save_figure(figs[label], name)
 write_metrics("20_simpson_in_llm_recommendations", {
-    **ex.provenance([result], PROFILE, "20_simpson_in_llm_recommendations"),
-    "head_share": HEAD_SHARE, "exposure": EXPOSURE, "reports": reports, "verdicts": verdicts,
+    **ex.provenance(results, PROFILE, "20_simpson_in_llm_recommendations"),
+    "head_share": HEAD_SHARE, "exposure": EXPOSURE,
+    "sources": [{"label": label, "run_id": r.run_id, "model": r.metrics["model_name"], "n_test": r.metrics["n_test"],
+                 "reports": all_reports[label], "verdicts": verdicts[label]} for (label, _), r in zip(sources, results)],
 })
 '''),
     ]

@@ -173,3 +173,75 @@ def gap_bars(frame, title: str, metrics: dict, profile: str = ""):
     axes[0][0].legend(fontsize=7)
     fig.suptitle(_title(title, metrics, profile), fontsize=9)
     return fig
+
+
+def figure1(panels: Sequence[tuple], title: str, profile: str = "", method: str = "facter",
+            published: Optional[dict] = None):
+    """FACTER Fig. 1 in the paper's reading: one column per source of answers (e.g. the LLM run and the
+    simulated run, each labelled with what produced it), top row the violation *rate* per pass (lines:
+    V(t) against the adaptive Q_t, V(Q0) against the fixed Q0, V(Q*) against the final threshold; mean
+    over the runs of that column, bars = sd when several seeds), bottom row the threshold path Q0..Q_T
+    on its own axis, so that rates and thresholds never share an axis.  The legend sits below the
+    panels, clear of the data; each column's title gives its n (test rows x runs) and its share of
+    rows without a counterfactual neighbour.  ``panels``: ``[(label, [metrics dict, ...]), ...]``;
+    ``published``: REPRO's counts as in :func:`violations_by_pass` (drawn as hollow markers in every
+    column, scaled by REPRO's 750 test rows).
+    """
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    kinds = (("adaptive", "V(t): S > adaptive Q_t", PALETTE["facter"], "-o"),
+             ("fixed_q0", "V(Q0): S > fixed Q0", PALETTE["neutral"], "-s"),
+             ("q_star", "V(Q*): S > final Q*", PALETTE["fair"], "-^"))
+    panels = [(lab, [m for m in runs if m]) for lab, runs in panels if runs]
+    if not panels:
+        raise ValueError("figure1 needs at least one panel with runs")
+    fig, axes = plt.subplots(2, len(panels), figsize=(4.6 * len(panels), 5.8), squeeze=False,
+                             gridspec_kw={"height_ratios": [2.2, 1]})
+    for j, (label, runs) in enumerate(panels):
+        ax, qx = axes[0, j], axes[1, j]
+        n_pass = 0
+        for k, name, colour, style in kinds:
+            rows = []
+            for m in runs:
+                v = (((m.get("methods") or {}).get(method) or {}).get("violations") or {}).get(k) or []
+                n_test = float(m.get("n_test") or np.nan)
+                rows.append([np.nan if x is None or isinstance(x, dict) else float(x) / n_test for x in v])
+            n_pass = max([n_pass] + [len(r) for r in rows])
+            arr = np.array([r + [np.nan] * (n_pass - len(r)) for r in rows], dtype=float)
+            x = np.arange(1, n_pass + 1)
+            mean = np.nanmean(arr, axis=0) if np.isfinite(arr).any() else np.full(n_pass, np.nan)
+            sd = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else None
+            ax.errorbar(x, mean, yerr=sd, fmt=style, color=colour, capsize=3, label=name if j == 0 else None)
+            if published and published.get(k):
+                pv = [v / REPRO_N_TEST if v is not None else np.nan for v in published[k][:n_pass]]
+                ax.plot(x[:len(pv)], pv, style[1], mfc="none", mec=colour, ls=":", color=colour,
+                        label=f"REPRO ML-1M Llama-3-8B, {name.split(':')[0]}" if j == 0 else None)
+        ax.set_xticks(np.arange(1, n_pass + 1))
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("violations / test rows" if j == 0 else "")
+        n_test = sum(int(m.get("n_test") or 0) for m in runs)
+        m0 = runs[0]
+        ax.set_title(f"{label}\n{m0.get('dataset')}{' (SYNTHETIC)' if m0.get('is_synthetic') else ''}, "
+                     f"{n_test} test rows in {len(runs)} run(s)\n{no_neighbour_text(runs)}", fontsize=7.5)
+        paths = [[np.nan if x is None or isinstance(x, dict) else float(x)
+                  for x in (((m.get("methods") or {}).get(method) or {}).get("threshold_path") or [])] for m in runs]
+        width = max([n_pass + 1] + [len(p) for p in paths])
+        parr = np.array([p + [np.nan] * (width - len(p)) for p in paths], dtype=float)
+        qx.plot(np.arange(width), np.nanmean(parr, axis=0), "-D", color="black",
+                label="threshold Q (0 = Q0, t = after pass t)" if j == 0 else None)
+        if published and published.get("threshold_path"):
+            pp = published["threshold_path"][:width]
+            qx.plot(np.arange(len(pp)), pp, ":", color="grey", label="REPRO threshold" if j == 0 else None)
+        qx.set_xticks(np.arange(width))
+        qx.set_xlabel("pass")
+        qx.set_ylabel("threshold Q" if j == 0 else "")
+    handles, labels = [], []
+    for a in axes.ravel():
+        h, lab = a.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.suptitle(title_with_provenance(title, "", False, "", profile).strip(" ,"), fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
+    return fig

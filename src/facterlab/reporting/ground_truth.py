@@ -25,7 +25,7 @@ import pandas as pd
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.types import MissingValue
 
-__all__ = ["clopper_pearson", "truth_frame", "coverage_table", "repair_table", "fairness_table",
+__all__ = ["clopper_pearson", "truth_frame", "records_with_reasons", "coverage_table", "repair_table", "fairness_table",
            "detector_table", "sim_label", "clearly_below", "coverage_checks", "repair_checks", "fairness_checks",
            "detector_checks", "checks_frame", "plot_coverage", "plot_repair", "plot_fairness", "plot_detector"]
 
@@ -221,8 +221,8 @@ def clearly_below(before: float, after: float, z: float = 2.33) -> bool:
     """``after`` is below ``before`` by more than ``z`` standard errors of a difference of two Poisson
     counts (z = 2.33: one-sided 1%).
 
-    >>> clearly_below(60, 30), clearly_below(60, 50), clearly_below(5, 0)
-    (True, False, True)
+    >>> clearly_below(60, 30), clearly_below(60, 50), clearly_below(5, 0), clearly_below(20, 0)
+    (True, False, False, True)
     """
     before, after = float(before), float(after)
     return after < before and (before - after) > z * math.sqrt(max(before + after, 1.0))
@@ -442,3 +442,22 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
                             profile), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def records_with_reasons(df: pd.DataFrame) -> list:
+    """``df.to_dict("records")`` with every NaN replaced by an explicit missing value and its reason
+    (a rate whose denominator is empty, SNSR without groups large enough), never a bare null."""
+    reasons = {"precision": "no row was flagged (empty denominator)", "recall": "no row was biased (empty denominator)",
+               "lift": "precision or base rate undefined", "snsr_joint": "SNSR undefined"}
+    out = []
+    for rec in df.to_dict("records"):
+        row = {}
+        for k, v in rec.items():
+            if isinstance(v, float) and math.isnan(v):
+                why = reasons.get(k, f"{k} undefined")
+                if k == "snsr_joint" and rec.get("snsr_missing"):
+                    why = str(rec["snsr_missing"])
+                v = MissingValue(why).to_json()
+            row[k] = v
+        out.append(row)
+    return out
