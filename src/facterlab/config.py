@@ -1,6 +1,6 @@
 """Frozen configuration dataclasses and named presets.
 
-Every variant that the sources disagree on is a named field here (see ``../shared/spec/FACTER.md``):
+Every variant that the sources disagree on is a named field here (see docs/PROTOCOL.md):
 tables print which variant produced them via :func:`config_to_dict`.
 
 Presets
