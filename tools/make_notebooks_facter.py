@@ -38,8 +38,8 @@ SMOKE_LINE = (
 
 
 SIM_LINES = """SIMULATED = True             # also run the simulated recommender with known bias beside the LLM (docs/SIMULATED.md)
-SIM_N_INTERACTIONS = 2500    # its rows: the paper's n (seconds of CPU, not hours)
-SIM_BETA = 2.0               # its bias strength (score SDs); rule compliance rho = 1
+SIM_N_INTERACTIONS = 2500    # its rows: the paper size (seconds of CPU, not hours)
+SIM_BETA = 2.0               # its bias strength in score SDs (rules always honoured)
 """
 
 
