@@ -48,6 +48,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import SimulatorConfig
+from facterlab.models.fake import parse_avoid_rules
 from facterlab.types import PARSE_NA, Prediction, PromptRequest
 
 __all__ = ["BIAS_TABLE", "SimulatedRecommender", "simulated_from_config", "SIMULATED_MODEL", "fit_preferences", "training_pairs",
@@ -94,7 +96,6 @@ BIAS_TABLE: dict = {
 }
 
 FAIR_MARKER = "Do not reinforce stereotypes"
-_AVOID = re.compile(r"AVOID:\s*\(([^=()]+)=([^()]*)\)\s*->\s*\((.*)\)\s*$")
 _YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
 #: fixed corruptions per item (title-corruption rate ``h``): a typo, the title without its year, an invented title
 N_VARIANTS = 3
@@ -198,11 +199,9 @@ class SimulatedRecommender:
                  seed: int = 0, bias_table: Optional[Mapping] = None):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
-        for name, v, lo, hi in (("beta", beta, 0.0, None), ("sigma", sigma, 0.0, None), ("rho", rho, 0.0, 1.0),
-                                ("h", h, 0.0, 1.0), ("phi", phi, 0.0, 1.0), ("demote", demote, 0.0, None)):
-            if not np.isfinite(v) or v < lo or (hi is not None and v > hi):
-                rng = f"[{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
-                raise ValueError(f"simulated recommender: {name} must be {rng}, got {v!r}")
+        # one owner for the ranges: the config section (raises ValueError naming the field)
+        SimulatorConfig(beta=beta, sigma=sigma, rho=rho, h=h, phi=phi, demote=demote, n_factors=int(n_factors),
+                        seed=int(seed))
         tbl = items.reset_index() if "item_id" not in items.columns else items
         self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
         self.titles = tbl["title"].astype(str).tolist()
@@ -252,16 +251,7 @@ class SimulatedRecommender:
     def _parse_system(self, system: str) -> _Parsed:
         got = self._parsed.get(system)
         if got is None:
-            rules = []
-            for line in system.splitlines():
-                m = _AVOID.search(line.strip())
-                if not m:
-                    continue
-                attr, value, target = m.group(1).strip(), m.group(2).strip(), m.group(3).strip()
-                if target.endswith("-only"):
-                    rules.append((attr, value, target[: -len("-only")], "feature"))
-                else:
-                    rules.append((attr, value, target, "title"))
+            rules = parse_avoid_rules(system)
             got = _Parsed(tuple(rules), FAIR_MARKER in system)
             if len(self._parsed) > 10_000:
                 self._parsed.clear()
