@@ -6,6 +6,7 @@ peak Python memory (tracemalloc, a separate untimed run) of each step and the pr
 
     python benchmarks/bench_data.py [--repeats 3] [--n-ratings 1000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,15 +58,19 @@ def main(argv=None) -> int:
         inter, t_build, m_build = _timed(lambda: build_interactions(ds, cfg), args.repeats)
         n_elig = count_eligible(ds, cfg)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"data layer benchmark: {len(ds.ratings):,} ratings ({size_mb:.1f} MiB ratings.dat), "
-          f"{len(ds.users):,} users, {len(ds.items):,} items, {n_elig:,} eligible rows; "
-          f"median of {args.repeats} repeats")
+    print(
+        f"data layer benchmark: {len(ds.ratings):,} ratings ({size_mb:.1f} MiB ratings.dat), "
+        f"{len(ds.users):,} users, {len(ds.items):,} items, {n_elig:,} eligible rows; "
+        f"median of {args.repeats} repeats"
+    )
     print(f"{'step':34s} {'seconds':>9s} {'peak MiB (tracemalloc)':>24s}")
     print(f"{'write (generator, once)':34s} {t_write:9.2f} {'':>24s}")
     print(f"{'load_ml1m':34s} {t_load:9.2f} {m_load:24.1f}")
     print(f"{'build_interactions (n=2,500)':34s} {t_build:9.2f} {m_build:24.1f}")
-    print(f"ratio build/load: {t_build / t_load:.2f}; process peak RSS: {rss:.0f} MiB; "
-          f"rows {len(inter.rows)} (calib {len(inter.calib)}, test {len(inter.test)})")
+    print(
+        f"ratio build/load: {t_build / t_load:.2f}; process peak RSS: {rss:.0f} MiB; "
+        f"rows {len(inter.rows)} (calib {len(inter.calib)}, test {len(inter.test)})"
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ through), as the CLI does.
 Run: ``python benchmarks/bench_decode.py [--threads N] [--rounds 2]
 [--llamacpp-python /path/to/venv/bin/python]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,17 +31,35 @@ import subprocess
 import sys
 import time
 
-TITLES = ["Toy Story (1995)", "Heat (1995)", "Fargo (1996)", "Casablanca (1942)", "Alien (1979)",
-          "Vertigo (1958)", "Se7en (1995)", "Babe (1995)", "Clerks (1994)", "Ed Wood (1994)",
-          "Jumanji (1995)", "GoldenEye (1995)", "Psycho (1960)", "Rocky (1976)", "Brazil (1985)"]
+TITLES = [
+    "Toy Story (1995)",
+    "Heat (1995)",
+    "Fargo (1996)",
+    "Casablanca (1942)",
+    "Alien (1979)",
+    "Vertigo (1958)",
+    "Se7en (1995)",
+    "Babe (1995)",
+    "Clerks (1994)",
+    "Ed Wood (1994)",
+    "Jumanji (1995)",
+    "GoldenEye (1995)",
+    "Psycho (1960)",
+    "Rocky (1976)",
+    "Brazil (1985)",
+]
 FLOP_PER_TOKEN = 2 * 134_515_008  # 2 x weights of SmolLM2-135M (GGUF tensor elements, tied head included)
 
 
 def _messages(i: int) -> list:
     hist = [TITLES[(i + j) % len(TITLES)] for j in range(5)]
-    return [{"role": "system", "content": "You are a helpful movie recommendation assistant."},
-            {"role": "user", "content": "Watch history: " + "; ".join(hist)
-             + ". Recommend the next 5 movies as a JSON array of titles."}]
+    return [
+        {"role": "system", "content": "You are a helpful movie recommendation assistant."},
+        {
+            "role": "user",
+            "content": "Watch history: " + "; ".join(hist) + ". Recommend the next 5 movies as a JSON array of titles.",
+        },
+    ]
 
 
 def _loadavg() -> str:
@@ -66,7 +85,7 @@ def child_peak(threads_arg) -> dict:
         t0 = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t0)
-    out["gflops"] = 2 * n ** 3 / best / 1e9
+    out["gflops"] = 2 * n**3 / best / 1e9
     # decode-shaped GEMM: 8 rows x (576 -> 1536), the MLP's up-projection at batch 8
     x, w = torch.randn(8, 576), torch.randn(1536, 576)
     reps = 2000
@@ -95,8 +114,9 @@ def child_torch(threads_arg, new_tokens: int, n_prompts: int, batch: int) -> dic
         t0 = time.perf_counter()
         ids = []
         for chunk in lm.plan([len(p) for p in prompts], bs):
-            ids += lm.generate_ids([prompts[i] for i in chunk], [0] * len(chunk), params,
-                                   min_rows=bs if lm.pad_full_batches else 1)
+            ids += lm.generate_ids(
+                [prompts[i] for i in chunk], [0] * len(chunk), params, min_rows=bs if lm.pad_full_batches else 1
+            )
         wall = time.perf_counter() - t0
         n_tok = sum(len(x) for x in ids)
         out[label] = {"wall": wall, "tokens": n_tok, "tok_s": n_tok / wall}
@@ -104,7 +124,7 @@ def child_torch(threads_arg, new_tokens: int, n_prompts: int, batch: int) -> dic
     return out
 
 
-LLAMACPP_CHILD = r'''
+LLAMACPP_CHILD = r"""
 import json, sys, time
 from llama_cpp import Llama
 spec = json.loads(sys.argv[1])
@@ -125,7 +145,7 @@ for p in spec["prompts"]:
     first = first or toks
 wall = time.perf_counter() - t0
 print(json.dumps({"wall": wall, "tokens": n_tok, "tok_s": n_tok / wall, "first_ids": [first]}))
-'''
+"""
 
 
 def _run_child(argv: list, env=None) -> dict:
@@ -173,44 +193,76 @@ def main() -> int:
                 pn = _run_child(me + ["--child", "peak", "--threads", str(cores)])
                 recs["peak1"].append(p1)
                 recs["peakN"].append(pn)
-                print(f"round {r + 1} peak GEMM 2048^3: 1 thread {p1['gflops']:.1f} GFLOP/s, {cores} threads "
-                      f"{pn['gflops']:.1f} GFLOP/s; decode-shaped 8x576x1536: {p1['gflops_decode_shape']:.1f} / "
-                      f"{pn['gflops_decode_shape']:.1f} GFLOP/s  (loadavg {load})", flush=True)
+                print(
+                    f"round {r + 1} peak GEMM 2048^3: 1 thread {p1['gflops']:.1f} GFLOP/s, {cores} threads "
+                    f"{pn['gflops']:.1f} GFLOP/s; decode-shaped 8x576x1536: {p1['gflops_decode_shape']:.1f} / "
+                    f"{pn['gflops_decode_shape']:.1f} GFLOP/s  (loadavg {load})",
+                    flush=True,
+                )
             elif what == "torch":
-                t = _run_child(me + ["--child", "torch", "--new-tokens", str(args.new_tokens), "--n-prompts",
-                                     str(args.n_prompts), "--batch", str(args.batch)] + thr)
+                t = _run_child(
+                    me
+                    + [
+                        "--child",
+                        "torch",
+                        "--new-tokens",
+                        str(args.new_tokens),
+                        "--n-prompts",
+                        str(args.n_prompts),
+                        "--batch",
+                        str(args.batch),
+                    ]
+                    + thr
+                )
                 recs["torch"].append(t)
                 b = f"batch{args.batch}"
-                print(f"round {r + 1} torch ({t['plan']}): batch 1 {t['batch1']['tok_s']:.1f} tok/s, "
-                      f"batch {args.batch} {t[b]['tok_s']:.1f} tok/s  (loadavg {load})", flush=True)
+                print(
+                    f"round {r + 1} torch ({t['plan']}): batch 1 {t['batch1']['tok_s']:.1f} tok/s, "
+                    f"batch {args.batch} {t[b]['tok_s']:.1f} tok/s  (loadavg {load})",
+                    flush=True,
+                )
             elif what == "llamacpp" and args.llamacpp_python:
                 if not recs["torch"]:
                     continue  # needs the torch run's prompt ids; done in the next pass
-                spec = {"gguf": gguf, "threads": int(args.threads) if args.threads and args.threads.isdigit()
-                        else recs["torch"][-1]["threads"], "new_tokens": args.new_tokens,
-                        "prompts": recs["torch"][-1]["prompt_ids"]}
+                spec = {
+                    "gguf": gguf,
+                    "threads": int(args.threads)
+                    if args.threads and args.threads.isdigit()
+                    else recs["torch"][-1]["threads"],
+                    "new_tokens": args.new_tokens,
+                    "prompts": recs["torch"][-1]["prompt_ids"],
+                }
                 lc = _run_child([args.llamacpp_python, "-c", LLAMACPP_CHILD, json.dumps(spec)])
                 lc["threads"] = spec["threads"]
                 recs["llamacpp"].append(lc)
-                print(f"round {r + 1} llama.cpp ({spec['threads']} threads): batch 1 {lc['tok_s']:.1f} tok/s  "
-                      f"(loadavg {load})", flush=True)
+                print(
+                    f"round {r + 1} llama.cpp ({spec['threads']} threads): batch 1 {lc['tok_s']:.1f} tok/s  "
+                    f"(loadavg {load})",
+                    flush=True,
+                )
     gf = FLOP_PER_TOKEN / 1e9
     print(f"\nFLOP per decoded token ~ {gf:.2f} GFLOP (2 x 134.5 M weights)")
     peak1 = max(x["gflops"] for x in recs["peak1"])
     peakn = max(x["gflops"] for x in recs["peakN"])
-    print(f"| engine | setting | median tok/s | GFLOP/s equivalent | % of best {cores}-thread GEMM ({peakn:.0f} GFLOP/s) |")
+    print(
+        f"| engine | setting | median tok/s | GFLOP/s equivalent | % of best {cores}-thread GEMM ({peakn:.0f} GFLOP/s) |"
+    )
     print("|---|---|---|---|---|")
     rows = []
     b = f"batch{args.batch}"
     if recs["torch"]:
         rows.append(("torch (facterlab)", "batch 1", statistics.median(x["batch1"]["tok_s"] for x in recs["torch"])))
-        rows.append(("torch (facterlab)", f"batch {args.batch}", statistics.median(x[b]["tok_s"] for x in recs["torch"])))
+        rows.append(
+            ("torch (facterlab)", f"batch {args.batch}", statistics.median(x[b]["tok_s"] for x in recs["torch"]))
+        )
     if recs["llamacpp"]:
         rows.append(("llama.cpp", "batch 1 (one sequence)", statistics.median(x["tok_s"] for x in recs["llamacpp"])))
     for eng, setting, tps in rows:
         print(f"| {eng} | {setting} | {tps:.1f} | {tps * gf:.1f} | {100 * tps * gf / peakn:.0f}% |")
-    print(f"compute bound: {peakn / gf:.0f} tok/s at {peakn:.0f} GFLOP/s ({cores} threads), "
-          f"{peak1 / gf:.0f} tok/s at {peak1:.0f} GFLOP/s (1 thread)")
+    print(
+        f"compute bound: {peakn / gf:.0f} tok/s at {peakn:.0f} GFLOP/s ({cores} threads), "
+        f"{peak1 / gf:.0f} tok/s at {peak1:.0f} GFLOP/s (1 thread)"
+    )
     if recs["torch"] and recs["llamacpp"]:
         same = recs["torch"][-1]["first_ids"][0] == recs["llamacpp"][-1]["first_ids"][0]
         print(f"first prompt's greedy tokens identical in both engines: {same}")

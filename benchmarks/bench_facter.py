@@ -11,6 +11,7 @@
 
 Numbers are printed as small tables; nothing is asserted about time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,19 @@ def bench_calibration(n: int = 100_000, dim: int = 384, cluster: int = 20, block
         m = (w[i] > 0.9) & (g != g[i])
         m[i] = False
         ok &= np.array_equal(np.flatnonzero(m), idx.neighbours(i))
-    return {"n": n, "dim": dim, "neighbours_s": t_nb, "scores_s": t_sc, "peak_traced_mb": peak,
-            "full_matrix_mb": n * n * 4 / 1e6, "mean_neighbours": float(idx.counts.mean()),
-            "pairs": int(len(idx.indices)), "brute_force_equal_300": bool(ok), "mean_S": float(sc["S"].mean()),
-            "max_rss_mb": _rss_mb()}
+    return {
+        "n": n,
+        "dim": dim,
+        "neighbours_s": t_nb,
+        "scores_s": t_sc,
+        "peak_traced_mb": peak,
+        "full_matrix_mb": n * n * 4 / 1e6,
+        "mean_neighbours": float(idx.counts.mean()),
+        "pairs": int(len(idx.indices)),
+        "brute_force_equal_300": bool(ok),
+        "mean_S": float(sc["S"].mean()),
+        "max_rss_mb": _rss_mb(),
+    }
 
 
 def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: str = "open"):
@@ -91,8 +101,15 @@ def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: s
     data_dir = os.environ.get("FACTERLAB_DATA", "/work/shared/data")
     ds = load_dataset("ml-100k", data_dir)
     n_rows = max(int(round(n_test / 0.3)) + 1, int(round(n_calib / 0.7)) + 1)
-    cfg = preset("repro", data__dataset="ml-100k", data__n_rows=n_rows, protocol=protocol,
-                 model__temperature=0.0, model__max_new_tokens=max_new_tokens, model__batch_size=8)
+    cfg = preset(
+        "repro",
+        data__dataset="ml-100k",
+        data__n_rows=n_rows,
+        protocol=protocol,
+        model__temperature=0.0,
+        model__max_new_tokens=max_new_tokens,
+        model__batch_size=8,
+    )
     inter = build_interactions(ds, cfg.data)
     enc = load_encoder(cfg.model.encoder)
     items = inter.items
@@ -101,20 +118,40 @@ def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: s
     post = make_postprocess(protocol, mapper, items, 10)
     t0 = time.perf_counter()
     cal_rec = make_recommender(cfg.model, protocol, cache=True)
-    state, _ = calibrate(inter.calib.reset_index(drop=True).iloc[:n_calib], items, cal_rec, enc, rep, post, cfg,
-                         ds.domain, prompts)
+    state, _ = calibrate(
+        inter.calib.reset_index(drop=True).iloc[:n_calib], items, cal_rec, enc, rep, post, cfg, ds.domain, prompts
+    )
     t_cal = time.perf_counter() - t0
     test = inter.test.reset_index(drop=True).iloc[:n_test]
-    scorer = OnlineScorer(state, _context_embeddings(test, items, enc, prompts), _groups(test),
-                          rep.items(test["target"].tolist()), cfg.facter.lam, cfg.facter.tau_rho)
-    kw = dict(rows=test, items=items, scorer=scorer, postprocess=post, represent=rep.predictions,
-              cfg=cfg.facter, n_calib=state.n, protocol=protocol, k=10, domain=ds.domain, seed=0, prompts=prompts)
+    scorer = OnlineScorer(
+        state,
+        _context_embeddings(test, items, enc, prompts),
+        _groups(test),
+        rep.items(test["target"].tolist()),
+        cfg.facter.lam,
+        cfg.facter.tau_rho,
+    )
+    kw = dict(
+        rows=test,
+        items=items,
+        scorer=scorer,
+        postprocess=post,
+        represent=rep.predictions,
+        cfg=cfg.facter,
+        n_calib=state.n,
+        protocol=protocol,
+        k=10,
+        domain=ds.domain,
+        seed=0,
+        prompts=prompts,
+    )
     recs = {bs: make_recommender(replace(cfg.model, batch_size=bs), protocol, cache=False) for bs in (1, 8)}
     return kw, recs, {"q0": state.q0, "n_calib": state.n, "calibration_s": t_cal}
 
 
-def bench_online(n_test: int = 100, max_new_tokens: int = 112, lookaheads=(16,), n_calib: int = 100,
-                 passes: int = 1) -> dict:
+def bench_online(
+    n_test: int = 100, max_new_tokens: int = 112, lookaheads=(16,), n_calib: int = 100, passes: int = 1
+) -> dict:
     """Batch size 1 (the model called with one row: no padding rows, the fastest single-row path)
     against exact optimistic batching (batch 8, padded full batches) for each lookahead; greedy, no
     cache.  The records must be identical."""
@@ -132,8 +169,7 @@ def bench_online(n_test: int = 100, max_new_tokens: int = 112, lookaheads=(16,),
         t0 = time.perf_counter()
         res = mon.run(passes)
         runs[name] = {"seconds": time.perf_counter() - t0, "result": res}
-        print(f"  {name}: {runs[name]['seconds']:.1f} s, {res.n_calls} calls, {res.n_predicted} requests",
-              flush=True)
+        print(f"  {name}: {runs[name]['seconds']:.1f} s, {res.n_calls} calls, {res.n_predicted} requests", flush=True)
     base = runs["batch 1"]
     out = {"rows": n_test, "passes": passes, "max_new_tokens": max_new_tokens, **cal, "runs": []}
     for name, r in runs.items():
@@ -145,9 +181,17 @@ def bench_online(n_test: int = 100, max_new_tokens: int = 112, lookaheads=(16,),
             except AssertionError as exc:
                 same = False
                 print(f"{name}: records differ from batch 1:", str(exc)[:500])
-        out["runs"].append({"name": name, "seconds": r["seconds"], "speedup": base["seconds"] / r["seconds"],
-                            "identical": same, "calls": res.n_calls, "requests": res.n_predicted,
-                            "repredicted": res.n_repredicted})
+        out["runs"].append(
+            {
+                "name": name,
+                "seconds": r["seconds"],
+                "speedup": base["seconds"] / r["seconds"],
+                "identical": same,
+                "calls": res.n_calls,
+                "requests": res.n_predicted,
+                "repredicted": res.n_repredicted,
+            }
+        )
     rec = base["result"].records
     out["violations"] = int(rec["viol_adaptive"].sum())
     out["prompt_changes"] = int((rec["rules"].map(tuple) != rec["rules"].map(tuple).shift()).sum())
@@ -160,11 +204,23 @@ def bench_real_run(n_rows: int = 100, passes: int = 3, cfr_rows: int = 20) -> di
     from facterlab.config import preset
     from facterlab.facter.pipeline import run_experiment
 
-    cfg = preset("repro", data__dataset="ml-100k", data__n_rows=n_rows, protocol="rank", model__ranker="likelihood",
-                 facter__passes=passes, metrics__cfr_rows=cfr_rows, metrics__snsr_min_group=10)
+    cfg = preset(
+        "repro",
+        data__dataset="ml-100k",
+        data__n_rows=n_rows,
+        protocol="rank",
+        model__ranker="likelihood",
+        facter__passes=passes,
+        metrics__cfr_rows=cfr_rows,
+        metrics__snsr_min_group=10,
+    )
     t0 = time.perf_counter()
-    res = run_experiment(cfg, data_dir=os.environ.get("FACTERLAB_DATA", "/work/shared/data"),
-                         out_dir=tempfile.mkdtemp(prefix="bench_facter_"), progress=False)
+    res = run_experiment(
+        cfg,
+        data_dir=os.environ.get("FACTERLAB_DATA", "/work/shared/data"),
+        out_dir=tempfile.mkdtemp(prefix="bench_facter_"),
+        progress=False,
+    )
     return {"seconds": time.perf_counter() - t0, "metrics": res.metrics, "timings": res.timings}
 
 
@@ -173,8 +229,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="N = 20,000 calibration rows, 20 online rows")
     ap.add_argument("--skip-llm", action="store_true", help="only the calibration benchmark")
     ap.add_argument("--online-rows", type=int, default=None)
-    ap.add_argument("--tokens", type=int, default=112,
-                    help="max_new_tokens of the online benchmark (112: the default profile's)")
+    ap.add_argument(
+        "--tokens", type=int, default=112, help="max_new_tokens of the online benchmark (112: the default profile's)"
+    )
     ap.add_argument("--lookahead", default="8,16,32", help="comma-separated lookaheads of the optimistic runs")
     ap.add_argument("--calib-rows", type=int, default=100, help="calibration rows predicted by SmolLM2 for Q0")
     ap.add_argument("--passes", type=int, default=1, help="passes of the online benchmark")
@@ -188,11 +245,15 @@ def main(argv=None) -> int:
     if not args.skip_calibration:
         c = bench_calibration(n)
         print("\n== calibration (blocked neighbours + scores) ==")
-        print(f"{'N':>8} {'dim':>4} {'neigh s':>8} {'score s':>8} {'peak MB':>8} {'NxN MB':>9} {'ratio':>6} "
-              f"{'nb/row':>7} {'brute=':>6}")
-        print(f"{c['n']:>8} {c['dim']:>4} {c['neighbours_s']:>8.1f} {c['scores_s']:>8.2f} {c['peak_traced_mb']:>8.0f} "
-              f"{c['full_matrix_mb']:>9.0f} {c['full_matrix_mb'] / max(c['peak_traced_mb'], 1e-9):>6.0f} "
-              f"{c['mean_neighbours']:>7.1f} {str(c['brute_force_equal_300']):>6}")
+        print(
+            f"{'N':>8} {'dim':>4} {'neigh s':>8} {'score s':>8} {'peak MB':>8} {'NxN MB':>9} {'ratio':>6} "
+            f"{'nb/row':>7} {'brute=':>6}"
+        )
+        print(
+            f"{c['n']:>8} {c['dim']:>4} {c['neighbours_s']:>8.1f} {c['scores_s']:>8.2f} {c['peak_traced_mb']:>8.0f} "
+            f"{c['full_matrix_mb']:>9.0f} {c['full_matrix_mb'] / max(c['peak_traced_mb'], 1e-9):>6.0f} "
+            f"{c['mean_neighbours']:>7.1f} {str(c['brute_force_equal_300']):>6}"
+        )
         print(f"max RSS {c['max_rss_mb']:.0f} MB (includes the {c['n']}x{c['dim']} inputs)")
     if args.skip_llm:
         return 0
@@ -207,8 +268,10 @@ def main(argv=None) -> int:
         return 0
     r = bench_real_run(args.real_rows, cfr_rows=args.real_cfr_rows)
     m = r["metrics"]
-    print(f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "
-          f"{r['seconds']:.0f} s ==")
+    print(
+        f"\n== small real run: ml-100k, rank, likelihood ranker, {m['n_calib']}+{m['n_test']} rows, "
+        f"{r['seconds']:.0f} s =="
+    )
     from facterlab.facter.commands import headline_table
 
     print(headline_table(m))
@@ -217,16 +280,27 @@ def main(argv=None) -> int:
 
 
 def _print_online(args) -> None:
-    o = bench_online(args.online_rows or (20 if args.quick else 100), args.tokens,
-                     tuple(int(x) for x in args.lookahead.split(",")), args.calib_rows, args.passes)
-    print(f"\n== online phase on SmolLM2-135M (greedy, no cache, {o['passes']} pass(es), {o['rows']} rows, "
-          f"{o['max_new_tokens']} new tokens) ==")
-    print(f"Q0 = {o['q0']:.4f} from {o['n_calib']} calibration rows with SmolLM2 ({o['calibration_s']:.0f} s); "
-          f"violations (adaptive) {o['violations']}; distinct rule sets in prompts {o['distinct_rule_sets']}")
+    o = bench_online(
+        args.online_rows or (20 if args.quick else 100),
+        args.tokens,
+        tuple(int(x) for x in args.lookahead.split(",")),
+        args.calib_rows,
+        args.passes,
+    )
+    print(
+        f"\n== online phase on SmolLM2-135M (greedy, no cache, {o['passes']} pass(es), {o['rows']} rows, "
+        f"{o['max_new_tokens']} new tokens) =="
+    )
+    print(
+        f"Q0 = {o['q0']:.4f} from {o['n_calib']} calibration rows with SmolLM2 ({o['calibration_s']:.0f} s); "
+        f"violations (adaptive) {o['violations']}; distinct rule sets in prompts {o['distinct_rule_sets']}"
+    )
     print(f"{'run':<24} {'seconds':>8} {'speedup':>8} {'identical':>9} {'calls':>6} {'requests':>8} {'re-pred':>7}")
     for r in o["runs"]:
-        print(f"{r['name']:<24} {r['seconds']:>8.1f} {r['speedup']:>8.2f} {str(r['identical']):>9} {r['calls']:>6} "
-              f"{r['requests']:>8} {r['repredicted']:>7}")
+        print(
+            f"{r['name']:<24} {r['seconds']:>8.1f} {r['speedup']:>8.2f} {str(r['identical']):>9} {r['calls']:>6} "
+            f"{r['requests']:>8} {r['repredicted']:>7}"
+        )
     print(f"max RSS {o['max_rss_mb']:.0f} MB")
 
 

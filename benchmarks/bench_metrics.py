@@ -1,4 +1,4 @@
-"""Benchmark the metrics package (FACTER.md §4): run ``python benchmarks/bench_metrics.py [--quick]``.
+"""Benchmark the metrics package (docs/FACTER.md §4): run ``python benchmarks/bench_metrics.py [--quick]``.
 
 Prints medians (wall and CPU time) of repeats that ALTERNATE the variants compared (A B A B ...,
 so that a change of machine load hits both alike) and peak traced memory (tracemalloc) for:
@@ -8,6 +8,7 @@ so that a change of machine load hits both alike) and peak traced memory (tracem
 3. ``snsr_proxy`` on many rows;
 4. ``counterfactual_disparity`` (Delta of FACTER's score) vs a plain per-row loop, bit-identical output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,10 +106,16 @@ def main() -> None:
 
     ranked = [rng.integers(0, 3000, size=10).tolist() for _ in range(n_rows)]
     relevant = [rng.choice(3000, size=10, replace=False).tolist() for _ in range(n_rows)]
-    res = measure_alternating({
-        "vec": lambda: ranking_metrics(ranked, relevant, 10),
-        "loop": lambda: ([ndcg_at_k(x, y, 10) for x, y in zip(ranked, relevant)],
-                         [recall_at_k(x, y, 10) for x, y in zip(ranked, relevant)])}, reps)
+    res = measure_alternating(
+        {
+            "vec": lambda: ranking_metrics(ranked, relevant, 10),
+            "loop": lambda: (
+                [ndcg_at_k(x, y, 10) for x, y in zip(ranked, relevant)],
+                [recall_at_k(x, y, 10) for x, y in zip(ranked, relevant)],
+            ),
+        },
+        reps,
+    )
     tv, cv, mv, a = res["vec"]
     tl, cl, ml, b = res["loop"]
     assert np.allclose(a["ndcg"], b[0]) and np.allclose(a["recall"], b[1])
@@ -134,12 +141,19 @@ def main() -> None:
     tb, cb, mb, (pos, _) = res["blocked"]
     tf, cf, mf, ref = res["full"]
     assert np.array_equal(pos[pos >= 0], ref[pos >= 0])
-    table += [(f"map blocked ({n_items} items)", n_queries, tb, cb, mb),
-              (f"map one full matrix ({n_items} items)", n_queries, tf, cf, mf)]
+    table += [
+        (f"map blocked ({n_items} items)", n_queries, tb, cb, mb),
+        (f"map one full matrix ({n_items} items)", n_queries, tf, cf, mf),
+    ]
 
     emb = rng.standard_normal((n_rows, 384)).astype(np.float32)
-    groups = pd.DataFrame({"gender": rng.choice(["M", "F"], n_rows), "age": rng.choice(list("abcdefg"), n_rows),
-                           "occupation": rng.choice([f"o{i}" for i in range(21)], n_rows)})
+    groups = pd.DataFrame(
+        {
+            "gender": rng.choice(["M", "F"], n_rows),
+            "age": rng.choice(list("abcdefg"), n_rows),
+            "occupation": rng.choice([f"o{i}" for i in range(21)], n_rows),
+        }
+    )
     ts, cs, ms, _ = measure(lambda: snsr_proxy(emb, groups), reps)
     table.append(("snsr_proxy (joint + 3 attrs)", n_rows, ts, cs, ms))
 
@@ -149,22 +163,31 @@ def main() -> None:
     cases = [(1_750, 1_750, 60)] if args.quick else [(1_750, 1_750, 60), (10_000, 10_000, 30)]
     for n_q, n_r, nb in cases:
         p, r, idx = disparity_case(rng, n_q, n_r, nb)
-        res = measure_alternating({"vec": lambda: counterfactual_disparity(p, idx, r),
-                                   "loop": lambda: disparity_loop(p, idx, r)}, max(reps, 5))
+        res = measure_alternating(
+            {
+                "vec": lambda p=p, idx=idx, r=r: counterfactual_disparity(p, idx, r),
+                "loop": lambda p=p, idx=idx, r=r: disparity_loop(p, idx, r),
+            },
+            max(reps, 5),
+        )
         tdv, cdv, mdv, dv = res["vec"]
         tdl, cdl, mdl, dl = res["loop"]
         assert np.array_equal(dv, dl), "counterfactual_disparity must equal the per-row loop bit for bit"
         pairs = len(idx.indices)
-        table += [(f"counterfactual_disparity ({pairs} pairs)", n_q, tdv, cdv, mdv),
-                  (f"disparity per-row loop ({pairs} pairs)", n_q, tdl, cdl, mdl)]
+        table += [
+            (f"counterfactual_disparity ({pairs} pairs)", n_q, tdv, cdv, mdv),
+            (f"disparity per-row loop ({pairs} pairs)", n_q, tdl, cdl, mdl),
+        ]
         ratios.append(f"{tdl / tdv:.2f}x wall, {cdl / cdv:.2f}x CPU at {n_q} rows")
 
     print(f"catalogue embedding (once, {n_items} items, fake encoder): {t_cat:.2f} s")
     print(f"{'operation':<46}{'rows':>8}{'median s':>11}{'CPU s':>9}{'peak MiB':>10}")
     for name, n, t, c, m in table:
         print(f"{name:<46}{n:>8}{t:>11.4f}{c:>9.4f}{m / 2**20:>10.1f}")
-    print(f"ratio loop / vectorised ranking: {tl / tv:.1f}x;  full / blocked mapping time: {tf / tb:.2f}x, "
-          f"peak memory blocked / full: {mb / mf:.2f}")
+    print(
+        f"ratio loop / vectorised ranking: {tl / tv:.1f}x;  full / blocked mapping time: {tf / tb:.2f}x, "
+        f"peak memory blocked / full: {mb / mf:.2f}"
+    )
     print("loop / counterfactual_disparity (bit-identical): " + "; ".join(ratios))
 
 

@@ -1,4 +1,4 @@
-"""Benchmark the model backends (FACTER.md §5) with the bundled SmolLM2-135M.
+"""Benchmark the model backends (docs/FACTER.md §5) with the bundled SmolLM2-135M.
 
 1. Generation throughput: prompts/second for 10-title history prompts, one at a time vs batched 8
    and 16 (same-bucket prompts, our batch-independent decode loop).
@@ -8,6 +8,7 @@
 Prints medians of side-by-side repeats, ratios and peak RSS.  Run:
 ``python benchmarks/bench_models.py [--device cpu|cuda] [--repeats 3] [--new-tokens 24] [--threads N]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,28 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-TITLES = ["Toy Story (1995)", "Heat (1995)", "Fargo (1996)", "Casablanca (1942)", "Alien (1979)",
-          "Vertigo (1958)", "Se7en (1995)", "Babe (1995)", "Clerks (1994)", "Ed Wood (1994)",
-          "Jumanji (1995)", "GoldenEye (1995)", "Psycho (1960)", "Rocky (1976)", "Brazil (1985)",
-          "Amadeus (1984)", "Fargo (1996)", "Taxi Driver (1976)", "Chinatown (1974)", "Jaws (1975)"]
+TITLES = [
+    "Toy Story (1995)",
+    "Heat (1995)",
+    "Fargo (1996)",
+    "Casablanca (1942)",
+    "Alien (1979)",
+    "Vertigo (1958)",
+    "Se7en (1995)",
+    "Babe (1995)",
+    "Clerks (1994)",
+    "Ed Wood (1994)",
+    "Jumanji (1995)",
+    "GoldenEye (1995)",
+    "Psycho (1960)",
+    "Rocky (1976)",
+    "Brazil (1985)",
+    "Amadeus (1984)",
+    "Fargo (1996)",
+    "Taxi Driver (1976)",
+    "Chinatown (1974)",
+    "Jaws (1975)",
+]
 MORE = [f"Movie number {i} ({1950 + i})" for i in range(60)]
 
 
@@ -34,8 +53,10 @@ def _messages(history, candidates=None):
         user += "\nRank the candidates; return ONLY a JSON array of the top 10 titles."
     else:
         user += "\nRecommend the next 10 movies, best first, as ONLY a JSON array of 10 titles."
-    return [{"role": "system", "content": "You are a helpful movie recommendation assistant."},
-            {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": "You are a helpful movie recommendation assistant."},
+        {"role": "user", "content": user},
+    ]
 
 
 def _peak_mb() -> float:
@@ -59,8 +80,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     lm = load_lm("smollm2-135m", device=args.device)
-    print(f"loaded SmolLM2-135M on {lm.device} ({lm.dtype_name}) in {time.perf_counter() - t0:.1f}s, "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"loaded SmolLM2-135M on {lm.device} ({lm.dtype_name}) in {time.perf_counter() - t0:.1f}s, "
+        f"threads={torch.get_num_threads()}"
+    )
 
     # same-bucket prompts: 10-title histories (fixed length template, so one bucket)
     rng = random.Random(0)
@@ -71,8 +94,10 @@ def main() -> None:
     plan = lm.plan([len(p) for p in prompts], args.n_prompts)
     params = DecodingParams(temperature=0.7, top_p=0.95, max_new_tokens=args.new_tokens, repetition_penalty=1.2)
     seeds = list(range(len(prompts)))
-    print(f"{len(prompts)} prompts, lengths {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
-          f"{len(plan)} bucket group(s); {args.new_tokens} new tokens each")
+    print(
+        f"{len(prompts)} prompts, lengths {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
+        f"{len(plan)} bucket group(s); {args.new_tokens} new tokens each"
+    )
 
     def run(bs):
         t = time.perf_counter()
@@ -87,7 +112,7 @@ def main() -> None:
             times[bs].append(dt)
     same = all(outs[bs] == outs[1] for bs in times)
     med = {bs: statistics.median(v) for bs, v in times.items()}
-    print("\nGeneration (prompts/second, median of %d)" % args.repeats)
+    print(f"\nGeneration (prompts/second, median of {args.repeats})")
     print(f"{'batch':>6} {'seconds':>9} {'prompts/s':>10} {'speed-up':>9}")
     for bs in times:
         print(f"{bs:>6} {med[bs]:>9.2f} {len(prompts) / med[bs]:>10.2f} {med[1] / med[bs]:>8.2f}x")

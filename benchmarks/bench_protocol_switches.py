@@ -15,6 +15,7 @@ Action/War/... to half of the men, obeys repair rules).  Both are deterministic,
 between two rows is the switch's effect, not sampling noise (one seed; the switches that change the
 data, the prompts or the rules change every later draw keyed by them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,9 +57,15 @@ def data_facts(ds, cfg) -> list:
     a, b = positives(ds, cfg.min_rating, "item_id"), positives(ds, cfg.min_rating, "file_order")
     elig = eligible_positions(a, cfg.history_len)
     h, w = cfg.history_len, cfg.future_window
-    differ = sum(1 for p in elig if not (
-        np.array_equal(a.items[p - h:p], b.items[p - h:p]) and a.items[p] == b.items[p]
-        and np.array_equal(a.items[p:min(p + w, a.end[p])], b.items[p:min(p + w, b.end[p])])))
+    differ = sum(
+        1
+        for p in elig
+        if not (
+            np.array_equal(a.items[p - h : p], b.items[p - h : p])
+            and a.items[p] == b.items[p]
+            and np.array_equal(a.items[p : min(p + w, a.end[p])], b.items[p : min(p + w, b.end[p])])
+        )
+    )
     rows = build_interactions(ds, cfg).rows
     titles = ds.items.set_index("item_id")["title"].astype(str).to_dict()
     dup_lists = unreachable = 0
@@ -68,12 +75,14 @@ def data_facts(ds, cfg) -> list:
             first.setdefault(titles[c], c)
         dup_lists += len(first) < len(cands)
         unreachable += any(x in set(cands) and x not in set(first.values()) for x in rel)
-    return [f"positive ratings tied in time with another of the same user: {tied:.1%}",
-            f"eligible rows whose history, target or relevance set depends on the tie order: {differ:,} of "
-            f"{len(elig):,} ({differ / len(elig):.1%})",
-            f"catalogue titles that repeat an earlier one: {int(ds.items['title'].duplicated().sum())}",
-            f"candidate lists ({cfg.tie_order} rows) holding a duplicated title: {dup_lists} of {len(rows)}; rows with "
-            f"a relevant candidate that the old exact-title mapping could never hit: {unreachable}"]
+    return [
+        f"positive ratings tied in time with another of the same user: {tied:.1%}",
+        f"eligible rows whose history, target or relevance set depends on the tie order: {differ:,} of "
+        f"{len(elig):,} ({differ / len(elig):.1%})",
+        f"catalogue titles that repeat an earlier one: {int(ds.items['title'].duplicated().sum())}",
+        f"candidate lists ({cfg.tie_order} rows) holding a duplicated title: {dup_lists} of {len(rows)}; rows with "
+        f"a relevant candidate that the old exact-title mapping could never hit: {unreachable}",
+    ]
 
 
 def _values(metrics: dict) -> dict:
@@ -90,8 +99,13 @@ def _values(metrics: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="ml-100k")
-    ap.add_argument("--recommender", nargs="+", default=["simulated", "fake"], choices=["simulated", "fake", "smollm2"],
-                    help="smollm2: the bundled SmolLM2-135M on CPU (slow: use small --n-rows)")
+    ap.add_argument(
+        "--recommender",
+        nargs="+",
+        default=["simulated", "fake"],
+        choices=["simulated", "fake", "smollm2"],
+        help="smollm2: the bundled SmolLM2-135M on CPU (slow: use small --n-rows)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=None, help="LLM tokens per answer (smollm2; default 250)")
     ap.add_argument("--cfr-rows", type=int, default=None, help="test rows sampled for CFR (default 200)")
     ap.add_argument("--n-rows", type=int, default=None, help="default: the dataset's protocol size (2,500)")
@@ -121,8 +135,13 @@ def main() -> None:
 
         encoder = load_encoder(args.encoder, device="cpu")
     for kind in args.recommender:
-        base = dict(data__dataset=args.dataset, data__n_rows=args.n_rows, protocol=args.protocol, seed=args.seed,
-                    model__encoder=args.encoder if args.encoder != "hash" else "hash-encoder")
+        base = dict(
+            data__dataset=args.dataset,
+            data__n_rows=args.n_rows,
+            protocol=args.protocol,
+            seed=args.seed,
+            model__encoder=args.encoder if args.encoder != "hash" else "hash-encoder",
+        )
         if kind == "simulated":
             base["model__llm"] = "simulated"
         if kind == "smollm2":
@@ -137,13 +156,21 @@ def main() -> None:
         runs.append(("facterlab preset (ours on every switch)", preset("facterlab", **base)))
         rows, t0 = [], time.perf_counter()
         for label, cfg in runs:
-            res = run_experiment(cfg, recommender=_recommender(kind, ds, args.protocol), encoder=encoder, dataset=ds,
-                                 out_dir=out_dir, progress=False)
+            res = run_experiment(
+                cfg,
+                recommender=_recommender(kind, ds, args.protocol),
+                encoder=encoder,
+                dataset=ds,
+                out_dir=out_dir,
+                progress=False,
+            )
             rows.append((label, _values(res.metrics), res.metrics))
         secs = time.perf_counter() - t0
         m0 = rows[0][2]
-        print(f"\n### {args.dataset}, {kind} recommender, {args.protocol} protocol, encoder {args.encoder}, "
-              f"seed {args.seed}, {m0['n_calib']}/{m0['n_test']} calibration/test rows ({len(rows)} runs, {secs:.0f} s)\n")
+        print(
+            f"\n### {args.dataset}, {kind} recommender, {args.protocol} protocol, encoder {args.encoder}, "
+            f"seed {args.seed}, {m0['n_calib']}/{m0['n_test']} calibration/test rows ({len(rows)} runs, {secs:.0f} s)\n"
+        )
         print("| Run | " + " | ".join(c[0] for c in COLUMNS) + " |")
         print("|---|" + "---|" * len(COLUMNS))
         ref = rows[0][1]

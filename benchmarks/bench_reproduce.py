@@ -10,6 +10,7 @@ and (with ``--warm``) the warm seconds and the cold/warm ratio.  Peak memory is 
 resident set of the child processes (``resource.getrusage(RUSAGE_CHILDREN)``; kernels included).
 A run's timings are one measurement, not a median: a full reproduction is too long to repeat.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,10 @@ def main(argv=None) -> int:
     if warm:
         line += f"  {warm['total_seconds']:>8.1f}  {total / warm['total_seconds']:>9.1f}"
     print(line)
-    print(f"command wall time {wall:.1f} s (incl. start-up); peak child RSS {peak_mb:.0f} MiB; "
-          f"{os.cpu_count()} CPU cores visible")
+    print(
+        f"command wall time {wall:.1f} s (incl. start-up); peak child RSS {peak_mb:.0f} MiB; "
+        f"{os.cpu_count()} CPU cores visible"
+    )
     return rc
 
 

@@ -1,4 +1,4 @@
-"""Benchmark of the Simpson simulator (SIMPSON.md §3).
+"""Benchmark of the Simpson simulator (docs/SIMPSON.md §3).
 
     python benchmarks/bench_simpson.py                # full: 3-seed grid at N=50,000 + figure sweeps
     python benchmarks/bench_simpson.py --grid-only    # stage timings + the 3-seed grid
@@ -9,6 +9,7 @@ ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 confi
 ``--jobs`` worker processes, default 2; target < 3 min on 2 cores) with its like-for-like table, the
 figure sweeps (Figs 3/4 and 5, 10 seeds per point, N = 10,000; target < 5 min together), and peak memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,15 @@ import tracemalloc
 
 import numpy as np
 
-from facterlab.simpson.simulate import (SimConfig, comparison_table, grid_seeds, measure, random_experiment, simulate,
-                                        sweep)
+from facterlab.simpson.simulate import (
+    SimConfig,
+    comparison_table,
+    grid_seeds,
+    measure,
+    random_experiment,
+    simulate,
+    sweep,
+)
 
 
 def timed(fn, *a, **kw):
@@ -30,8 +38,12 @@ def timed(fn, *a, **kw):
 
 
 def stage_times(cfg: SimConfig, repeats: int) -> dict:
-    rows = {"simulate": [], "gaps+decomposition": [], "random experiment + naive + 2 IPS": [],
-            "simulate (one chunk)": []}
+    rows = {
+        "simulate": [],
+        "gaps+decomposition": [],
+        "random experiment + naive + 2 IPS": [],
+        "simulate (one chunk)": [],
+    }
     for k in range(repeats):  # side by side: the stages and the chunk variant alternate per repeat
         c = cfg.replace(seed=k)
         t_sim, sim = timed(simulate, c)
@@ -65,7 +77,9 @@ def main() -> None:
     reps = 3 if args.quick else args.repeats
     st = stage_times(cfg, reps)
     total = st["simulate"] + st["gaps+decomposition"] + st["random experiment + naive + 2 IPS"]
-    print(f"N = {cfg.n_users:,}, M = {cfg.n_items}, r = {cfg.rank}, chunk = {cfg.chunk_size:,}; median of {reps} repeats")
+    print(
+        f"N = {cfg.n_users:,}, M = {cfg.n_items}, r = {cfg.rank}, chunk = {cfg.chunk_size:,}; median of {reps} repeats"
+    )
     print(f"{'stage':<40}{'seconds':>10}{'share':>8}")
     for k in ("simulate", "gaps+decomposition", "random experiment + naive + 2 IPS"):
         print(f"{k:<40}{st[k]:>10.3f}{st[k] / total:>8.0%}")
@@ -73,22 +87,31 @@ def main() -> None:
     print(f"{'simulate, one chunk / chunked (ratio)':<40}{st['simulate (one chunk)'] / st['simulate']:>10.2f}")
     print(f"peak traced memory of one run (tracemalloc): {peak_memory(cfg):.0f} MiB")
     if not args.quick:
+
         def cpu_all():
-            return (time.process_time() + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-                    + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime)
+            return (
+                time.process_time()
+                + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+                + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+            )
 
         cpu0 = cpu_all()
-        t_grid, df = timed(grid_seeds, (0, 1, 2), base=SimConfig(n_users=50_000, bias=0.03), progress=False,
-                           n_jobs=args.jobs)
+        t_grid, df = timed(
+            grid_seeds, (0, 1, 2), base=SimConfig(n_users=50_000, bias=0.03), progress=False, n_jobs=args.jobs
+        )
         cpu_grid = cpu_all() - cpu0
-        print(f"\n3-seed grid (3 x 160 runs, N=50,000, {SimConfig().variant}, {args.jobs} process(es)): "
-              f"{t_grid:.1f} s wall (target < 180 s), {cpu_grid:.1f} s CPU incl. workers "
-              f"({cpu_grid / len(df):.3f} CPU s per simulation)")
+        print(
+            f"\n3-seed grid (3 x 160 runs, N=50,000, {SimConfig().variant}, {args.jobs} process(es)): "
+            f"{t_grid:.1f} s wall (target < 180 s), {cpu_grid:.1f} s CPU incl. workers "
+            f"({cpu_grid / len(df):.3f} CPU s per simulation)"
+        )
         table = comparison_table(df)
         for k, r in table.iterrows():
             paper = "" if r.paper_pp != r.paper_pp else f" (paper {r.paper_pp})"
             verdict = "" if k == "aggregate_gap" else f", half rule passed in {int(r.seeds_passing_half_rule)}/3 seeds"
-            print(f"  {r.label}: mean |x - PerUser| = {r.mean_abs_error_pp:.2f} ± {r.sd_over_seeds_pp:.2f} pp{paper}{verdict}")
+            print(
+                f"  {r.label}: mean |x - PerUser| = {r.mean_abs_error_pp:.2f} ± {r.sd_over_seeds_pp:.2f} pp{paper}{verdict}"
+            )
         if args.grid_only:
             print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
             return
@@ -101,9 +124,11 @@ def main() -> None:
         base5 = base.replace(bias=0.03)
         t5 = timed(sweep, "sigma1", pts(0, 10, 11), range(10), base5, True, False)[0]
         t5 += timed(sweep, "d1", pts(1.5, 4, 11), range(10), base5.replace(sigma1=0.0), True, False)[0]
-        print(f"figure sweeps, N=10,000, 10 seeds x 11 points: Figs 3/4 (330 runs, no IPS) {t34:.1f} s "
-              f"({t34 / 330:.3f} s/sim); Fig 5 (220 runs with IPS) {t5:.1f} s ({t5 / 220:.3f} s/sim); "
-              f"together {t34 + t5:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU (target < 300 s)")
+        print(
+            f"figure sweeps, N=10,000, 10 seeds x 11 points: Figs 3/4 (330 runs, no IPS) {t34:.1f} s "
+            f"({t34 / 330:.3f} s/sim); Fig 5 (220 runs with IPS) {t5:.1f} s ({t5 / 220:.3f} s/sim); "
+            f"together {t34 + t5:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU (target < 300 s)"
+        )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of the process: {rss:.0f} MiB")
 

@@ -12,6 +12,7 @@ The MiniLM run reads its embeddings from the on-disk cache after the first repea
 the phases are what a GPU user pays on top of the LLM.  Targets (2-core machine): run < 60 s and
 < 2 GB peak; notebook 09 < 3 min.  The machine is shared: /proc/loadavg is printed with every run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,24 +69,44 @@ def phases_report(dataset: str, repeats: int) -> None:
         for e in order:
             r = one_run(dataset, e, cache)
             runs[e].append(r)
-            print(f"  repeat {i + 1} {e:18s} wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  "
-                  f"peak {r['peak_rss_mb']:6.0f} MB  load {r['load_before']}", flush=True)
-    print(f"\nPaper-size simulated run on {runs[encoders[0]][0]['dataset']} "
-          f"({runs[encoders[0]][0]['n_calib']} calibration / {runs[encoders[0]][0]['n_test']} test rows, T = 3, "
-          "1 seed, 200 CFR rows); medians over repeats (MiniLM: warm-cache repeats only, the first one printed apart)")
-    phases = ["data_s", "models_s", "calibration_s", "test_neighbours_s", "neutral_s", "fair_s", "facter_s", "metrics_s"]
+            print(
+                f"  repeat {i + 1} {e:18s} wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  "
+                f"peak {r['peak_rss_mb']:6.0f} MB  load {r['load_before']}",
+                flush=True,
+            )
+    print(
+        f"\nPaper-size simulated run on {runs[encoders[0]][0]['dataset']} "
+        f"({runs[encoders[0]][0]['n_calib']} calibration / {runs[encoders[0]][0]['n_test']} test rows, T = 3, "
+        "1 seed, 200 CFR rows); medians over repeats (MiniLM: warm-cache repeats only, the first one printed apart)"
+    )
+    phases = [
+        "data_s",
+        "models_s",
+        "calibration_s",
+        "test_neighbours_s",
+        "neutral_s",
+        "fair_s",
+        "facter_s",
+        "metrics_s",
+    ]
     print("| encoder | wall s | CPU s | peak MB | " + " | ".join(p.replace("_s", "") for p in phases) + " |")
     print("|---|---|---|---|" + "---|" * len(phases))
     for e in encoders:
         rs = runs[e][1:] if e != "hash-encoder" and len(runs[e]) > 1 else runs[e]
         med = {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mb")}
         ph = [statistics.median(r["phases"].get(p, 0.0) for r in rs) for p in phases]
-        print(f"| {e} | {med['wall_s']:.1f} | {med['cpu_s']:.1f} | {med['peak_rss_mb']:.0f} | "
-              + " | ".join(f"{x:.1f}" for x in ph) + " |")
+        print(
+            f"| {e} | {med['wall_s']:.1f} | {med['cpu_s']:.1f} | {med['peak_rss_mb']:.0f} | "
+            + " | ".join(f"{x:.1f}" for x in ph)
+            + " |"
+        )
         if e != "hash-encoder":
             c = runs[e][0]
-            print(f"| {e} (cold cache) | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mb']:.0f} | "
-                  + " | ".join(f"{c['phases'].get(p, 0.0):.1f}" for p in phases) + " |")
+            print(
+                f"| {e} (cold cache) | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['peak_rss_mb']:.0f} | "
+                + " | ".join(f"{c['phases'].get(p, 0.0):.1f}" for p in phases)
+                + " |"
+            )
     best = min(statistics.median(r["wall_s"] for r in runs[e]) for e in encoders)
     print(f"\ntarget run < 60 s: best median {best:.1f} s -> ratio to target {best / 60:.2f}")
 
@@ -116,7 +137,9 @@ def accuracy_report(dataset: str) -> None:
     print("| protocol | model | NDCG@10 | Recall@10 | ratio to floor (NDCG) |")
     print("|---|---|---|---|---|")
     for proto in ("open", "rank"):
-        reqs = [prompts.build_request(r, pit, prompts.system_prompt("neutral"), proto, 10, inter.domain, 1) for r in test]
+        reqs = [
+            prompts.build_request(r, pit, prompts.system_prompt("neutral"), proto, 10, inter.domain, 1) for r in test
+        ]
         if proto == "rank":
             fl = random_ranking_floor([list(r["candidates"]) for r in test], rel, 10)
             floor = (fl["ndcg_mean"], fl["recall_mean"])
@@ -124,21 +147,32 @@ def accuracy_report(dataset: str) -> None:
             pool = np.array([len(items) - len(r["history"]) for r in test], dtype=float)
             rec_floor = float(np.mean(10.0 / pool))
             floor = (float("nan"), rec_floor)
-        print(f"| {proto} | random | {floor[0]:.4f} | {floor[1]:.4f} | 1 |" if proto == "rank" else
-              f"| {proto} | random (expected recall 10/pool) | n/a | {floor[1]:.4f} | |")
+        print(
+            f"| {proto} | random | {floor[0]:.4f} | {floor[1]:.4f} | 1 |"
+            if proto == "rank"
+            else f"| {proto} | random (expected recall 10/pool) | n/a | {floor[1]:.4f} | |"
+        )
         for f in (8, 16, 32, 64):
             rec = SimulatedRecommender(inter.items, tp, protocol=proto, beta=0.0, sigma=0.5, h=0.0, n_factors=f)
             ranked = [[id_of[t] for t in p.titles][:10] for p in rec.predict(reqs)]
             m = ranking_metrics(ranked, rel, 10)
             ratio = m["ndcg_mean"] / floor[0] if proto == "rank" else m["recall_mean"] / floor[1]
-            print(f"| {proto} | PureSVD rank {f}, sigma 0.5 | {m['ndcg_mean']:.4f} | {m['recall_mean']:.4f} | "
-                  f"{ratio:.1f}x{' (recall)' if proto == 'open' else ''} |")
+            print(
+                f"| {proto} | PureSVD rank {f}, sigma 0.5 | {m['ndcg_mean']:.4f} | {m['recall_mean']:.4f} | "
+                f"{ratio:.1f}x{' (recall)' if proto == 'open' else ''} |"
+            )
 
 
 def notebook_report(dataset: str) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_nb09_"))
-    env = dict(os.environ, FACTERLAB_RESULTS=str(tmp / "results"), FACTERLAB_FIGURES=str(tmp / "figures"),
-               FACTERLAB_CACHE=str(tmp / "cache"), HF_HUB_OFFLINE="1", MPLBACKEND="Agg")
+    env = dict(
+        os.environ,
+        FACTERLAB_RESULTS=str(tmp / "results"),
+        FACTERLAB_FIGURES=str(tmp / "figures"),
+        FACTERLAB_CACHE=str(tmp / "cache"),
+        HF_HUB_OFFLINE="1",
+        MPLBACKEND="Agg",
+    )
     for label in ("cold cache", "warm cache (runs deleted)"):
         if label.startswith("warm"):
             import shutil
@@ -146,13 +180,28 @@ def notebook_report(dataset: str) -> None:
             shutil.rmtree(tmp / "results", ignore_errors=True)
         t0 = time.perf_counter()
         r0 = os.times()
-        p = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / "09_facter_ground_truth.ipynb"),
-                            str(tmp / "09.ipynb"), "-p", "DATASET", dataset], env=env, capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "papermill",
+                str(REPO / "notebooks" / "09_facter_ground_truth.ipynb"),
+                str(tmp / "09.ipynb"),
+                "-p",
+                "DATASET",
+                dataset,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         r1 = os.times()
         wall = time.perf_counter() - t0
         cpu = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
         status = "ok" if p.returncode == 0 else "FAILED: " + p.stderr[-500:]
-        print(f"notebook 09 ({label}): wall {wall:.1f} s, CPU {cpu:.1f} s, {status}; target < 180 s -> ratio {wall / 180:.2f}")
+        print(
+            f"notebook 09 ({label}): wall {wall:.1f} s, CPU {cpu:.1f} s, {status}; target < 180 s -> ratio {wall / 180:.2f}"
+        )
 
 
 def main() -> None:

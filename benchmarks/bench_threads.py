@@ -25,6 +25,7 @@ of the same condition; the target is ``facterlab-auto <= 1.5 x best`` under one 
 Run: ``python benchmarks/bench_threads.py [--rounds 3] [--conditions quiet,busy1,busy2]
 [--new-tokens 32] [--json out.json]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,32 @@ import time
 
 MODES = ("torch-default", "1-thread", "all-passive", "facterlab-auto")
 CONDITIONS = {"quiet": 0, "busy1": 1, "busy2": 2}
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "FACTERLAB_THREADS",
-              "FACTERLAB_THREADS_CHOSEN", "OPENBLAS_NUM_THREADS", "GOMP_SPINCOUNT")
-TITLES = ["Toy Story (1995)", "Heat (1995)", "Fargo (1996)", "Casablanca (1942)", "Alien (1979)",
-          "Vertigo (1958)", "Se7en (1995)", "Babe (1995)", "Clerks (1994)", "Ed Wood (1994)",
-          "Jumanji (1995)", "GoldenEye (1995)", "Psycho (1960)", "Rocky (1976)", "Brazil (1985)"]
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "FACTERLAB_THREADS",
+    "FACTERLAB_THREADS_CHOSEN",
+    "OPENBLAS_NUM_THREADS",
+    "GOMP_SPINCOUNT",
+)
+TITLES = [
+    "Toy Story (1995)",
+    "Heat (1995)",
+    "Fargo (1996)",
+    "Casablanca (1942)",
+    "Alien (1979)",
+    "Vertigo (1958)",
+    "Se7en (1995)",
+    "Babe (1995)",
+    "Clerks (1994)",
+    "Ed Wood (1994)",
+    "Jumanji (1995)",
+    "GoldenEye (1995)",
+    "Psycho (1960)",
+    "Rocky (1976)",
+    "Brazil (1985)",
+]
 
 
 def _loadavg() -> str:
@@ -67,9 +89,15 @@ def child(mode: str, new_tokens: int, n_prompts: int, batch: int) -> None:
     prompts = []
     for i in range(n_prompts):
         hist = [TITLES[(i + j) % len(TITLES)] for j in range(5)]
-        msgs = [{"role": "system", "content": "You are a helpful movie recommendation assistant."},
-                {"role": "user", "content": "Watch history: " + "; ".join(hist)
-                 + ". Recommend the next 5 movies as a JSON array of titles."}]
+        msgs = [
+            {"role": "system", "content": "You are a helpful movie recommendation assistant."},
+            {
+                "role": "user",
+                "content": "Watch history: "
+                + "; ".join(hist)
+                + ". Recommend the next 5 movies as a JSON array of titles.",
+            },
+        ]
         prompts.append(lm.encode_messages(msgs))
     params = DecodingParams(temperature=0.0, max_new_tokens=new_tokens)
     w0, c0 = time.perf_counter(), time.process_time()
@@ -78,9 +106,20 @@ def child(mode: str, new_tokens: int, n_prompts: int, batch: int) -> None:
     n_tok = sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
     import hashlib
 
-    print(json.dumps({"mode": mode, "wall": wall, "cpu": cpu, "threads": torch.get_num_threads(),
-                      "wait_policy": os.environ.get("OMP_WAIT_POLICY"), "plan": plan,
-                      "new_tokens": n_tok, "text_sha": hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:12]}))
+    print(
+        json.dumps(
+            {
+                "mode": mode,
+                "wall": wall,
+                "cpu": cpu,
+                "threads": torch.get_num_threads(),
+                "wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                "plan": plan,
+                "new_tokens": n_tok,
+                "text_sha": hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:12],
+            }
+        )
+    )
 
 
 def _mode_env(mode: str, cores: int) -> dict:
@@ -96,8 +135,18 @@ def _mode_env(mode: str, cores: int) -> dict:
 
 
 def run_one(mode: str, args, cores: int) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--new-tokens", str(args.new_tokens),
-           "--n-prompts", str(args.n_prompts), "--batch", str(args.batch)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        mode,
+        "--new-tokens",
+        str(args.new_tokens),
+        "--n-prompts",
+        str(args.n_prompts),
+        "--batch",
+        str(args.batch),
+    ]
     load = _loadavg()
     proc = subprocess.run(cmd, env=_mode_env(mode, cores), capture_output=True, text=True)
     if proc.returncode != 0:
@@ -136,8 +185,10 @@ def main() -> int:
     for c in conditions:
         if c not in CONDITIONS:
             ap.error(f"unknown condition {c!r}; choose from {', '.join(CONDITIONS)}")
-    print(f"# {cores} usable core(s); {args.n_prompts} prompts, {args.new_tokens} new tokens, greedy, "
-          f"batch {args.batch}; {args.rounds} rounds, alternating order; loadavg at start {_loadavg()}")
+    print(
+        f"# {cores} usable core(s); {args.n_prompts} prompts, {args.new_tokens} new tokens, greedy, "
+        f"batch {args.batch}; {args.rounds} rounds, alternating order; loadavg at start {_loadavg()}"
+    )
     results: dict = {}
     for cond in conditions:
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(CONDITIONS[cond])]
@@ -150,9 +201,12 @@ def main() -> int:
                     rec = run_one(m, args, cores)
                     results.setdefault(cond, {}).setdefault(m, []).append(rec)
                     extra = f"  plan: {rec['plan']}" if rec.get("plan") else ""
-                    print(f"{cond:6s} round {r + 1} {m:15s} wall {rec['wall']:7.1f} s  cpu {rec['cpu']:7.1f} s  "
-                          f"threads {rec['threads']}  wait {rec['wait_policy'] or '-':8s} loadavg {rec['loadavg']}"
-                          f"{extra}", flush=True)
+                    print(
+                        f"{cond:6s} round {r + 1} {m:15s} wall {rec['wall']:7.1f} s  cpu {rec['cpu']:7.1f} s  "
+                        f"threads {rec['threads']}  wait {rec['wait_policy'] or '-':8s} loadavg {rec['loadavg']}"
+                        f"{extra}",
+                        flush=True,
+                    )
         finally:
             for h in hogs:
                 h.kill()
@@ -168,13 +222,17 @@ def main() -> int:
             cpu = statistics.median(x["cpu"] for x in recs)
             tps = statistics.median(x["new_tokens"] / x["wall"] for x in recs)
             summary.setdefault(cond, {})[m] = {"wall": med[m], "cpu": cpu, "ratio": med[m] / best}
-            print(f"| {cond} | {m} | {med[m]:.1f} | {cpu:.1f} | {tps:.1f} | {med[m] / best:.2f} | "
-                  f"{', '.join('%.1f' % x['wall'] for x in recs)} |")
+            print(
+                f"| {cond} | {m} | {med[m]:.1f} | {cpu:.1f} | {tps:.1f} | {med[m] / best:.2f} | "
+                f"{', '.join('{:.1f}'.format(x['wall']) for x in recs)} |"
+            )
         if cond == "busy1" and "facterlab-auto" in med:
             ok = med["facterlab-auto"] <= 1.5 * best
     shas = {x.get("text_sha") for by_mode in results.values() for recs in by_mode.values() for x in recs}
-    print(f"\ngenerated texts identical across all modes, conditions and rounds: {len(shas) == 1}"
-          + ("" if len(shas) == 1 else f" ({len(shas)} distinct outputs)"))
+    print(
+        f"\ngenerated texts identical across all modes, conditions and rounds: {len(shas) == 1}"
+        + ("" if len(shas) == 1 else f" ({len(shas)} distinct outputs)")
+    )
     if ok is not None:
         r = summary["busy1"]["facterlab-auto"]["ratio"]
         print(f"\ntarget (busy1: facterlab-auto <= 1.5 x best mode): {'met' if ok else 'NOT met'} ({r:.2f} x)")

@@ -1,4 +1,5 @@
 """Shared pytest fixtures and markers."""
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,7 @@
 
 The fake recommender answers through the SQLite LLM cache (``$FACTERLAB_CACHE``), as a real model does.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,15 +23,24 @@ sys.path.insert(0, str(Path(__file__).parent))
 from facter_world import make_world  # noqa: E402
 
 from facterlab.config import preset  # noqa: E402
-from facterlab.facter import pipeline  # noqa: E402
-from facterlab.facter import runfolder  # noqa: E402
+from facterlab.facter import (
+    pipeline,  # noqa: E402
+    runfolder,  # noqa: E402
+)
 from facterlab.models.cache import CachedRecommender  # noqa: E402
 from facterlab.models.fake import FakeRecommender, HashEncoder  # noqa: E402
 
 
 def config():
-    return preset("repro", data__dataset="synthetic", data__n_rows=80, facter__passes=2, facter__tau_rho=0.8,
-                  metrics__cfr_rows=8, metrics__snsr_min_group=5)
+    return preset(
+        "repro",
+        data__dataset="synthetic",
+        data__n_rows=80,
+        facter__passes=2,
+        facter__tau_rho=0.8,
+        metrics__cfr_rows=8,
+        metrics__snsr_min_group=5,
+    )
 
 
 def die() -> None:
@@ -56,6 +66,7 @@ def enter(phase: str, fn):
     def wrapped(*a, **kw):
         STATE["phase"], STATE["calls"] = phase, 0
         return fn(*a, **kw)
+
     return wrapped
 
 
@@ -73,6 +84,7 @@ def main(results: str, fault: str) -> None:
             if self.name == "facter":
                 STATE["phase"], STATE["calls"] = "facter", 0
             return run(self, *a, **kw)
+
         pipeline.FacterMonitor.run = monitor_run
         pipeline.method_metrics = enter("metrics", pipeline.method_metrics)
     elif kind == "write" and what == "rename":
@@ -85,6 +97,7 @@ def main(results: str, fault: str) -> None:
                 n["calls"] += 1
                 if n["calls"] == 1 and Path(str(b)).name.startswith(".old-"):
                     die()  # the old folder is aside, the new one not yet in place
+
         runfolder.os.replace = replace
     elif kind == "write":
         import pandas as pd
@@ -97,6 +110,7 @@ def main(results: str, fault: str) -> None:
                 data = Path(path).read_bytes()
                 Path(path).write_bytes(data[: len(data) // 2])
                 die()
+
         pd.DataFrame.to_parquet = to_parquet
         if what.endswith(".json"):
             real_write_text = Path.write_text
@@ -106,11 +120,16 @@ def main(results: str, fault: str) -> None:
                     real_write_text(self, text[: len(text) // 2], *a, **kw)
                     die()
                 return real_write_text(self, text, *a, **kw)
+
             Path.write_text = write_text
-    rec = CachedRecommender(Killable(ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5,
-                                     bias_features={"F": ("Romance",)}))
-    res = pipeline.run_experiment(config(), recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=results,
-                                  progress=False)
+    rec = CachedRecommender(
+        Killable(
+            ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5, bias_features={"F": ("Romance",)}
+        )
+    )
+    res = pipeline.run_experiment(
+        config(), recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=results, progress=False
+    )
     print(res.run_id)
 
 

@@ -5,6 +5,7 @@ a copy of the notebook), opens it with playwright driving the system Chromium (n
 browser), runs all cells, moves the density slider with the keyboard and checks that the numbers and
 the figure change.  Saves the screenshot to the repository's ``figures/simpson_explorer.png``.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOK = REPO / "notebooks" / "15_simpson_explorer.ipynb"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 KERNEL_IDLE = """() => {
   const app = window.jupyterapp; if (!app) return false;
   const w = app.shell.currentWidget; if (!w || !w.sessionContext) return false;
@@ -70,16 +79,34 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
     home = tmp_path / "home"
     cfg = home / "jupyter_config"
     (cfg / "labconfig").mkdir(parents=True)
-    (cfg / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    env = {**os.environ, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(cfg),
-           "JUPYTER_DATA_DIR": str(home / "jupyter_data"), "JUPYTER_RUNTIME_DIR": str(home / "jupyter_runtime"),
-           "IPYTHONDIR": str(home / "ipython"), "JUPYTER_PLATFORM_DIRS": "1",
-           "MPLCONFIGDIR": str(home / "mpl"), "PYTHONWARNINGS": "ignore"}
+    (cfg / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "JUPYTER_CONFIG_DIR": str(cfg),
+        "JUPYTER_DATA_DIR": str(home / "jupyter_data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "jupyter_runtime"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "MPLCONFIGDIR": str(home / "mpl"),
+        "PYTHONWARNINGS": "ignore",
+    }
     port, token = _free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True", "--ServerApp.port_retries=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--ServerApp.port_retries=0",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI containers run as root
     log = open(tmp_path / "jupyter.log", "wb")
@@ -106,7 +133,8 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
             for _ in range(6):  # 1.50 -> 3.00 in steps of 0.25; each key press is a change event
                 page.keyboard.press("ArrowRight")
             page.wait_for_function(
-                "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=3.00')", timeout=45_000)
+                "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=3.00')", timeout=45_000
+            )
             page.wait_for_function(KERNEL_IDLE, timeout=30_000)
             after_text = numbers.inner_text()
             after_src = image.get_attribute("src")

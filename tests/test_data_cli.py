@@ -1,12 +1,13 @@
 """`facterlab data summary|build` on fixture files."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_data_loaders import write_ml1m, write_ml100k
 
 from facterlab.cli import main
-from test_data_loaders import write_ml100k, write_ml1m
 
 
 def test_summary_json_ml1m_fixture(tmp_path, capsys):

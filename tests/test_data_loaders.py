@@ -1,4 +1,5 @@
 """Loaders (ML-1M, ML-100K, Amazon, synthetic), downloads and dataset resolution on fixture files."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,13 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facterlab.data import (AGE_ORDER, GENRES, OCCUPATION_LABELS, age_bucket, load_dataset,
-                            resolve_dataset)
+from facterlab.data import AGE_ORDER, GENRES, OCCUPATION_LABELS, age_bucket, load_dataset, resolve_dataset
 from facterlab.data import download as dl
 from facterlab.data.amazon import load_amazon
 from facterlab.data.movielens import load_ml1m, load_ml100k
 from facterlab.data.synthetic import generate, load_synthetic, params_hash, write_ml1m_format
-
 
 # ------------------------------------------------------------------------------------------------
 # fixtures: tiny files in each format, written by hand
@@ -25,14 +24,21 @@ from facterlab.data.synthetic import generate, load_synthetic, params_hash, writ
 
 def write_ml1m(d: Path, ratings: str | None = None, users: str | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
-    (d / "ratings.dat").write_bytes((ratings or "1::10::5::978300760\n1::20::3::978300761\n"
-                                     "2::30::4::978300762\n3::10::1::978300763\n").encode("latin-1"))
-    (d / "users.dat").write_bytes((users or "1::F::1::10::48067\n2::M::56::16::70072\n"
-                                   "3::M::25::0::55117\n").encode("latin-1"))
-    (d / "movies.dat").write_bytes(("10::Toy Story (1995)::Animation|Children's|Comedy\n"
-                                    "20::Amélie (2001)::Comedy|Romance\n"
-                                    "30::Star Wars: Episode IV - A New Hope (1977)::Action|Sci-Fi\n")
-                                   .encode("latin-1"))
+    (d / "ratings.dat").write_bytes(
+        (ratings or "1::10::5::978300760\n1::20::3::978300761\n2::30::4::978300762\n3::10::1::978300763\n").encode(
+            "latin-1"
+        )
+    )
+    (d / "users.dat").write_bytes(
+        (users or "1::F::1::10::48067\n2::M::56::16::70072\n3::M::25::0::55117\n").encode("latin-1")
+    )
+    (d / "movies.dat").write_bytes(
+        (
+            "10::Toy Story (1995)::Animation|Children's|Comedy\n"
+            "20::Amélie (2001)::Comedy|Romance\n"
+            "30::Star Wars: Episode IV - A New Hope (1977)::Action|Sci-Fi\n"
+        ).encode("latin-1")
+    )
     return d
 
 
@@ -42,8 +48,11 @@ def write_ml100k(d: Path) -> Path:
     (d / "u.user").write_text("1|24|M|technician|85711\n2|17|F|student|94043\n3|56|M|writer|32067\n")
     flags1 = "|".join(["0"] * 3 + ["1", "1"] + ["0"] * 14)  # Animation, Children's
     flags2 = "|".join(["1"] + ["0"] * 18)  # unknown only
-    (d / "u.item").write_bytes((f"1|Toy Story (1995)|01-Jan-1995||http://x|{flags1}\n"
-                                f"2|Café Society (1995)|01-Jan-1995||http://y|{flags2}\n").encode("latin-1"))
+    (d / "u.item").write_bytes(
+        (
+            f"1|Toy Story (1995)|01-Jan-1995||http://x|{flags1}\n2|Café Society (1995)|01-Jan-1995||http://y|{flags2}\n"
+        ).encode("latin-1")
+    )
     (d / "u.occupation").write_text("student\ntechnician\nwriter\n")
     return d
 
@@ -102,19 +111,37 @@ def test_occupation_and_age_tables_match_readme():
     assert AGE_ORDER == ("Under 18", "18-24", "25-34", "35-44", "45-49", "50-55", "56+")
 
 
-@pytest.mark.parametrize("age,label", [(7, "Under 18"), (17, "Under 18"), (18, "18-24"), (24, "18-24"),
-                                       (25, "25-34"), (34, "25-34"), (35, "35-44"), (44, "35-44"),
-                                       (45, "45-49"), (49, "45-49"), (50, "50-55"), (55, "50-55"),
-                                       (56, "56+"), (73, "56+")])
+@pytest.mark.parametrize(
+    "age,label",
+    [
+        (7, "Under 18"),
+        (17, "Under 18"),
+        (18, "18-24"),
+        (24, "18-24"),
+        (25, "25-34"),
+        (34, "25-34"),
+        (35, "35-44"),
+        (44, "35-44"),
+        (45, "45-49"),
+        (49, "45-49"),
+        (50, "50-55"),
+        (55, "50-55"),
+        (56, "56+"),
+        (73, "56+"),
+    ],
+)
 def test_age_bucket_boundaries(age, label):
     assert age_bucket(age) == label
 
 
-@pytest.mark.parametrize("bad,lineno", [
-    ("1::10::5::978300760\n1::20::x::978300761\n", 2),  # non-integer rating
-    ("1::10::5::978300760\n2::30::4::978300762\n1::20::3\n", 3),  # too few fields
-    ("1::10::5::978300760::9\n", 1),  # too many fields
-])
+@pytest.mark.parametrize(
+    "bad,lineno",
+    [
+        ("1::10::5::978300760\n1::20::x::978300761\n", 2),  # non-integer rating
+        ("1::10::5::978300760\n2::30::4::978300762\n1::20::3\n", 3),  # too few fields
+        ("1::10::5::978300760::9\n", 1),  # too many fields
+    ],
+)
 def test_ml1m_malformed_line_names_file_and_line(tmp_path, bad, lineno):
     d = write_ml1m(tmp_path / "ml-1m", ratings=bad)
     with pytest.raises(ValueError, match=rf"ratings\.dat: malformed line {lineno}:"):
@@ -247,8 +274,12 @@ def test_fetch_verifies_and_extracts(tmp_path):
         for f in ("u.data", "u.user", "u.item"):
             zf.write(src / f, f"ml-100k/{f}")
     good = hashlib.sha256(zpath.read_bytes()).hexdigest()
-    d = dl.Download(url=zpath.as_uri(), filename="ml-100k.zip", sha256=good,
-                    members=("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item"))
+    d = dl.Download(
+        url=zpath.as_uri(),
+        filename="ml-100k.zip",
+        sha256=good,
+        members=("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item"),
+    )
     out = tmp_path / "data" / "ml-100k"
     with open(tmp_path / "log.txt", "w") as log:
         dl.fetch(d, out, log=log)
@@ -263,7 +294,7 @@ def test_fetch_verifies_and_extracts(tmp_path):
 
 
 def test_pinned_sources_are_complete():
-    for name, src in dl.SOURCES.items():
+    for _name, src in dl.SOURCES.items():
         for d in src.downloads:
             assert d.url.startswith("https://")
             assert d.sha256 is None or len(d.sha256) == 64

@@ -1,4 +1,5 @@
-"""Prompts (FACTER.md §1.3): content, rules, domain word, demographics switch, requests."""
+"""Prompts (docs/FACTER.md §1.3): content, rules, domain word, demographics switch, requests."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -8,10 +9,20 @@ from facterlab.data import prompts
 from facterlab.data.movielens import items_frame
 from facterlab.types import PromptRequest, Rule
 
-ITEMS = items_frame(list(range(1, 51)), [f"Title {i} (19{i + 40})" for i in range(1, 51)],
-                    [["Drama"] if i % 2 else ["Comedy", "Romance"] for i in range(1, 51)]).set_index("item_id")
-ROW = {"row_id": 7, "gender": "F", "age": "35-44", "occupation": "writer", "history": list(range(1, 11)),
-       "candidates": list(range(11, 51)), "target": 11}
+ITEMS = items_frame(
+    list(range(1, 51)),
+    [f"Title {i} (19{i + 40})" for i in range(1, 51)],
+    [["Drama"] if i % 2 else ["Comedy", "Romance"] for i in range(1, 51)],
+).set_index("item_id")
+ROW = {
+    "row_id": 7,
+    "gender": "F",
+    "age": "35-44",
+    "occupation": "writer",
+    "history": list(range(1, 11)),
+    "candidates": list(range(11, 51)),
+    "target": 11,
+}
 
 
 def test_system_prompts():
@@ -27,12 +38,15 @@ def test_system_prompts():
 
 
 def test_facter_rules_bullets():
-    rules = [Rule("gender", "F", "Romance"), Rule("age", "35-44", "Heat (1995)", kind="title"),
-             Rule("gender", "F", "Romance")]
+    rules = [
+        Rule("gender", "F", "Romance"),
+        Rule("age", "35-44", "Heat (1995)", kind="title"),
+        Rule("gender", "F", "Romance"),
+    ]
     text = prompts.system_prompt("facter", rules)
     lines = text.splitlines()
     i = lines.index("Fairness constraints (learned from past violations):")
-    assert lines[i + 1:] == ["- AVOID: (gender=F) -> (Romance-only)", "- AVOID: (age=35-44) -> (Heat (1995))"]
+    assert lines[i + 1 :] == ["- AVOID: (gender=F) -> (Romance-only)", "- AVOID: (age=35-44) -> (Heat (1995))"]
     assert text.startswith(prompts.system_prompt("fair"))
     assert "nonconformity" not in text  # announce is off by default
 

@@ -1,4 +1,5 @@
-"""The interaction protocol (FACTER.md §1.2): golden rows by hand, invariants, determinism, cache."""
+"""The interaction protocol (docs/FACTER.md §1.2): golden rows by hand, invariants, determinism, cache."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,31 +11,42 @@ import pytest
 from facterlab.config import DataConfig
 from facterlab.data import Dataset, load_dataset
 from facterlab.data.movielens import items_frame
-from facterlab.data.protocol import (build_interactions, count_eligible, group_sizes,
-                                     load_or_build_interactions)
+from facterlab.data.protocol import build_interactions, count_eligible, group_sizes, load_or_build_interactions
 
 
 def tiny_dataset(n_items: int = 200) -> Dataset:
     """User 1: 13 positives (items 101..113) with a timestamp tie, plus low ratings; user 2: 10 positives."""
     rows = []
     # user 1: items 101..113 rated 5 at times 1..13, except 105 and 104 share time 4 (tie -> item id order)
-    times = {101: 1, 102: 2, 103: 3, 105: 4, 104: 4, 106: 6, 107: 7, 108: 8, 109: 9, 110: 10, 111: 11,
-             112: 12, 113: 13}
+    times = {101: 1, 102: 2, 103: 3, 105: 4, 104: 4, 106: 6, 107: 7, 108: 8, 109: 9, 110: 10, 111: 11, 112: 12, 113: 13}
     for item, t in times.items():
         rows.append((1, item, 5.0, t))
     rows += [(1, 150, 3.0, 5), (1, 151, 2.0, 12)]  # below min_rating: never in history or relevance
     rows += [(2, 120 + j, 4.0, 100 + j) for j in range(10)]  # exactly 10 positives: no eligible row
     r = pd.DataFrame(rows, columns=["user_id", "item_id", "rating", "timestamp"])
     r = r.sample(frac=1.0, random_state=0).reset_index(drop=True)  # file order must not matter
-    ratings = pd.DataFrame({"user_id": r.user_id.astype(np.int64), "item_id": r.item_id.astype(np.int64),
-                            "rating": r.rating.astype(np.float32), "timestamp": r.timestamp.astype(np.int64)})
-    users = pd.DataFrame({"user_id": [1, 2], "gender": ["F", "M"], "age": ["25-34", "56+"],
-                          "occupation": ["writer", "retired"]})
+    ratings = pd.DataFrame(
+        {
+            "user_id": r.user_id.astype(np.int64),
+            "item_id": r.item_id.astype(np.int64),
+            "rating": r.rating.astype(np.float32),
+            "timestamp": r.timestamp.astype(np.int64),
+        }
+    )
+    users = pd.DataFrame(
+        {"user_id": [1, 2], "gender": ["F", "M"], "age": ["25-34", "56+"], "occupation": ["writer", "retired"]}
+    )
     ids = list(range(1, n_items + 1))
     items = items_frame(ids, [f"Movie {i} (1990)" for i in ids], [["Drama"]] * n_items)
-    return Dataset(name="synthetic", domain="movie", is_synthetic=True, ratings=ratings, users=users, items=items,
-                   attribute_values={"gender": ["M", "F"], "age": ["25-34", "56+"],
-                                     "occupation": ["writer", "retired"]})
+    return Dataset(
+        name="synthetic",
+        domain="movie",
+        is_synthetic=True,
+        ratings=ratings,
+        users=users,
+        items=items,
+        attribute_values={"gender": ["M", "F"], "age": ["25-34", "56+"], "occupation": ["writer", "retired"]},
+    )
 
 
 def test_golden_rows_by_hand():
@@ -47,8 +59,8 @@ def test_golden_rows_by_hand():
     assert sorted(rows.index) == [111, 112, 113]
     for t in (10, 11, 12):
         row = rows.loc[order[t]]
-        assert row["history"] == order[t - 10:t]
-        assert row["relevant"] == order[t:t + 10]  # cut at the user's end
+        assert row["history"] == order[t - 10 : t]
+        assert row["relevant"] == order[t : t + 10]  # cut at the user's end
         assert row["user_id"] == 1 and row["gender"] == "F" and row["occupation"] == "writer"
     assert rows.loc[111, "relevant"] == [111, 112, 113]
     # rows are numbered in sampled order
@@ -68,7 +80,7 @@ def test_file_order_breaks_timestamp_ties_by_line():
     order = [101, 102, 103, 105, 104, 106, 107, 108, 109, 110, 111, 112, 113]
     rows = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="file_order")).rows.set_index("target")
     for t in (10, 11, 12):
-        assert rows.loc[order[t], "history"] == order[t - 10:t]
+        assert rows.loc[order[t], "history"] == order[t - 10 : t]
     assert DataConfig().tie_order == "file_order"
     by_id = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="item_id"))
     by_file = build_interactions(ds, DataConfig(n_rows=3, seed=0, tie_order="file_order"))
@@ -129,9 +141,9 @@ def test_invariants_against_independent_sequences(synth, tie_order):
         seq = seqs[row.user_id]
         t = seq.index(row.target)
         assert t >= 10
-        assert row.history == seq[t - 10:t] and len(row.history) == 10
+        assert row.history == seq[t - 10 : t] and len(row.history) == 10
         assert row.target not in row.history
-        assert row.relevant[0] == row.target and row.relevant == seq[t:t + 10]
+        assert row.relevant[0] == row.target and row.relevant == seq[t : t + 10]
         cands = row.candidates
         assert len(cands) == 40 and len(set(cands)) == 40 and set(cands) <= catalogue
         assert not set(cands) & set(row.history)

@@ -1,9 +1,10 @@
 """The real MovieLens-100K files (FACTERLAB_DATA must point at a directory with ml-100k/)."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import real_data_dir
+
 from facterlab.config import DataConfig
 from facterlab.data import load_dataset
 from facterlab.data.download import KNOWN_FILE_SHA256, file_sha256
@@ -13,8 +14,10 @@ pytestmark = pytest.mark.realdata
 
 DATA = real_data_dir()
 HAS_100K = DATA is not None and (DATA / "ml-100k" / "u.data").is_file()
-needs_100k = pytest.mark.skipif(not HAS_100K, reason="set FACTERLAB_DATA to a directory holding ml-100k/ "
-                                                     "(u.data, u.user, u.item) to run the real-data tests")
+needs_100k = pytest.mark.skipif(
+    not HAS_100K,
+    reason="set FACTERLAB_DATA to a directory holding ml-100k/ (u.data, u.user, u.item) to run the real-data tests",
+)
 
 
 @needs_100k

@@ -1,4 +1,5 @@
 """FACTER core: neighbours, scores, conformal threshold, corrections, threshold rules, repair mining."""
+
 from __future__ import annotations
 
 import math
@@ -8,7 +9,12 @@ import pandas as pd
 import pytest
 
 from facterlab.facter.conformal import (
-    NOT_FITTED, ConformalThreshold, ReproCountCorrection, conformal_k, corrected_threshold, hoeffding_constant,
+    NOT_FITTED,
+    ConformalThreshold,
+    ReproCountCorrection,
+    conformal_k,
+    corrected_threshold,
+    hoeffding_constant,
     min_calibration_size,
 )
 from facterlab.facter.neighbours import counterfactual_neighbours
@@ -78,8 +84,9 @@ def test_score_golden_values():
     p = np.array([[0.6, 0.8], [1.0, 0.0]])
     t = np.array([[1.0, 0.0], [0.0, 1.0]])
     r = np.array([[0.0, 1.0], [1.0, 0.0]])
-    idx = counterfactual_neighbours(np.array([[1.0, 0.0], [0.0, 1.0]]), ["a", "a"],
-                                    np.array([[1.0, 0.01], [0.99, 0.0]]), ["b", "c"], tau_rho=0.9)
+    idx = counterfactual_neighbours(
+        np.array([[1.0, 0.0], [0.0, 1.0]]), ["a", "a"], np.array([[1.0, 0.01], [0.99, 0.0]]), ["b", "c"], tau_rho=0.9
+    )
     assert idx.neighbours(0).tolist() == [0, 1] and idx.neighbours(1).tolist() == []
     sc = nonconformity_scores(p, t, idx, r, lam=0.7)
     assert sc["d"].tolist() == pytest.approx([0.4, 1.0])
@@ -233,16 +240,25 @@ def test_mining_golden_per_attr_and_tuple():
     rules = [r.text() for r in mine_rules(b, F)]
     # gender=F: Comedy 3, Romance 3 (features first, alphabetical at equal count), title Sleepless 3;
     # Action 1 < 3.  age=25-34 and occupation=writer see all 6: Action 3 first (count desc).
-    assert rules[:3] == ["AVOID: (gender=F) -> (Comedy-only)", "AVOID: (gender=F) -> (Romance-only)",
-                         "AVOID: (gender=F) -> (Sleepless (1993))"]
-    assert rules[3:8] == ["AVOID: (age=25-34) -> (Action-only)", "AVOID: (age=25-34) -> (Comedy-only)",
-                          "AVOID: (age=25-34) -> (Romance-only)", "AVOID: (age=25-34) -> (Heat (1995))",
-                          "AVOID: (age=25-34) -> (Sleepless (1993))"]
+    assert rules[:3] == [
+        "AVOID: (gender=F) -> (Comedy-only)",
+        "AVOID: (gender=F) -> (Romance-only)",
+        "AVOID: (gender=F) -> (Sleepless (1993))",
+    ]
+    assert rules[3:8] == [
+        "AVOID: (age=25-34) -> (Action-only)",
+        "AVOID: (age=25-34) -> (Comedy-only)",
+        "AVOID: (age=25-34) -> (Romance-only)",
+        "AVOID: (age=25-34) -> (Heat (1995))",
+        "AVOID: (age=25-34) -> (Sleepless (1993))",
+    ]
     assert len(rules) == 13
     tup = [r.text() for r in mine_rules(b, F, keying="tuple")]
-    assert tup == ["AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Comedy-only)",
-                   "AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Romance-only)",
-                   "AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Sleepless (1993))"]
+    assert tup == [
+        "AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Comedy-only)",
+        "AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Romance-only)",
+        "AVOID: (tuple=gender=F, age=25-34, occupation=writer) -> (Sleepless (1993))",
+    ]
 
 
 def test_mining_cap_fifo_and_errors():

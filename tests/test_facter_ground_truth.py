@@ -5,6 +5,7 @@ simulated recommender pushing Romance to women: there the bias is what makes sco
 setting FACTER is designed for.  These tests fail if calibration, the monitor, rule mining or the
 prompt repair break.  Notebook 09 asks the same questions on real data.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,16 +28,41 @@ def world_runs(tmp_path_factory):
     ds = make_world(n_users=160, seed=0)
     runs = {}
     for beta, rho in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0)):
-        cfg = preset("repro", data__dataset="synthetic", data__n_rows=600, data__n_candidates=20, model__llm="simulated",
-                     model__encoder="hash-encoder", facter__passes=3, metrics__cfr_rows=50, metrics__snsr_min_group=10,
-                     sim__beta=beta, sim__rho=rho, sim__demote=1000.0, sim__h=0.0, sim__n_factors=8)
+        cfg = preset(
+            "repro",
+            data__dataset="synthetic",
+            data__n_rows=600,
+            data__n_candidates=20,
+            model__llm="simulated",
+            model__encoder="hash-encoder",
+            facter__passes=3,
+            metrics__cfr_rows=50,
+            metrics__snsr_min_group=10,
+            sim__beta=beta,
+            sim__rho=rho,
+            sim__demote=1000.0,
+            sim__h=0.0,
+            sim__n_factors=8,
+        )
         inter = build_interactions(ds, cfg.data)
         rows = pd.concat([inter.calib, inter.test], ignore_index=True)
         s = cfg.sim
-        rec = SimulatedRecommender(inter.items, training_pairs(rows), "open", beta=s.beta, sigma=s.sigma, rho=s.rho,
-                                   h=s.h, phi=s.phi, demote=s.demote, n_factors=s.n_factors, bias_table=BIAS)
-        runs[(beta, rho)] = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out,
-                                           progress=False)
+        rec = SimulatedRecommender(
+            inter.items,
+            training_pairs(rows),
+            "open",
+            beta=s.beta,
+            sigma=s.sigma,
+            rho=s.rho,
+            h=s.h,
+            phi=s.phi,
+            demote=s.demote,
+            n_factors=s.n_factors,
+            bias_table=BIAS,
+        )
+        runs[(beta, rho)] = run_experiment(
+            cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out, progress=False
+        )
     return inter, runs
 
 
@@ -75,9 +101,15 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
 @pytest.mark.slow
 def test_violations_flag_biased_outputs_and_precision_rises_with_beta(world_runs):
     inter, runs = world_runs
-    det = pd.concat([gt.detector_table(runs[(b, 1.0)], HashEncoder(), inter.items, inter.calib, inter.test,
-                                       lambdas=(0.7,), tau_rhos=(0.9,)).assign(beta=b) for b in (3.0, 6.0)],
-                    ignore_index=True)
+    det = pd.concat(
+        [
+            gt.detector_table(
+                runs[(b, 1.0)], HashEncoder(), inter.items, inter.calib, inter.test, lambdas=(0.7,), tau_rhos=(0.9,)
+            ).assign(beta=b)
+            for b in (3.0, 6.0)
+        ],
+        ignore_index=True,
+    )
     assert det["biased"].iloc[1] > det["biased"].iloc[0] > 0
     assert det["precision"].iloc[1] > det["precision"].iloc[0]
     lo = gt.clopper_pearson(int(det["true_pos"].iloc[1]), int(det["flagged"].iloc[1]), 0.99)[0]

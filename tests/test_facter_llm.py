@@ -1,4 +1,5 @@
 """Exact optimistic batching with the bundled SmolLM2 (greedy): batch B gives the records of batch 1."""
+
 from __future__ import annotations
 
 import sys
@@ -39,8 +40,14 @@ def test_smollm2_optimistic_batching_is_exact():
     # monitor's batching logic is protocol-independent and is tested for "rank" with the fake
     protocol = "open"
     ds = make_world(n_users=40)
-    cfg = preset("repro", data__dataset="synthetic", data__n_rows=30, protocol=protocol,
-                 facter__announce_threshold=True, facter__tau_rho=0.8)
+    cfg = preset(
+        "repro",
+        data__dataset="synthetic",
+        data__n_rows=30,
+        protocol=protocol,
+        facter__announce_threshold=True,
+        facter__tau_rho=0.8,
+    )
     mcfg = replace(cfg.model, temperature=0.0, max_new_tokens=12, batch_size=4)
     rec = _make_recommender(mcfg, protocol)
     inter = build_interactions(ds, cfg.data)
@@ -51,13 +58,38 @@ def test_smollm2_optimistic_batching_is_exact():
     calib = inter.calib.reset_index(drop=True)
     test = inter.test.reset_index(drop=True).iloc[:4]
     # Q0 = 0: every row violates, so with the announced threshold every later prompt of a batch changes
-    state = CalibrationState(q0=0.0, context_emb=_context_embeddings(calib, items, enc, prompts),
-                             groups=_groups(calib), pred_emb=rep.items(calib["target"].tolist()),
-                             alpha=0.1, k_index=1, n=len(calib))
-    scorer = OnlineScorer(state, _context_embeddings(test, items, enc, prompts), _groups(test),
-                          rep.items(test["target"].tolist()), 0.7, 0.8)
-    kw = dict(rows=test, items=items, recommender=rec, scorer=scorer, postprocess=post, represent=rep.predictions,
-              cfg=cfg.facter, n_calib=state.n, protocol=protocol, k=10, domain="movie", seed=0, prompts=prompts)
+    state = CalibrationState(
+        q0=0.0,
+        context_emb=_context_embeddings(calib, items, enc, prompts),
+        groups=_groups(calib),
+        pred_emb=rep.items(calib["target"].tolist()),
+        alpha=0.1,
+        k_index=1,
+        n=len(calib),
+    )
+    scorer = OnlineScorer(
+        state,
+        _context_embeddings(test, items, enc, prompts),
+        _groups(test),
+        rep.items(test["target"].tolist()),
+        0.7,
+        0.8,
+    )
+    kw = dict(
+        rows=test,
+        items=items,
+        recommender=rec,
+        scorer=scorer,
+        postprocess=post,
+        represent=rep.predictions,
+        cfg=cfg.facter,
+        n_calib=state.n,
+        protocol=protocol,
+        k=10,
+        domain="movie",
+        seed=0,
+        prompts=prompts,
+    )
     one = FacterMonitor(system_kind="facter", batch_size=1, **kw).run(1)
     many = FacterMonitor(system_kind="facter", batch_size=4, **kw).run(1)
     assert one.records["viol_adaptive"].all()

@@ -1,4 +1,5 @@
 """FACTER online phase: exact optimistic batching and the closed repair loop (fake recommender)."""
+
 from __future__ import annotations
 
 import sys
@@ -32,21 +33,47 @@ def world():
 
 def _setup(world, obey: bool, protocol: str = "open", **facter):
     ds, inter, cfg = world
-    cfg = preset("repro", data__dataset="synthetic", data__n_rows=240, facter__tau_rho=0.8, protocol=protocol,
-                 **{f"facter__{k}": v for k, v in facter.items()})
+    cfg = preset(
+        "repro",
+        data__dataset="synthetic",
+        data__n_rows=240,
+        facter__tau_rho=0.8,
+        protocol=protocol,
+        **{f"facter__{k}": v for k, v in facter.items()},
+    )
     enc = HashEncoder()
     items = inter.items
-    rec = FakeRecommender(ds.items, protocol=protocol, mode="biased", obey_rules=obey, bias_share=0.5,
-                          bias_features=ROMANCE_TO_WOMEN)
+    rec = FakeRecommender(
+        ds.items, protocol=protocol, mode="biased", obey_rules=obey, bias_share=0.5, bias_features=ROMANCE_TO_WOMEN
+    )
     mapper = CatalogueMapper(items.reset_index(), enc, method="encoder", threshold=0.65)
     rep = ItemRepresenter(enc, items)
     post = make_postprocess(protocol, mapper, items, 10)
     state, _ = calibrate(inter.calib, items, rec, enc, rep, post, cfg, "movie", prompts)
     test = inter.test.reset_index(drop=True)
-    scorer = OnlineScorer(state, _context_embeddings(test, items, enc, prompts), _groups(test),
-                          rep.items(test["target"].tolist()), cfg.facter.lam, cfg.facter.tau_rho)
-    kw = dict(rows=test, items=items, recommender=rec, scorer=scorer, postprocess=post, represent=rep.predictions,
-              cfg=cfg.facter, n_calib=state.n, protocol=protocol, k=10, domain="movie", seed=0, prompts=prompts)
+    scorer = OnlineScorer(
+        state,
+        _context_embeddings(test, items, enc, prompts),
+        _groups(test),
+        rep.items(test["target"].tolist()),
+        cfg.facter.lam,
+        cfg.facter.tau_rho,
+    )
+    kw = dict(
+        rows=test,
+        items=items,
+        recommender=rec,
+        scorer=scorer,
+        postprocess=post,
+        represent=rep.predictions,
+        cfg=cfg.facter,
+        n_calib=state.n,
+        protocol=protocol,
+        k=10,
+        domain="movie",
+        seed=0,
+        prompts=prompts,
+    )
     return kw, rec, state
 
 
@@ -164,7 +191,7 @@ class _Bucketed:
         groups = {}
         for i, r in enumerate(requests):
             groups.setdefault(self.bucket(r), []).append(i)
-        return [g[j:j + self.size] for g in groups.values() for j in range(0, len(g), self.size)]
+        return [g[j : j + self.size] for g in groups.values() for j in range(0, len(g), self.size)]
 
     def predict(self, requests):
         self.calls.append(({self.bucket(r) for r in requests}, len(requests)))

@@ -1,4 +1,5 @@
 """The protocol switches of docs/PROTOCOL.md (REPRO's choice vs facterlab's) and the duplicate-title fix."""
+
 from __future__ import annotations
 
 import sys
@@ -14,23 +15,25 @@ from facter_world import make_world  # noqa: E402
 from facterlab.config import PROTOCOL_SWITCHES, config_hash, preset  # noqa: E402
 from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
-from facterlab.facter.monitor import (UNKNOWN_GENERATION, CalibrationState, FacterMonitor,  # noqa: E402
-                                      OnlineScorer)
-from facterlab.facter.pipeline import (_context_embeddings, _groups, make_postprocess,  # noqa: E402
-                                       protocol_variants, run_experiment)
+from facterlab.facter.monitor import UNKNOWN_GENERATION, CalibrationState, FacterMonitor, OnlineScorer  # noqa: E402
+from facterlab.facter.pipeline import _context_embeddings, _groups, make_postprocess, protocol_variants, run_experiment  # noqa: E402
 from facterlab.facter.repair import ViolationBuffer, mine_rules  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
 from facterlab.metrics import CatalogueMapper, ranking_metrics  # noqa: E402
 from facterlab.models.fake import FakeRecommender, HashEncoder  # noqa: E402
 from facterlab.types import Prediction  # noqa: E402
 
-
 # ------------------------------------------------------------------ duplicate titles in re-ranking
 
 
 def _dup_items():
-    return pd.DataFrame({"item_id": [1, 2, 3, 4], "title": ["Hamlet (1996)", "Hamlet (1996)", "Heat (1995)", "Babe (1995)"],
-                         "features": [["Drama"]] * 4}).set_index("item_id")
+    return pd.DataFrame(
+        {
+            "item_id": [1, 2, 3, 4],
+            "title": ["Hamlet (1996)", "Hamlet (1996)", "Heat (1995)", "Babe (1995)"],
+            "features": [["Drama"]] * 4,
+        }
+    ).set_index("item_id")
 
 
 def test_rank_duplicate_titles_keep_their_ids_by_position():
@@ -39,14 +42,14 @@ def test_rank_duplicate_titles_keep_their_ids_by_position():
     row = {"candidates": [3, 1, 4, 2]}
     # a full permutation of the candidate titles: "Hamlet (1996)" appears twice, as it does in the list
     pred = Prediction(titles=("Hamlet (1996)", "Heat (1995)", "Hamlet (1996)", "Babe (1995)"))
-    (mapped, top1, raw), = post([row], [pred])
+    ((mapped, top1, raw),) = post([row], [pred])
     assert mapped == [1, 3, 2, 4]  # the first Hamlet is the first Hamlet of the list (id 1), the second id 2
     assert sorted(mapped) == sorted(row["candidates"]) and top1 == 1 and raw == "Hamlet (1996)"
     # the second Hamlet is relevant: it is hit at rank 3 (the old exact-title map gave [1, 3, 1, 4]: never hit)
     m = ranking_metrics([mapped], [[2]], k=10)
     assert m["recall"][0] == 1.0 and m["ndcg"][0] == pytest.approx(0.5)
     # a title that is not (or no longer) a candidate maps to nothing
-    (mapped, _, _), = post([row], [Prediction(titles=("Hamlet (1996)", "Hamlet (1996)", "Hamlet (1996)", "Alien"))])
+    ((mapped, _, _),) = post([row], [Prediction(titles=("Hamlet (1996)", "Hamlet (1996)", "Hamlet (1996)", "Alien"))])
     assert mapped == [1, 2, -1, -1]
 
 
@@ -70,10 +73,18 @@ def test_run_records_every_switch(tmp_path):
     ds = make_world()
     out = {}
     for name in ("repro", "facterlab"):
-        cfg = preset(name, data__dataset="synthetic", data__n_rows=160, facter__tau_rho=0.8, facter__passes=2,
-                     metrics__cfr_rows=20, metrics__snsr_min_group=10)
-        rec = FakeRecommender(ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5,
-                              bias_features={"F": ("Romance",)})
+        cfg = preset(
+            name,
+            data__dataset="synthetic",
+            data__n_rows=160,
+            facter__tau_rho=0.8,
+            facter__passes=2,
+            metrics__cfr_rows=20,
+            metrics__snsr_min_group=10,
+        )
+        rec = FakeRecommender(
+            ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5, bias_features={"F": ("Romance",)}
+        )
         res = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path, progress=False)
         out[name] = res
         v = res.metrics["variants"]
@@ -93,14 +104,14 @@ def test_top1_first_mapped_vs_position0():
     enc = HashEncoder()
     mapper = CatalogueMapper(items.reset_index(), enc, threshold=0.99)
     pred = Prediction(titles=("An Invented Film", "Heat (1995)", "Babe (1995)"))
-    (m0, t0, r0), = make_postprocess("open", mapper, items, 10, top1="position0")([{}], [pred])
-    (m1, t1, r1), = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [pred])
+    ((m0, t0, r0),) = make_postprocess("open", mapper, items, 10, top1="position0")([{}], [pred])
+    ((m1, t1, r1),) = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [pred])
     assert m0 == m1 == [-1, 3, 4]
     assert (t0, r0) == (-1, "An Invented Film") and (t1, r1) == (3, "Heat (1995)")
     # nothing maps: both give the raw first title; no title at all: ""
-    (_, t, r), = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [Prediction(titles=("Zzz",))])
+    ((_, t, r),) = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [Prediction(titles=("Zzz",))])
     assert (t, r) == (-1, "Zzz")
-    (_, t, r), = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [Prediction(titles=())])
+    ((_, t, r),) = make_postprocess("open", mapper, items, 10, top1="first_mapped")([{}], [Prediction(titles=())])
     assert (t, r) == (-1, "")
 
 
@@ -122,20 +133,51 @@ def world():
 
 def _monitor(world, rec, **facter):
     ds, inter = world
-    cfg = preset("repro", data__dataset="synthetic", data__n_rows=120, facter__tau_rho=0.8,
-                 **{f"facter__{k}": v for k, v in facter.items()})
+    cfg = preset(
+        "repro",
+        data__dataset="synthetic",
+        data__n_rows=120,
+        facter__tau_rho=0.8,
+        **{f"facter__{k}": v for k, v in facter.items()},
+    )
     enc = HashEncoder()
     items = inter.items
     rep = ItemRepresenter(enc, items)
     calib, test = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
-    state = CalibrationState(q0=0.0, context_emb=_context_embeddings(calib, items, enc, prompts), groups=_groups(calib),
-                             pred_emb=rep.items(calib["target"].tolist()), alpha=0.1, k_index=1, n=len(calib))
-    scorer = OnlineScorer(state, _context_embeddings(test, items, enc, prompts), _groups(test),
-                          rep.items(test["target"].tolist()), 0.7, 0.8)
+    state = CalibrationState(
+        q0=0.0,
+        context_emb=_context_embeddings(calib, items, enc, prompts),
+        groups=_groups(calib),
+        pred_emb=rep.items(calib["target"].tolist()),
+        alpha=0.1,
+        k_index=1,
+        n=len(calib),
+    )
+    scorer = OnlineScorer(
+        state,
+        _context_embeddings(test, items, enc, prompts),
+        _groups(test),
+        rep.items(test["target"].tolist()),
+        0.7,
+        0.8,
+    )
     post = make_postprocess("open", CatalogueMapper(items.reset_index(), enc), items, 10, top1=cfg.facter.top1)
-    return FacterMonitor(rows=test, items=items, recommender=rec, scorer=scorer, postprocess=post,
-                         represent=rep.predictions, cfg=cfg.facter, n_calib=state.n, protocol="open", k=10,
-                         domain="movie", seed=0, prompts=prompts.for_config(cfg.facter), system_kind="facter")
+    return FacterMonitor(
+        rows=test,
+        items=items,
+        recommender=rec,
+        scorer=scorer,
+        postprocess=post,
+        represent=rep.predictions,
+        cfg=cfg.facter,
+        n_calib=state.n,
+        protocol="open",
+        k=10,
+        domain="movie",
+        seed=0,
+        prompts=prompts.for_config(cfg.facter),
+        system_kind="facter",
+    )
 
 
 @pytest.mark.parametrize("rule", ["unknown_generation", "skip"])
@@ -154,8 +196,9 @@ def test_empty_outputs_give_unknown_generation_rules_only_under_repro(world, rul
 
 def test_cfr_prompt_is_the_rows_last_pass_prompt(world):
     ds, _ = world
-    rec = FakeRecommender(ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5,
-                          bias_features={"F": ("Romance",)})
+    rec = FakeRecommender(
+        ds.items, protocol="open", mode="biased", obey_rules=True, bias_share=0.5, bias_features={"F": ("Romance",)}
+    )
     mon = _monitor(world, rec)
     res = mon.run(2)
     last = res.records[res.records["pass"] == 2].sort_values("position")
@@ -173,7 +216,7 @@ def test_cfr_prompt_is_the_rows_last_pass_prompt(world):
 def _rule(text):
     from facterlab.types import Rule
 
-    head, target = text[len("AVOID: ("):].split(") -> (")
+    head, target = text[len("AVOID: (") :].split(") -> (")
     attr, value = head.split("=", 1)
     target = target[:-1]
     if target.endswith("-only"):

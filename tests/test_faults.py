@@ -1,6 +1,7 @@
 """Fault injection (docs/FAULTS.md): kills during every phase and during the run-folder write, then a
 rerun compared byte for byte; every bad input gives its message before any model call; hostile model
 output never aborts a run; degenerate outputs are counted and their fairness metrics are missing."""
+
 from __future__ import annotations
 
 import gzip
@@ -34,10 +35,10 @@ COMPARED = list(RUN_FILES)  # timings.json holds wall times: the only file allow
 
 
 def _child(results: Path, fault: str, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FACTERLAB_CACHE": str(cache), "PYTHONPATH": str(REPO / "src"),
-           "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(CHILD), str(results), fault], env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {**os.environ, "FACTERLAB_CACHE": str(cache), "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(results), fault], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _folder_bytes(folder: Path) -> dict:
@@ -115,29 +116,43 @@ class NeverEncoder(HashEncoder):
 
 
 def _cfg(**kw):
-    base = dict(data__dataset="synthetic", data__n_rows=200, facter__tau_rho=0.8, metrics__cfr_rows=30,
-                metrics__snsr_min_group=10)
+    base = dict(
+        data__dataset="synthetic",
+        data__n_rows=200,
+        facter__tau_rho=0.8,
+        metrics__cfr_rows=30,
+        metrics__snsr_min_group=10,
+    )
     base.update(kw)
     return preset("repro", **base)
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ({"facter__passes": 0}, "facter.passes = 0: must be an integer >= 1"),
-    ({"facter__passes": 2.5}, "facter.passes = 2.5: must be an integer >= 1"),
-    ({"data__n_rows": 10}, "data.n_rows = 10 is too small for alpha = 0.1"),
-    ({"data__n_rows": 10}, "use data.n_rows >= 13"),
-    ({"metrics__snsr_min_group": 0}, "metrics.snsr_min_group = 0"),
-    ({"metrics__cfr_rows": 0}, "metrics.cfr_rows = 0"),
-    ({"seed": -1}, "seed = -1: must be an integer >= 0"),
-    ({"model__max_new_tokens": 0}, "model.max_new_tokens = 0"),
-    ({"model__batch_size": 0}, "model.batch_size = 0"),
-    ({"facter__tau_rho": 1.5}, "facter.tau_rho = 1.5"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"facter__passes": 0}, "facter.passes = 0: must be an integer >= 1"),
+        ({"facter__passes": 2.5}, "facter.passes = 2.5: must be an integer >= 1"),
+        ({"data__n_rows": 10}, "data.n_rows = 10 is too small for alpha = 0.1"),
+        ({"data__n_rows": 10}, "use data.n_rows >= 13"),
+        ({"metrics__snsr_min_group": 0}, "metrics.snsr_min_group = 0"),
+        ({"metrics__cfr_rows": 0}, "metrics.cfr_rows = 0"),
+        ({"seed": -1}, "seed = -1: must be an integer >= 0"),
+        ({"model__max_new_tokens": 0}, "model.max_new_tokens = 0"),
+        ({"model__batch_size": 0}, "model.batch_size = 0"),
+        ({"facter__tau_rho": 1.5}, "facter.tau_rho = 1.5"),
+    ],
+)
 def test_bad_config_is_reported_before_any_model_call(overrides, expected, tmp_path):
     ds = make_world(n_users=40)
     with pytest.raises(ConfigError) as ei:
-        run_experiment(_cfg(**overrides), recommender=NeverCalled(ds.items), encoder=NeverEncoder(), dataset=ds,
-                       out_dir=tmp_path, progress=False)
+        run_experiment(
+            _cfg(**overrides),
+            recommender=NeverCalled(ds.items),
+            encoder=NeverEncoder(),
+            dataset=ds,
+            out_dir=tmp_path,
+            progress=False,
+        )
     assert expected in str(ei.value)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
@@ -160,7 +175,9 @@ def test_split_built_from_the_data_is_checked_too():
 
     cfg = _cfg(data__n_rows=None)
     validate_config(cfg)
-    with pytest.raises(ConfigError, match="gets 7 rows, the conformal quantile needs at least 9; use data.n_rows >= 13"):
+    with pytest.raises(
+        ConfigError, match="gets 7 rows, the conformal quantile needs at least 9; use data.n_rows >= 13"
+    ):
         check_split(cfg, 7, 3)
     with pytest.raises(ConfigError, match="test split is empty"):
         check_split(cfg, 50, 0)
@@ -172,19 +189,23 @@ def test_out_dir_that_is_a_file_is_reported_before_any_work(tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
     with pytest.raises(ConfigError, match="is a file, not a folder"):
-        run_experiment(_cfg(), recommender=NeverCalled(ds.items), encoder=NeverEncoder(), dataset=ds, out_dir=f,
-                       progress=False)
+        run_experiment(
+            _cfg(), recommender=NeverCalled(ds.items), encoder=NeverEncoder(), dataset=ds, out_dir=f, progress=False
+        )
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--passes", "0"], "facter.passes = 0"),
-    (["--seed", "-1"], "seed = -1"),
-    (["--n-rows", "10"], "use data.n_rows >= 13"),
-    (["--cfr-rows", "0"], "metrics.cfr_rows = 0"),
-    (["--snsr-min-group", "0"], "metrics.snsr_min_group = 0"),
-    (["--max-new-tokens", "0"], "model.max_new_tokens = 0"),
-    (["--batch-size", "0"], "model.batch_size = 0"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--passes", "0"], "facter.passes = 0"),
+        (["--seed", "-1"], "seed = -1"),
+        (["--n-rows", "10"], "use data.n_rows >= 13"),
+        (["--cfr-rows", "0"], "metrics.cfr_rows = 0"),
+        (["--snsr-min-group", "0"], "metrics.snsr_min_group = 0"),
+        (["--max-new-tokens", "0"], "model.max_new_tokens = 0"),
+        (["--batch-size", "0"], "model.batch_size = 0"),
+    ],
+)
 def test_cli_reports_bad_sizes_before_loading_anything(argv, expected, capsys, monkeypatch):
     import facterlab.facter.pipeline as pl
 
@@ -200,11 +221,16 @@ def test_cli_size_flags_reach_the_config():
 
     p = argparse.ArgumentParser()
     register(p.add_subparsers())
-    args = p.parse_args(["run", "--max-new-tokens", "40", "--batch-size", "4", "--cfr-rows", "12",
-                         "--snsr-min-group", "5"])
+    args = p.parse_args(
+        ["run", "--max-new-tokens", "40", "--batch-size", "4", "--cfr-rows", "12", "--snsr-min-group", "5"]
+    )
     cfg = config_from_args(args)
-    assert (cfg.model.max_new_tokens, cfg.model.batch_size, cfg.metrics.cfr_rows, cfg.metrics.snsr_min_group) == \
-        (40, 4, 12, 5)
+    assert (cfg.model.max_new_tokens, cfg.model.batch_size, cfg.metrics.cfr_rows, cfg.metrics.snsr_min_group) == (
+        40,
+        4,
+        12,
+        5,
+    )
     with pytest.raises(SystemExit):
         p.parse_args(["run", "--passes", "2.5"])  # not silently 2
 
@@ -213,8 +239,20 @@ def test_cli_size_flags_reach_the_config():
 # hostile model output
 
 
-HOSTILE = ["[" * 1000, "[" * 100_000, "[1," * 50_000, "]" * 10_000, "```" * 5_000, '"' * 100_000, "\x00" * 1000,
-           "{" * 5_000, '[{"title": ' * 3_000, "\ud800 lone surrogate", "x" * 1_000_000, "1. " * 10_000]
+HOSTILE = [
+    "[" * 1000,
+    "[" * 100_000,
+    "[1," * 50_000,
+    "]" * 10_000,
+    "```" * 5_000,
+    '"' * 100_000,
+    "\x00" * 1000,
+    "{" * 5_000,
+    '[{"title": ' * 3_000,
+    "\ud800 lone surrogate",
+    "x" * 1_000_000,
+    "1. " * 10_000,
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE, ids=lambda t: f"{t[:6]!r}x{len(t)}")
@@ -249,16 +287,25 @@ class TextRecommender(FakeRecommender):
         return out
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "no row's answer gave a usable title"),
-    ("[" * 1000, "no row's answer gave a usable title"),
-    ('["Zzz qqq", "Blorp"]', "every row got the same list"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "no row's answer gave a usable title"),
+        ("[" * 1000, "no row's answer gave a usable title"),
+        ('["Zzz qqq", "Blorp"]', "every row got the same list"),
+    ],
+)
 def test_degenerate_output_is_counted_and_its_fairness_metrics_are_missing(text, reason, tmp_path):
     ds = make_world(n_users=80)
     cfg = _cfg(data__n_rows=80, facter__passes=2, metrics__cfr_rows=8, metrics__snsr_min_group=5)
-    res = run_experiment(cfg, recommender=TextRecommender(ds.items, text), encoder=HashEncoder(), dataset=ds,
-                         out_dir=tmp_path, progress=False)
+    res = run_experiment(
+        cfg,
+        recommender=TextRecommender(ds.items, text),
+        encoder=HashEncoder(),
+        dataset=ds,
+        out_dir=tmp_path,
+        progress=False,
+    )
     for name, m in res.metrics["methods"].items():
         assert m["n_degenerate"] == res.metrics["n_test"] and m["degenerate"]["all_degenerate"], name
         assert m["cfr_multi"]["value"] is None and reason in m["cfr_multi"]["missing_reason"]
@@ -276,8 +323,13 @@ def test_degenerate_output_is_counted_and_its_fairness_metrics_are_missing(text,
 
 
 def test_partly_degenerate_output_keeps_its_metrics_and_counts_the_rows():
-    df = pd.DataFrame({"pass": [1, 1, 1, 2, 2, 2], "titles": [["A"], ["B"], [], ["A"], [], []],
-                       "parse_status": ["ok", "ok", "empty", "ok", "empty", "empty"]})
+    df = pd.DataFrame(
+        {
+            "pass": [1, 1, 1, 2, 2, 2],
+            "titles": [["A"], ["B"], [], ["A"], [], []],
+            "parse_status": ["ok", "ok", "empty", "ok", "empty", "empty"],
+        }
+    )
     s = degenerate_summary(df)  # last pass only
     assert (s["n_rows"], s["n_empty"], s["n_degenerate"], s["all_degenerate"]) == (3, 2, 2, False)
 
@@ -300,13 +352,21 @@ def _summary(d: Path, capsys) -> tuple:
     return rc, cap.out, cap.err
 
 
-@pytest.mark.parametrize("file, old, new, expected", [
-    ("u.data", "1\t1\t5\t874965758\n1\t2\t3\t876893171\n2\t1\t4\t878542960\n", "", "no ratings (the file is empty)"),
-    ("u.data", "\t3\t", "\t4.5\t", "malformed line 2"),
-    ("u.data", "\t3\t", "\t-3\t", "rating -3 is outside 1..5"),
-    ("u.data", "\t3\t", "\t99\t", "rating 99 is outside 1..5"),
-    ("u.user", "1|24|", "1|-24|", "age -24 is outside 1..120"),
-])
+@pytest.mark.parametrize(
+    "file, old, new, expected",
+    [
+        (
+            "u.data",
+            "1\t1\t5\t874965758\n1\t2\t3\t876893171\n2\t1\t4\t878542960\n",
+            "",
+            "no ratings (the file is empty)",
+        ),
+        ("u.data", "\t3\t", "\t4.5\t", "malformed line 2"),
+        ("u.data", "\t3\t", "\t-3\t", "rating -3 is outside 1..5"),
+        ("u.data", "\t3\t", "\t99\t", "rating 99 is outside 1..5"),
+        ("u.user", "1|24|", "1|-24|", "age -24 is outside 1..120"),
+    ],
+)
 def test_bad_data_values_are_errors_naming_file_and_line(file, old, new, expected, tmp_path, capsys):
     d = _ml100k(tmp_path)
     p = d / "ml-100k" / file
@@ -349,8 +409,9 @@ def test_amazon_bad_rating_and_truncated_gzip(tmp_path):
 
     from facterlab.data.amazon import load_amazon
 
-    d = write_amazon(tmp_path / "a", extra_review=json.dumps(
-        {"reviewerID": "UD", "asin": "A1", "overall": 9.0, "unixReviewTime": 5}))
+    d = write_amazon(
+        tmp_path / "a", extra_review=json.dumps({"reviewerID": "UD", "asin": "A1", "overall": 9.0, "unixReviewTime": 5})
+    )
     with pytest.raises(ValueError, match="overall 9.0 is outside 1..5"):
         load_amazon(d)
     d = write_amazon(tmp_path / "b")

@@ -1,4 +1,5 @@
-"""Catalogue mapping and Valid@k (FACTER.md §4) with a tiny deterministic encoder and rapidfuzz."""
+"""Catalogue mapping and Valid@k (docs/FACTER.md §4) with a tiny deterministic encoder and rapidfuzz."""
+
 from __future__ import annotations
 
 import os
@@ -29,18 +30,27 @@ class TrigramEncoder:
         for i, t in enumerate(texts):
             s = f"  {t.lower()}  "
             for j in range(len(s) - 2):
-                out[i, zlib.crc32(s[j: j + 3].encode()) % self.dim] += 1.0
+                out[i, zlib.crc32(s[j : j + 3].encode()) % self.dim] += 1.0
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 ITEMS = pd.DataFrame(
     {
         "item_id": [1, 2, 3, 4, 5],
-        "title": ["Toy Story (1995)", "Usual Suspects, The (1995)", "Heat (1995)",
-                  "City of Lost Children, The (Cité des enfants perdus, La) (1995)", "Braveheart (1995)"],
-        "text": ["Toy Story (1995) :: Animation|Children's|Comedy", "Usual Suspects, The (1995) :: Crime|Thriller",
-                 "Heat (1995) :: Action|Crime|Thriller", "City of Lost Children, The (1995) :: Adventure|Sci-Fi",
-                 "Braveheart (1995) :: Action|Drama|War"],
+        "title": [
+            "Toy Story (1995)",
+            "Usual Suspects, The (1995)",
+            "Heat (1995)",
+            "City of Lost Children, The (Cité des enfants perdus, La) (1995)",
+            "Braveheart (1995)",
+        ],
+        "text": [
+            "Toy Story (1995) :: Animation|Children's|Comedy",
+            "Usual Suspects, The (1995) :: Crime|Thriller",
+            "Heat (1995) :: Action|Crime|Thriller",
+            "City of Lost Children, The (1995) :: Adventure|Sci-Fi",
+            "Braveheart (1995) :: Action|Drama|War",
+        ],
     }
 )
 
@@ -130,8 +140,15 @@ def test_normalise_title(raw, norm):
 def test_rapidfuzz_mapping_cases():
     m = CatalogueMapper(ITEMS, method="rapidfuzz")
     ids, scores = m.map_with_scores(
-        ["The Usual Suspects", "toy story (1995)", "City of Lost Children", "La Cité des Enfants Perdus",
-         "Braveheartt", "Batman", ""]
+        [
+            "The Usual Suspects",
+            "toy story (1995)",
+            "City of Lost Children",
+            "La Cité des Enfants Perdus",
+            "Braveheartt",
+            "Batman",
+            "",
+        ]
     )
     assert ids.tolist() == [2, 1, 4, 4, 5, -1, -1]
     assert scores[0] == 100.0 and scores[4] == pytest.approx(fuzz.ratio("braveheartt", "braveheart"))

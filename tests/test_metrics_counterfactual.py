@@ -1,4 +1,5 @@
-"""Counterfactual flips and CFR (FACTER.md §4)."""
+"""Counterfactual flips and CFR (docs/FACTER.md §4)."""
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,16 @@ ATTRS = ("gender", "age", "occupation")
 
 def _rows(n=600, seed=0):
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"row_id": np.arange(n), "gender": rng.choice(VALUES["gender"], n),
-                         "age": rng.choice(AGES, n), "occupation": rng.choice(OCCS, n),
-                         "history": [[1, 2]] * n}, index=np.arange(100, 100 + n))
+    return pd.DataFrame(
+        {
+            "row_id": np.arange(n),
+            "gender": rng.choice(VALUES["gender"], n),
+            "age": rng.choice(AGES, n),
+            "occupation": rng.choice(OCCS, n),
+            "history": [[1, 2]] * n,
+        },
+        index=np.arange(100, 100 + n),
+    )
 
 
 def test_distinct_never_leaves_a_value_unchanged_and_covers_the_others():
@@ -45,8 +53,13 @@ def test_repro_sometimes_leaves_the_value_unchanged():
 
 
 def test_minimal_is_deterministic_with_documented_edges():
-    rows = pd.DataFrame({"gender": ["M", "F", "M"], "age": ["Under 18", "50-55", "56+"],
-                         "occupation": ["other or not specified", "artist", "writer"]})
+    rows = pd.DataFrame(
+        {
+            "gender": ["M", "F", "M"],
+            "age": ["Under 18", "50-55", "56+"],
+            "occupation": ["other or not specified", "artist", "writer"],
+        }
+    )
     out = flip_attributes(rows, VALUES, "minimal")
     assert out["gender"].tolist() == ["F", "M", "F"]
     assert out["age"].tolist() == ["18-24", "56+", "50-55"]  # last bucket goes back one

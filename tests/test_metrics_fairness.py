@@ -1,4 +1,5 @@
-"""SNSR/SNSV (FACTER.md §4): golden values, fairlearn/scipy cross-checks, missing values."""
+"""SNSR/SNSV (docs/FACTER.md §4): golden values, fairlearn/scipy cross-checks, missing values."""
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,13 @@ def test_item_level_input_with_mask_equals_row_level():
     items = rng.normal(size=(n, k, d))
     mask = rng.random((n, k)) < 0.8
     mask[0] = False  # a row without any item: dropped, counted
-    groups = pd.DataFrame({"gender": rng.choice(["M", "F"], n), "age": rng.choice(["a", "b", "c"], n),
-                           "occupation": rng.choice(["x", "y"], n)})
+    groups = pd.DataFrame(
+        {
+            "gender": rng.choice(["M", "F"], n),
+            "age": rng.choice(["a", "b", "c"], n),
+            "occupation": rng.choice(["x", "y"], n),
+        }
+    )
     by_items = snsr_proxy(items, groups, min_group=10, mask=mask)
     by_rows = snsr_proxy(normalised_row_means(items, mask), groups, min_group=10)
     n_empty = int((~mask.any(axis=1)).sum())
@@ -93,9 +99,13 @@ def test_group_centroids_and_snsr_against_fairlearn_and_scipy():
 
     rng = np.random.default_rng(5)
     n, d = 900, 8
-    groups = pd.DataFrame({"gender": rng.choice(["M", "F"], n, p=[0.7, 0.3]),
-                           "age": rng.choice(["Under 18", "18-24", "25-34", "56+"], n, p=[0.05, 0.4, 0.45, 0.1]),
-                           "occupation": rng.choice(["writer", "artist", "lawyer"], n)})
+    groups = pd.DataFrame(
+        {
+            "gender": rng.choice(["M", "F"], n, p=[0.7, 0.3]),
+            "age": rng.choice(["Under 18", "18-24", "25-34", "56+"], n, p=[0.05, 0.4, 0.45, 0.1]),
+            "occupation": rng.choice(["writer", "artist", "lawyer"], n),
+        }
+    )
     shift = {"M": 0.0, "F": 0.6}
     raw = rng.normal(size=(n, d)) + np.array([shift[g] for g in groups["gender"]])[:, None]
     rows = raw / np.linalg.norm(raw, axis=1, keepdims=True)
@@ -103,8 +113,7 @@ def test_group_centroids_and_snsr_against_fairlearn_and_scipy():
     for attrs in (["gender"], ["age"], ["gender", "age", "occupation"]):
         # grouped means of the row vectors by fairlearn: y_true carries row indices
         metrics = {f"d{j}": (lambda yt, yp, j=j: float(rows[np.asarray(yt), j].mean())) for j in range(d)}
-        mf = MetricFrame(metrics=metrics, y_true=np.arange(n), y_pred=np.zeros(n),
-                         sensitive_features=groups[attrs])
+        mf = MetricFrame(metrics=metrics, y_true=np.arange(n), y_pred=np.zeros(n), sensitive_features=groups[attrs])
         ref_means = mf.by_group.to_numpy(dtype=float)
         ref_cent = ref_means / np.linalg.norm(ref_means, axis=1, keepdims=True)
         sizes = groups.groupby(attrs).size().reindex(mf.by_group.index).to_numpy()
@@ -159,11 +168,15 @@ def test_jaccard_golden():
 def test_snsr_fairllm_golden():
     neutral = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
     lists = {
-        "gender": {"M": [[1, 2, 3], [4, 5, 6], [7, 8, 9]],  # J = 1, 1, 1 -> 1
-                   "F": [[1, 2, 10], [4, 11, 12], [13, 14, 15]]},  # J = 2/4, 1/5, 0 -> 0.7/3
-        "age": {"18-24": [[1, 2, 3], [4, 5, 12], [7, 8, 9]],  # 1, 2/4, 1 -> 2.5/3
-                "25-34": [[3, 2, 1], [6, 5, 4], [9, 8, 7]],  # order inside top-k does not matter -> 1
-                "56+": [[20, 21, 22], [4, 5, 6], [7, 8, 9]]},  # 0, 1, 1 -> 2/3
+        "gender": {
+            "M": [[1, 2, 3], [4, 5, 6], [7, 8, 9]],  # J = 1, 1, 1 -> 1
+            "F": [[1, 2, 10], [4, 11, 12], [13, 14, 15]],
+        },  # J = 2/4, 1/5, 0 -> 0.7/3
+        "age": {
+            "18-24": [[1, 2, 3], [4, 5, 12], [7, 8, 9]],  # 1, 2/4, 1 -> 2.5/3
+            "25-34": [[3, 2, 1], [6, 5, 4], [9, 8, 7]],  # order inside top-k does not matter -> 1
+            "56+": [[20, 21, 22], [4, 5, 6], [7, 8, 9]],
+        },  # 0, 1, 1 -> 2/3
     }
     out = snsr_fairllm(lists, neutral, k=3)
     f = (0.5 + 0.2 + 0.0) / 3

@@ -1,4 +1,5 @@
-"""Ranking metrics (FACTER.md §4): golden values, ranx cross-check, random-floor enumeration."""
+"""Ranking metrics (docs/FACTER.md §4): golden values, ranx cross-check, random-floor enumeration."""
+
 from __future__ import annotations
 
 import itertools
@@ -186,7 +187,7 @@ def test_random_floor_equals_exhaustive_enumeration(cands, rel, k):
 
 def test_random_floor_protocol_design():
     # 40 candidates, 10 of them relevant, |R| = 10: every rank is relevant w.p. 1/4, so the
-    # expectation is exactly 1/4 for NDCG@10 and Recall@10 (FACTER.md §1.2 step 5: "about 0.24")
+    # expectation is exactly 1/4 for NDCG@10 and Recall@10 (docs/FACTER.md §1.2 step 5: "about 0.24")
     cands = list(range(40))
     f = random_ranking_floor([cands], [list(range(10))], k=10)
     assert f["ndcg_mean"] == pytest.approx(0.25)

@@ -1,4 +1,5 @@
 """Tests for models/cache.py, models/registry.py and models/device.py (no models loaded)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from facterlab.models.cache import (CachedRecommender, EmbeddingCache, PredictionCache, request_key,
-                                    text_key)
+from facterlab.models.cache import CachedRecommender, EmbeddingCache, PredictionCache, request_key, text_key
 from facterlab.models.device import resolve_device
 from facterlab.models.registry import UNKNOWN_MODEL_MSG, resolve_encoder, resolve_llm
 from facterlab.types import PARSE_OK, Prediction, PromptRequest
@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _req(text, seed=0, cands=None):
-    return PromptRequest.from_messages([{"role": "system", "content": "S"}, {"role": "user", "content": text}],
-                                       seed=seed, candidates=cands)
+    return PromptRequest.from_messages(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": text}], seed=seed, candidates=cands
+    )
 
 
 class CountingRec:
@@ -37,24 +38,26 @@ class CountingRec:
 
     def predict(self, requests):
         self.calls.append(len(requests))
-        return [Prediction(titles=(r.messages[-1][1].upper(), str(r.seed)), parse_status=PARSE_OK)
-                for r in requests]
+        return [Prediction(titles=(r.messages[-1][1].upper(), str(r.seed)), parse_status=PARSE_OK) for r in requests]
 
 
 def test_request_key_depends_on_every_part():
     base = _req("hi", 1, ("a", "b"))
     k = request_key("fp", base)
     assert len(k) == 64 and k == request_key("fp", _req("hi", 1, ("a", "b")))
-    others = [request_key("fp2", base), request_key("fp", _req("hi", 2, ("a", "b"))),
-              request_key("fp", _req("ho", 1, ("a", "b"))), request_key("fp", _req("hi", 1, ("b", "a"))),
-              request_key("fp", _req("hi", 1, None))]
+    others = [
+        request_key("fp2", base),
+        request_key("fp", _req("hi", 2, ("a", "b"))),
+        request_key("fp", _req("ho", 1, ("a", "b"))),
+        request_key("fp", _req("hi", 1, ("b", "a"))),
+        request_key("fp", _req("hi", 1, None)),
+    ]
     assert len({k, *others}) == 6
 
 
 def test_prediction_cache_roundtrip_json(tmp_path):
     c = PredictionCache(tmp_path / "c.sqlite")
-    p = Prediction(titles=("A", "B\u00e9"), parse_status="ok", raw='["A"]', n_model_positions=1,
-                   n_truncated_history=2)
+    p = Prediction(titles=("A", "B\u00e9"), parse_status="ok", raw='["A"]', n_model_positions=1, n_truncated_history=2)
     c.put_predictions([("k1", p)])
     assert c.get_predictions(["k1", "k2"]) == {"k1": p}
     raw = c.get_many(["k1"])["k1"]
@@ -125,11 +128,12 @@ def test_killed_run_resumes_without_redoing_cached_prompts(tmp_path):
     assert 4 <= len(first_calls) < 12, "the run should have been killed midway"
     cached = len(PredictionCache(db))
     assert cached >= len(first_calls) - 1  # at most the in-flight one was lost
-    out = subprocess.run([sys.executable, str(script), str(db), str(log), "0"], env=env, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(script), str(db), str(log), "0"], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "done"
     calls = log.read_text().split()
-    restart = calls[len(first_calls):]
+    restart = calls[len(first_calls) :]
     assert len(restart) == 12 - cached  # only the misses were generated again
     assert not set(restart) & set(first_calls[:cached])
     assert len(PredictionCache(db)) == 12
@@ -150,8 +154,10 @@ def test_two_processes_write_at_once(tmp_path):
     script.write_text(_WRITER)
     db = tmp_path / "c.sqlite"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    procs = [subprocess.Popen([sys.executable, str(script), str(db), tag], env=env, stderr=subprocess.PIPE)
-             for tag in ("a", "b")]
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(db), tag], env=env, stderr=subprocess.PIPE)
+        for tag in ("a", "b")
+    ]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()
@@ -159,6 +165,7 @@ def test_two_processes_write_at_once(tmp_path):
 
 
 # ------------------------------------------------------------------ device and registry
+
 
 def test_resolve_device_rules():
     assert resolve_device("auto", "auto", cuda_available=False) == ("cpu", "float32")
@@ -206,9 +213,11 @@ def test_unknown_model_fails_fast_offline(monkeypatch, tmp_path):
 
 
 def test_unknown_model_fails_before_heavy_imports(tmp_path):
-    code = ("import sys\nfrom facterlab.config import ModelConfig\nfrom facterlab.models import make_recommender\n"
-            "try:\n    make_recommender(ModelConfig(llm='nobody/nothing'), 'open')\n"
-            "except ValueError as e:\n    print('ERR', 'torch' in sys.modules, 'transformers' in sys.modules)\n")
+    code = (
+        "import sys\nfrom facterlab.config import ModelConfig\nfrom facterlab.models import make_recommender\n"
+        "try:\n    make_recommender(ModelConfig(llm='nobody/nothing'), 'open')\n"
+        "except ValueError as e:\n    print('ERR', 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ERR False False"
@@ -225,7 +234,12 @@ def test_local_hf_cache_is_found(monkeypatch, tmp_path):
 
 def test_importing_models_is_light():
     code = "import sys, facterlab.models\nprint('torch' in sys.modules, 'transformers' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "False False"
     assert UNKNOWN_MODEL_MSG.count("{") == 3

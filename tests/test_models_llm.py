@@ -5,6 +5,7 @@ request are identical alone (batch of 1, padded to ``min_decode_rows``) and insi
 in shuffled orders, greedy and sampled, when prompts are left-padded to their own bucket length and
 only same-bucket prompts share a batch (see ``facterlab.models.llm``).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,22 @@ pytestmark = pytest.mark.llm
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-TITLES = ["Toy Story (1995)", "Heat (1995)", "Fargo (1996)", "Casablanca (1942)", "Alien (1979)",
-          "Vertigo (1958)", "Se7en (1995)", "Babe (1995)", "Clerks (1994)", "Ed Wood (1994)",
-          "Jumanji (1995)", "GoldenEye (1995)", "Psycho (1960)", "Rocky (1976)"]
+TITLES = [
+    "Toy Story (1995)",
+    "Heat (1995)",
+    "Fargo (1996)",
+    "Casablanca (1942)",
+    "Alien (1979)",
+    "Vertigo (1958)",
+    "Se7en (1995)",
+    "Babe (1995)",
+    "Clerks (1994)",
+    "Ed Wood (1994)",
+    "Jumanji (1995)",
+    "GoldenEye (1995)",
+    "Psycho (1960)",
+    "Rocky (1976)",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,8 +61,10 @@ def _messages(history, candidates=None):
         user += "\nRank the candidates. Return ONLY a JSON array of titles from the list."
     else:
         user += "\nRecommend the next 10 movies as ONLY a JSON array of titles."
-    return [{"role": "system", "content": "You are a helpful movie recommendation assistant."},
-            {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": "You are a helpful movie recommendation assistant."},
+        {"role": "user", "content": user},
+    ]
 
 
 def _prompts(lm, n=8, seed=0):
@@ -97,18 +113,23 @@ def test_sampling_depends_on_seed_not_batch(lm):
 
 def test_fixed_row_count_gives_bitwise_equal_logits(lm):
     """With the same row count, a row's logits do not depend on its position or its companions."""
-    ps = [lm.encode_messages([{"role": "user", "content": "History:\n" + "\n".join(
-        f"{j}. Movie {7 * j + i}" for j in range(n))}]) for i, n in enumerate([5, 6, 7, 6])]
+    ps = [
+        lm.encode_messages(
+            [{"role": "user", "content": "History:\n" + "\n".join(f"{j}. Movie {7 * j + i}" for j in range(n))}]
+        )
+        for i, n in enumerate([5, 6, 7, 6])
+    ]
 
     def last_logits(rows, L=96):
         ids = torch.full((len(rows), L), lm.pad_id)
         m = torch.zeros((len(rows), L), dtype=torch.long)
         for i, p in enumerate(rows):
-            ids[i, L - len(p):] = torch.tensor(p)
-            m[i, L - len(p):] = 1
+            ids[i, L - len(p) :] = torch.tensor(p)
+            m[i, L - len(p) :] = 1
         with torch.inference_mode():
-            return lm.model(input_ids=ids, attention_mask=m, position_ids=(m.cumsum(-1) - 1).clamp(min=0),
-                            logits_to_keep=1).logits[:, -1]
+            return lm.model(
+                input_ids=ids, attention_mask=m, position_ids=(m.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1
+            ).logits[:, -1]
 
     a = last_logits(ps)
     b = last_logits(ps[1:] + ps[:1])
@@ -150,7 +171,7 @@ def test_open_and_rank_generate_recommenders(lm, tmp_path):
 
     cfg = ModelConfig(max_new_tokens=40, temperature=0.0, batch_size=4)
     open_rec = CachedRecommender(LLMRecommender(lm, cfg, "open"), PredictionCache(tmp_path / "c.sqlite"))
-    reqs = [PromptRequest.from_messages(_messages(TITLES[i:i + 6]), seed=i, k=10) for i in range(3)]
+    reqs = [PromptRequest.from_messages(_messages(TITLES[i : i + 6]), seed=i, k=10) for i in range(3)]
     preds = open_rec.predict(reqs)
     for p in preds:
         assert p.parse_status in (PARSE_OK, PARSE_FALLBACK, PARSE_EMPTY) and len(p.titles) <= 10
@@ -241,7 +262,8 @@ def test_expected_fingerprint_matches_the_loaded_recommender(lm):
         if ranker == "likelihood":  # one prompt per call: nobody should batch (or predict ahead) for it
             assert rec.plan_batches([None] * 3) == [[0], [1], [2]]
     assert expected_fingerprint(ModelConfig(max_new_tokens=17, device="cpu"), "open") != expected_fingerprint(
-        ModelConfig(device="cpu"), "open")
+        ModelConfig(device="cpu"), "open"
+    )
 
 
 def test_weights_are_loaded_once_per_model_whatever_the_wrapper(lm):

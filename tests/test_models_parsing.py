@@ -1,4 +1,5 @@
 """Unit tests for models/parsing.py and the candidate matcher (no models needed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,26 +9,29 @@ from facterlab.models.rankers import match_to_candidates, truncate_history
 from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
 
-@pytest.mark.parametrize("text, k, titles, status", [
-    ('["A", "B", "C"]', 10, ("A", "B", "C"), PARSE_OK),
-    ('["A", "B", "C"]', 2, ("A", "B"), PARSE_OK),
-    ('Here you go: ["Heat (1995)", "Fargo (1996)"] Enjoy!', 10, ("Heat (1995)", "Fargo (1996)"), PARSE_OK),
-    ('```json\n["Alien", "Aliens"]\n```', 10, ("Alien", "Aliens"), PARSE_OK),
-    ('[\u201cAlien\u201d, \u201cAliens\u201d]', 10, ("Alien", "Aliens"), PARSE_OK),  # smart quotes
-    ('["Alien", "alien", "ALIEN ", "Heat"]', 10, ("Alien", "Heat"), PARSE_OK),  # case-insensitive dedup
-    ('[["A", "B"]]', 10, ("A", "B"), PARSE_OK),  # nested once
-    ('[{"title": "A"}, {"title": "B"}]', 10, ("A", "B"), PARSE_OK),
-    ('[1, 2] and then ["X"]', 10, ("1", "2"), PARSE_OK),
-    ('1. Heat (1995)\n2. Fargo (1996)\n3) Babe', 10, ("Heat (1995)", "Fargo (1996)", "Babe"), PARSE_FALLBACK),
-    ('- Heat\n* Fargo\n\u2022 Babe', 10, ("Heat", "Fargo", "Babe"), PARSE_FALLBACK),
-    ('1. "Heat",\n2. "Fargo",', 10, ("Heat", "Fargo"), PARSE_FALLBACK),
-    ('1. **Heat**\n2. **Fargo**', 10, ("Heat", "Fargo"), PARSE_FALLBACK),
-    ('```\nHeat\nFargo\n```', 10, ("Heat", "Fargo"), PARSE_FALLBACK),
-    ('["Heat", "Fargo", "Ba', 10, ("Heat", "Fargo"), PARSE_FALLBACK),  # truncated JSON
-    ('', 10, (), PARSE_EMPTY),
-    ('[]', 10, (), PARSE_EMPTY),
-    ('I am sorry, I cannot recommend movies.', 10, (), PARSE_EMPTY),
-])
+@pytest.mark.parametrize(
+    "text, k, titles, status",
+    [
+        ('["A", "B", "C"]', 10, ("A", "B", "C"), PARSE_OK),
+        ('["A", "B", "C"]', 2, ("A", "B"), PARSE_OK),
+        ('Here you go: ["Heat (1995)", "Fargo (1996)"] Enjoy!', 10, ("Heat (1995)", "Fargo (1996)"), PARSE_OK),
+        ('```json\n["Alien", "Aliens"]\n```', 10, ("Alien", "Aliens"), PARSE_OK),
+        ("[\u201cAlien\u201d, \u201cAliens\u201d]", 10, ("Alien", "Aliens"), PARSE_OK),  # smart quotes
+        ('["Alien", "alien", "ALIEN ", "Heat"]', 10, ("Alien", "Heat"), PARSE_OK),  # case-insensitive dedup
+        ('[["A", "B"]]', 10, ("A", "B"), PARSE_OK),  # nested once
+        ('[{"title": "A"}, {"title": "B"}]', 10, ("A", "B"), PARSE_OK),
+        ('[1, 2] and then ["X"]', 10, ("1", "2"), PARSE_OK),
+        ("1. Heat (1995)\n2. Fargo (1996)\n3) Babe", 10, ("Heat (1995)", "Fargo (1996)", "Babe"), PARSE_FALLBACK),
+        ("- Heat\n* Fargo\n\u2022 Babe", 10, ("Heat", "Fargo", "Babe"), PARSE_FALLBACK),
+        ('1. "Heat",\n2. "Fargo",', 10, ("Heat", "Fargo"), PARSE_FALLBACK),
+        ("1. **Heat**\n2. **Fargo**", 10, ("Heat", "Fargo"), PARSE_FALLBACK),
+        ("```\nHeat\nFargo\n```", 10, ("Heat", "Fargo"), PARSE_FALLBACK),
+        ('["Heat", "Fargo", "Ba', 10, ("Heat", "Fargo"), PARSE_FALLBACK),  # truncated JSON
+        ("", 10, (), PARSE_EMPTY),
+        ("[]", 10, (), PARSE_EMPTY),
+        ("I am sorry, I cannot recommend movies.", 10, (), PARSE_EMPTY),
+    ],
+)
 def test_parse_titles_cases(text, k, titles, status):
     assert parse_titles(text, k) == (titles, status)
 
@@ -85,8 +89,10 @@ def test_match_nothing_parsed():
 
 
 def test_truncate_history_renumbers_and_errors():
-    msgs = [{"role": "system", "content": "S"},
-            {"role": "user", "content": "Watch history:\n1. A\n2. B\n3. C\n\nCandidates:\n1. X\n2. Y"}]
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Watch history:\n1. A\n2. B\n3. C\n\nCandidates:\n1. X\n2. Y"},
+    ]
     out = truncate_history(msgs, ["A", "B", "C"], 1)
     assert out[1]["content"] == "Watch history:\n1. B\n2. C\n\nCandidates:\n1. X\n2. Y"
     assert msgs[1]["content"].startswith("Watch history:\n1. A")  # input untouched

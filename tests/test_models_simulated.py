@@ -1,4 +1,5 @@
 """The simulated recommender with known bias (facterlab.models.simulated; docs/SIMULATED.md)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,11 @@ from facterlab.config import SimulatorConfig, preset
 from facterlab.data import prompts
 from facterlab.facter.monitor import prompt_items
 from facterlab.models.simulated import (
-    BIAS_TABLE, SimulatedRecommender, bias_table_markdown, simulated_from_config, training_pairs,
+    BIAS_TABLE,
+    SimulatedRecommender,
+    bias_table_markdown,
+    simulated_from_config,
+    training_pairs,
 )
 from facterlab.types import Rule
 from tests.facter_world import make_world
@@ -36,8 +41,16 @@ def _rec(inter, protocol="open", **kw):
 
 def _req(inter, row, protocol="open", system_kind="neutral", rules=(), seed=1, demographics=True, **override):
     r = {**row, **override}
-    return prompts.build_request(r, prompt_items(inter.items), prompts.system_prompt(system_kind, rules), protocol,
-                                 10, "movie", seed, demographics=demographics)
+    return prompts.build_request(
+        r,
+        prompt_items(inter.items),
+        prompts.system_prompt(system_kind, rules),
+        protocol,
+        10,
+        "movie",
+        seed,
+        demographics=demographics,
+    )
 
 
 def _rows(inter, n=40):
@@ -70,8 +83,9 @@ def test_beta_zero_answers_do_not_depend_on_demographics(world):
     rec = _rec(inter, beta=0.0, sigma=0.5)
     for row in _rows(inter, 20):
         a = rec.predict([_req(inter, row)])[0]
-        b = rec.predict([_req(inter, row, gender="F" if row["gender"] == "M" else "M", age="56+",
-                             occupation="programmer")])[0]
+        b = rec.predict(
+            [_req(inter, row, gender="F" if row["gender"] == "M" else "M", age="56+", occupation="programmer")]
+        )[0]
         assert a.titles == b.titles
         assert rec.truth(_req(inter, row))["top1_changed"] is False
 
@@ -79,7 +93,9 @@ def test_beta_zero_answers_do_not_depend_on_demographics(world):
 def test_bias_pushes_the_table_features_and_truth_says_so(world):
     _, inter = world
     rec0, rec = _rec(inter, beta=0.0), _rec(inter, beta=3.0)
-    feats = inter.items.set_index("item_id")["features"] if "item_id" in inter.items.columns else inter.items["features"]
+    feats = (
+        inter.items.set_index("item_id")["features"] if "item_id" in inter.items.columns else inter.items["features"]
+    )
     title_feats = {t: set(f) for t, f in zip(inter.items["title"], feats)}
     share = {}
     for name, r in (("unbiased", rec0), ("biased", rec)):
@@ -133,7 +149,9 @@ def test_rules_are_honoured_with_probability_rho_for_the_named_group_only(world,
                 assert named == sorted(named) or not any(named)
                 hits += not named[0]
             assert rec.truth(_req(inter, row, protocol, "facter", (other,)))["n_rules_applicable"] == 0
-            assert ignored.titles == base.titles  # the other group's rule changes nothing here (fair prompt phi on beta=0)
+            assert (
+                ignored.titles == base.titles
+            )  # the other group's rule changes nothing here (fair prompt phi on beta=0)
         honoured[rho] = n_h / len(rows)
         if rho == 1.0:
             assert hits == len(rows)
@@ -178,8 +196,10 @@ def test_title_corruption_rate_and_valid_at_k(world):
             assert any(t not in known and normalise_title(t) in keys for t in titles)
 
 
-@pytest.mark.parametrize("field,value", [("rho", 1.5), ("h", -0.1), ("beta", -1.0), ("sigma", float("nan")),
-                                         ("phi", 2), ("n_factors", 0), ("seed", -1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("rho", 1.5), ("h", -0.1), ("beta", -1.0), ("sigma", float("nan")), ("phi", 2), ("n_factors", 0), ("seed", -1)],
+)
 def test_out_of_range_parameters_fail_before_any_work(field, value):
     with pytest.raises(ValueError, match=f"sim.{field}"):
         SimulatorConfig(**{field: value})
@@ -194,7 +214,9 @@ def test_parameters_are_in_the_fingerprint_and_run_id_only_for_the_simulator(wor
     a = simulated_from_config(preset("repro", model__llm="simulated"), inter).fingerprint
     b = simulated_from_config(preset("repro", model__llm="simulated", sim__rho=0.5), inter).fingerprint
     assert a != b and "r0.5" in b
-    assert config_hash(preset("repro", model__llm="simulated")) != config_hash(preset("repro", model__llm="simulated", sim__beta=2.0))
+    assert config_hash(preset("repro", model__llm="simulated")) != config_hash(
+        preset("repro", model__llm="simulated", sim__beta=2.0)
+    )
     assert config_hash(preset("repro")) == config_hash(preset("repro", sim__beta=2.0))
 
 

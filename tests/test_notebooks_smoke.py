@@ -7,6 +7,7 @@ its own results/, figures/ and cache.  Each notebook must finish and leave a san
 finite or explicit ``{"value": null, "missing_reason": ...}``, rates in [0, 1], counts >= 0.
 One extra run uses the real bundled SmolLM2 (marked ``llm``).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,21 +71,40 @@ def sanity_problems(metrics: dict) -> list:
             problems.append(f"dataset recorded as {ds!r}: a smoke run must use synthetic data")
     else:
         problems.append("no 'dataset' recorded")
-    if "is_synthetic" in metrics and metrics["is_synthetic"] is not True and "simulat" not in str(metrics.get("dataset")):
+    if (
+        "is_synthetic" in metrics
+        and metrics["is_synthetic"] is not True
+        and "simulat" not in str(metrics.get("dataset"))
+    ):
         problems.append("is_synthetic is not true for a smoke run")
     _check(metrics, "metrics", problems)
     return problems
 
 
 def test_sanity_checker_catches_problems():
-    good = {"profile": "smoke", "dataset": "synthetic", "is_synthetic": True,
-            "methods": {"facter": {"ndcg@10_multi": 0.1, "violations_adaptive": 2,
-                                   "snsr_joint": {"value": None, "missing_reason": "one group"}}}}
+    good = {
+        "profile": "smoke",
+        "dataset": "synthetic",
+        "is_synthetic": True,
+        "methods": {
+            "facter": {
+                "ndcg@10_multi": 0.1,
+                "violations_adaptive": 2,
+                "snsr_joint": {"value": None, "missing_reason": "one group"},
+            }
+        },
+    }
     assert sanity_problems(good) == []
     bad = json.loads(json.dumps(good))
     bad["dataset"], bad["is_synthetic"] = "ml-100k", False
-    bad["methods"]["facter"].update({"ndcg@10_multi": 1.5, "violations_adaptive": -1, "valid@10": None,
-                                     "cfr_multi": {"value": None, "missing_reason": ""}})
+    bad["methods"]["facter"].update(
+        {
+            "ndcg@10_multi": 1.5,
+            "violations_adaptive": -1,
+            "valid@10": None,
+            "cfr_multi": {"value": None, "missing_reason": ""},
+        }
+    )
     text = "\n".join(sanity_problems(bad))
     assert "ml-100k" in text and "outside [0, 1]" in text and "< 0" in text and "bare null" in text
     assert "without a reason" in text
@@ -95,12 +115,23 @@ def test_sanity_checker_catches_problems():
 def smoke_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("notebooks_smoke")
     with pytest.MonkeyPatch.context() as mp:
-        for var, sub in (("FACTERLAB_RESULTS", "results"), ("FACTERLAB_FIGURES", "figures"), ("FACTERLAB_CACHE", "cache")):
+        for var, sub in (
+            ("FACTERLAB_RESULTS", "results"),
+            ("FACTERLAB_FIGURES", "figures"),
+            ("FACTERLAB_CACHE", "cache"),
+        ):
             mp.setenv(var, str(base / sub))
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("MPLBACKEND", "Agg")
-        runs = rp.run_notebooks("smoke", cwd=base, notebooks_dir=REPO / "notebooks", out=base / "build",
-                                extra=FAKE, timings_path=base / "reproduce_timings.json", log=lambda *a: None)
+        runs = rp.run_notebooks(
+            "smoke",
+            cwd=base,
+            notebooks_dir=REPO / "notebooks",
+            out=base / "build",
+            extra=FAKE,
+            timings_path=base / "reproduce_timings.json",
+            log=lambda *a: None,
+        )
     return base, {r.notebook: r for r in runs}
 
 
@@ -121,16 +152,26 @@ def test_facter_notebooks_share_runs(smoke_run):
     """Notebooks that need the same run share it: open (00, 02, 03, 04, 06, 07), rank (05, 20),
     and the ACI run of 08 -> at most three FACTER runs in results/runs."""
     base, runs = smoke_run
-    mine = {"00_quickstart", "02_calibration", "03_table1_open_generation", "05_table3_reranking",
-            "06_fig1_violations_by_pass", "08_threshold_dependence"}
+    mine = {
+        "00_quickstart",
+        "02_calibration",
+        "03_table1_open_generation",
+        "05_table3_reranking",
+        "06_fig1_violations_by_pass",
+        "08_threshold_dependence",
+    }
     if not mine <= set(runs):
         pytest.skip("the FACTER notebooks are not all present")
     ids = set()
     for name in mine | {"04_table2_backbones", "07_appendix_single_attribute", "20_simpson_in_llm_recommendations"}:
         if name in runs and runs[name].status == "ok":
             ids |= set(json.loads((base / "results" / name / "metrics.json").read_text()).get("run_ids", []))
-    llm = {i for i in ids if json.loads((base / "results" / "runs" / i / "config.json").read_text())
-           ["config"]["model"]["llm"] != "simulated"}
+    llm = {
+        i
+        for i in ids
+        if json.loads((base / "results" / "runs" / i / "config.json").read_text())["config"]["model"]["llm"]
+        != "simulated"
+    }
     assert 1 <= len(llm) <= 3, sorted(llm)
     assert len(ids - llm) <= 2, sorted(ids - llm)  # the simulated open (03, 06) and rank (05, 20) runs
     assert (base / "figures" / "table1_open_generation.md").is_file()
@@ -153,10 +194,16 @@ def test_quickstart_with_bundled_smollm2(tmp_path, monkeypatch):
         pytest.skip("00_quickstart.ipynb is not present")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    runs = rp.run_notebooks("smoke", only="00_quickstart*", cwd=tmp_path, notebooks_dir=REPO / "notebooks",
-                            out=tmp_path / "build",
-                            extra={"MODEL": "smollm2-135m", "N_INTERACTIONS": 14, "PASSES": 1, "CFR_ROWS": 1},
-                            timings_path=tmp_path / "t.json", log=lambda *a: None)
+    runs = rp.run_notebooks(
+        "smoke",
+        only="00_quickstart*",
+        cwd=tmp_path,
+        notebooks_dir=REPO / "notebooks",
+        out=tmp_path / "build",
+        extra={"MODEL": "smollm2-135m", "N_INTERACTIONS": 14, "PASSES": 1, "CFR_ROWS": 1},
+        timings_path=tmp_path / "t.json",
+        log=lambda *a: None,
+    )
     assert runs[0].status == "ok", runs[0].error
     from facterlab.config import results_dir
 

@@ -1,12 +1,14 @@
 """Packaging: environment.yml matches pyproject.toml, and `import facterlab` stays light."""
+
 from __future__ import annotations
 
 import json
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "sentence_transformers")
@@ -51,8 +53,10 @@ def test_environment_yml_matches_pyproject():
     assert env, "no pip list found in environment.yml"
     want = sorted(_normalise(r) for r in wanted if not _normalise(r)[0] == "facterlab")
     got = sorted(_normalise(r) for r in env)
-    assert got == want, (f"only in environment.yml: {sorted(set(got) - set(want))}; "
-                         f"only in pyproject.toml: {sorted(set(want) - set(got))}")
+    assert got == want, (
+        f"only in environment.yml: {sorted(set(got) - set(want))}; "
+        f"only in pyproject.toml: {sorted(set(want) - set(got))}"
+    )
 
 
 def test_normalise():
@@ -61,8 +65,10 @@ def test_normalise():
 
 
 def test_import_facterlab_is_light():
-    code = ("import sys, json; import facterlab, facterlab.config, facterlab.data, facterlab.data.protocol, "
-            "facterlab.data.prompts; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-            f"{HEAVY!r})))")
+    code = (
+        "import sys, json; import facterlab, facterlab.config, facterlab.data, facterlab.data.protocol, "
+        "facterlab.data.prompts; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{HEAVY!r})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -12,6 +12,7 @@ of the rank protocol, batch-independent sampling, and the likelihood ranker's sh
 against a full forward pass in float32 and in bfloat16 (bf16 matmuls run on CPU in torch; the
 package itself allows bf16 on CUDA only, so the bf16 check bypasses that guard).
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,7 +34,8 @@ LLAMA3_TEMPLATE = (
     "{% set loop_messages = messages %}{% for message in loop_messages %}"
     "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim"
     " + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
 LLAMA2_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
     "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
@@ -44,22 +46,44 @@ LLAMA2_TEMPLATE = (
     "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
     "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
     "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
-    "{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+    "{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
 MISTRAL_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
     "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
-    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}"
+)
 
-SPECIALS = ["<unk>", "<s>", "</s>", "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-            "<|end_header_id|>", "<|eot_id|>"]
+SPECIALS = [
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+]
 FAMILIES = {  # name: (config class, extra config, bos, eos, template)
-    "llama3": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 2, "rope_theta": 500000.0},
-               "<|begin_of_text|>", "<|eot_id|>", LLAMA3_TEMPLATE),
+    "llama3": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {"num_key_value_heads": 2, "rope_theta": 500000.0},
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        LLAMA3_TEMPLATE,
+    ),
     "llama2": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 4}, "<s>", "</s>", LLAMA2_TEMPLATE),
-    "mistral": ("MistralConfig", "MistralForCausalLM", {"num_key_value_heads": 2, "sliding_window": 4096},
-                "<s>", "</s>", MISTRAL_TEMPLATE),
+    "mistral": (
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"num_key_value_heads": 2, "sliding_window": 4096},
+        "<s>",
+        "</s>",
+        MISTRAL_TEMPLATE,
+    ),
 }
 
 
@@ -74,8 +98,13 @@ def _one_thread():
 def _corpus(ds) -> list:
     from facterlab.data import prompts
 
-    words = [prompts.NEUTRAL_SYSTEM, prompts.FAIR_SYSTEM, "User demographics Gender Age Occupation Watch history",
-             "Task Recommend Rank candidate movies JSON array titles", '["A", "B"]']
+    words = [
+        prompts.NEUTRAL_SYSTEM,
+        prompts.FAIR_SYSTEM,
+        "User demographics Gender Age Occupation Watch history",
+        "Task Recommend Rank candidate movies JSON array titles",
+        '["A", "B"]',
+    ]
     return words + ds.items["title"].tolist()
 
 
@@ -89,18 +118,32 @@ def checkpoints(tmp_path_factory):
     base = Tokenizer(models.BPE(unk_token="<unk>"))
     base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     base.decoder = decoders.ByteLevel()
-    base.train_from_iterator(_corpus(ds), trainers.BpeTrainer(
-        vocab_size=700, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    base.train_from_iterator(
+        _corpus(ds),
+        trainers.BpeTrainer(
+            vocab_size=700,
+            special_tokens=SPECIALS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     root = tmp_path_factory.mktemp("tiny-backbones")
     out = {}
     for i, (name, (cfg_cls, model_cls, extra, bos, eos, template)) in enumerate(FAMILIES.items()):
         tok = PreTrainedTokenizerFast(tokenizer_object=base, bos_token=bos, eos_token=eos, unk_token="<unk>")
         tok.chat_template = template
         cfg = getattr(transformers, cfg_cls)(
-            vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            max_position_embeddings=4096, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-            tie_word_embeddings=False, **extra)
+            vocab_size=len(tok),
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=4096,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            tie_word_embeddings=False,
+            **extra,
+        )
         torch.manual_seed(i)
         model = getattr(transformers, model_cls)(cfg)
         d = root / name
@@ -139,8 +182,10 @@ def test_sampling_is_batch_independent(checkpoints, name):
 
     _, paths = checkpoints
     lm = load_lm(str(paths[name]), device="cpu", dtype="float32")
-    prompts = [lm.encode_messages([{"role": "user", "content": f"Recommend {k} movies like Action Tale {k}"}])
-               for k in range(4)]
+    prompts = [
+        lm.encode_messages([{"role": "user", "content": f"Recommend {k} movies like Action Tale {k}"}])
+        for k in range(4)
+    ]
     params = DecodingParams(max_new_tokens=6)
     together = lm.generate(prompts, [11, 12, 13, 14], params, batch_size=4)
     alone = [lm.generate([p], [s], params, batch_size=4)[0] for p, s in zip(prompts, [11, 12, 13, 14])]
@@ -168,8 +213,10 @@ def test_likelihood_shared_prompt_equals_full_forward(checkpoints, dtype, monkey
         llm_mod._WEIGHTS.clear()
 
 
-@pytest.mark.parametrize("name,protocol,ranker", [("llama3", "open", "generate"), ("llama2", "rank", "generate"),
-                                                  ("mistral", "rank", "likelihood")])
+@pytest.mark.parametrize(
+    "name,protocol,ranker",
+    [("llama3", "open", "generate"), ("llama2", "rank", "generate"), ("mistral", "rank", "likelihood")],
+)
 def test_run_experiment_on_tiny_backbones(checkpoints, tmp_path, name, protocol, ranker):
     """The paper profile's pipeline (protocol and ranker per backbone, rotated to keep CI fast)."""
     from facterlab.facter.pipeline import run_experiment
@@ -177,11 +224,23 @@ def test_run_experiment_on_tiny_backbones(checkpoints, tmp_path, name, protocol,
     from facterlab.models.fake import HashEncoder
 
     ds, paths = checkpoints
-    cfg = preset("paper", data__dataset="synthetic", data__n_rows=16, data__n_candidates=12, protocol=protocol,
-                 facter__passes=2,
-                 facter__tau_rho=0.8, metrics__cfr_rows=4, metrics__snsr_min_group=2,
-                 model__llm=str(paths[name]), model__device="cpu", model__dtype="float32", model__ranker=ranker,
-                 model__max_new_tokens=8, model__batch_size=4)
+    cfg = preset(
+        "paper",
+        data__dataset="synthetic",
+        data__n_rows=16,
+        data__n_candidates=12,
+        protocol=protocol,
+        facter__passes=2,
+        facter__tau_rho=0.8,
+        metrics__cfr_rows=4,
+        metrics__snsr_min_group=2,
+        model__llm=str(paths[name]),
+        model__device="cpu",
+        model__dtype="float32",
+        model__ranker=ranker,
+        model__max_new_tokens=8,
+        model__batch_size=4,
+    )
     rec = make_recommender(cfg.model, protocol, cache=False)
     res = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path, progress=False)
     m = res.metrics
@@ -192,8 +251,10 @@ def test_run_experiment_on_tiny_backbones(checkpoints, tmp_path, name, protocol,
     assert len(rows) == 2 * m["n_test"] and rows["pass"].max() == 2
     if protocol == "rank":  # every answer is a full permutation of the row's candidates (12 here, 40 in the paper)
         test = res.rows["neutral"]
-        assert all(sorted(ids) == sorted(c) for ids, c in zip(
-            test["mapped_ids"], test.merge(_candidates(res), on="row_id")["candidates"]))
+        assert all(
+            sorted(ids) == sorted(c)
+            for ids, c in zip(test["mapped_ids"], test.merge(_candidates(res), on="row_id")["candidates"])
+        )
         assert m["methods"]["neutral"]["valid@10"] == 1.0
     else:
         assert 0.0 <= m["methods"]["neutral"]["valid@10"] <= 1.0

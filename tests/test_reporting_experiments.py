@@ -1,4 +1,5 @@
 """Saved-run reuse: a finished run is read back only for the same config, data and model fingerprints."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Simpson's paradox glue for LLM re-ranking outputs (facterlab.reporting.llm_simpson)."""
+
 from __future__ import annotations
 
 import math
@@ -10,16 +11,19 @@ from facterlab.reporting import llm_simpson as ls
 
 
 def _toy_rows():
-    """SIMPSON.md §4 toy example as two re-ranking rows: Orange = group 0, Blue = group 1,
+    """docs/SIMPSON.md §4 toy example as two re-ranking rows: Orange = group 0, Blue = group 1,
     every listed item relevant, f(p) = p.  Frequent user: B B B B B B O B B B; casual: B O B O."""
-    rows = pd.DataFrame({
-        "row_id": [0, 1],
-        "ranked_ids": [list(range(1, 11)), [11, 12, 13, 14]],
-        "candidates": [list(range(10, 0, -1)), [14, 13, 12, 11]],
-        "relevant": [list(range(1, 11)), [11, 12, 13, 14]],
-        "history": [[1, 2], [7, 11]],
-        "gender": ["F", "M"], "age": ["25-34", "25-34"],
-    })
+    rows = pd.DataFrame(
+        {
+            "row_id": [0, 1],
+            "ranked_ids": [list(range(1, 11)), [11, 12, 13, 14]],
+            "candidates": [list(range(10, 0, -1)), [14, 13, 12, 11]],
+            "relevant": [list(range(1, 11)), [11, 12, 13, 14]],
+            "history": [[1, 2], [7, 11]],
+            "gender": ["F", "M"],
+            "age": ["25-34", "25-34"],
+        }
+    )
     group = pd.Series({i: 1 for i in range(1, 15)})
     group[7] = group[12] = group[14] = 0
     return rows, group
@@ -44,12 +48,18 @@ def test_toy_example_views_disagree():
 
 
 def test_ranking_long_table_positions():
-    rows = pd.DataFrame({"row_id": [5], "ranked_ids": [[3, 99, 3, -1, 1]], "candidates": [[1, 2, 3]],
-                         "relevant": [[2]]})
+    rows = pd.DataFrame(
+        {"row_id": [5], "ranked_ids": [[3, 99, 3, -1, 1]], "candidates": [[1, 2, 3]], "relevant": [[2]]}
+    )
     t = ls.ranking_long_table(rows, pd.Series({1: 0, 2: 1, 3: 1}))
     # model order 3, 1 (99 and -1 are not candidates, the repeat of 3 is dropped), then 2 appended
-    assert t.to_dict("list") == {"user": [5, 5, 5], "item": [3, 1, 2], "group": [1, 0, 1],
-                                 "relevant": [False, False, True], "position": [1, 2, 3]}
+    assert t.to_dict("list") == {
+        "user": [5, 5, 5],
+        "item": [3, 1, 2],
+        "group": [1, 0, 1],
+        "relevant": [False, False, True],
+        "position": [1, 2, 3],
+    }
     with pytest.raises(ValueError, match="not a rank-protocol row"):
         ls.ranking_long_table(rows.assign(candidates=[[]]), pd.Series(dtype=int))
     with pytest.raises(ValueError, match="ranked-id columns"):
@@ -67,9 +77,17 @@ def test_popularity_groups_counts_and_errors():
 def test_random_experiment_naive_estimate_matches_shown_items():
     # many identical rows: every shown item's exposure is known, so the naive estimate is checkable
     n = 200
-    rows = pd.DataFrame({"row_id": range(n), "ranked_ids": [[1, 2, 3, 4]] * n, "candidates": [[1, 2, 3, 4]] * n,
-                         "relevant": [[1, 4]] * n, "history": [[1, 3]] * n,
-                         "gender": ["F", "M"] * (n // 2), "age": ["18-24"] * n})
+    rows = pd.DataFrame(
+        {
+            "row_id": range(n),
+            "ranked_ids": [[1, 2, 3, 4]] * n,
+            "candidates": [[1, 2, 3, 4]] * n,
+            "relevant": [[1, 4]] * n,
+            "history": [[1, 3]] * n,
+            "gender": ["F", "M"] * (n // 2),
+            "age": ["18-24"] * n,
+        }
+    )
     group = pd.Series({1: 0, 2: 0, 3: 1, 4: 1})
     rep = ls.llm_simpson_report(rows, group, exposure="position", seed=3, by=())
     # relevant popular item 1 sits at position 1, relevant long-tail item 4 at position 4

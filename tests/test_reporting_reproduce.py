@@ -1,4 +1,5 @@
 """The `facterlab reproduce` runner: parameter filtering, ordering, failure reporting, timings."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,14 @@ import pytest
 from facterlab.reporting import reproduce as rp
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nbgen import code, params, write_notebook  # noqa: E402
 
 
 def test_filter_parameters_passes_only_declared():
-    passed, skipped = rp.filter_parameters({"PROFILE": "paper", "SMOKE": False, "MODELS": ["a"], "SEEDS": [0, 1]},
-                                           {"PROFILE", "SMOKE", "SEEDS", "OTHER"})
+    passed, skipped = rp.filter_parameters(
+        {"PROFILE": "paper", "SMOKE": False, "MODELS": ["a"], "SEEDS": [0, 1]}, {"PROFILE", "SMOKE", "SEEDS", "OTHER"}
+    )
     assert passed == {"PROFILE": "paper", "SMOKE": False, "SEEDS": [0, 1]}
     assert skipped == ["MODELS"]
 
@@ -67,18 +69,29 @@ def test_declared_parameters_of_every_repo_notebook():
 @pytest.mark.slow
 def test_runner_runs_all_reports_failures_and_times(tmp_path, capsys, monkeypatch):
     nbdir = tmp_path / "notebooks"
-    write_notebook(nbdir / "01_ok.ipynb", [
-        params('PROFILE = "default"\nSMOKE = False\nX = 1'),
-        code('import json, pathlib\npathlib.Path("out_ok.json").write_text(json.dumps({"p": PROFILE, "s": SMOKE, "x": X}))'),
-    ])
-    write_notebook(nbdir / "02_fail.ipynb", [
-        params('PROFILE = "default"\nSMOKE = False'),
-        code('raise RuntimeError("boom in cell")'),
-    ])
-    write_notebook(nbdir / "10_after.ipynb", [
-        params('PROFILE = "default"\nSMOKE = False'),
-        code('open("out_after.txt", "w").write(PROFILE)'),
-    ])
+    write_notebook(
+        nbdir / "01_ok.ipynb",
+        [
+            params('PROFILE = "default"\nSMOKE = False\nX = 1'),
+            code(
+                'import json, pathlib\npathlib.Path("out_ok.json").write_text(json.dumps({"p": PROFILE, "s": SMOKE, "x": X}))'
+            ),
+        ],
+    )
+    write_notebook(
+        nbdir / "02_fail.ipynb",
+        [
+            params('PROFILE = "default"\nSMOKE = False'),
+            code('raise RuntimeError("boom in cell")'),
+        ],
+    )
+    write_notebook(
+        nbdir / "10_after.ipynb",
+        [
+            params('PROFILE = "default"\nSMOKE = False'),
+            code('open("out_after.txt", "w").write(PROFILE)'),
+        ],
+    )
     monkeypatch.chdir(tmp_path)
     runs = rp.run_notebooks("smoke", extra={"X": 5, "UNUSED": 1}, log=lambda *a: None)
     assert [r.notebook for r in runs] == ["01_ok", "02_fail", "10_after"]

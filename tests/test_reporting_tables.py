@@ -1,4 +1,5 @@
 """Tables and published numbers (facterlab.reporting.tables / published): golden outputs on tiny inputs."""
+
 from __future__ import annotations
 
 import io
@@ -15,29 +16,52 @@ from facterlab.types import MissingValue
 def _run(seed_ndcg, valid=None, dataset="ml-100k", model="smollm2-135m", rule="one_sided", adaptive=(3, 1)):
     methods = {}
     for method, delta in (("neutral", 0.0), ("facter", 0.05)):
-        block = {"ndcg@10_multi": seed_ndcg + delta,
-                 "valid@10": valid if valid is not None else {"value": None, "missing_reason": "nothing mapped"},
-                 "snsr_proxy": {"joint": {"value": None, "missing_reason": "1 group reaches 30 rows"},
-                                "gender": {"snsr": 0.2, "snsv": 0.2, "n_groups": 2}},
-                 "cfr_single": {"gender": 0.5, "age": 0.25, "occupation": 0.75},
-                 "violations": {"adaptive": list(adaptive), "fixed_q0": [4, 4]},
-                 "threshold_path": [1.0, 1.5, 2.0]}
+        block = {
+            "ndcg@10_multi": seed_ndcg + delta,
+            "valid@10": valid if valid is not None else {"value": None, "missing_reason": "nothing mapped"},
+            "snsr_proxy": {
+                "joint": {"value": None, "missing_reason": "1 group reaches 30 rows"},
+                "gender": {"snsr": 0.2, "snsv": 0.2, "n_groups": 2},
+            },
+            "cfr_single": {"gender": 0.5, "age": 0.25, "occupation": 0.75},
+            "violations": {"adaptive": list(adaptive), "fixed_q0": [4, 4]},
+            "threshold_path": [1.0, 1.5, 2.0],
+        }
         methods[method] = block
-    return {"dataset": dataset, "is_synthetic": False, "model": model + "@fp", "model_name": model,
-            "encoder": "all-MiniLM-L6-v2", "protocol": "open", "preset": "repro", "n_calib": 28, "n_test": 12,
-            "variants": {"threshold_rule": rule, "correction": "none", "mapping": "encoder", "snsr": "snsr_proxy",
-                         "flip_strategy": "distinct"},
-            "calibration": {"alpha": 0.1, "q0": 1.0}, "methods": methods}
+    return {
+        "dataset": dataset,
+        "is_synthetic": False,
+        "model": model + "@fp",
+        "model_name": model,
+        "encoder": "all-MiniLM-L6-v2",
+        "protocol": "open",
+        "preset": "repro",
+        "n_calib": 28,
+        "n_test": 12,
+        "variants": {
+            "threshold_rule": rule,
+            "correction": "none",
+            "mapping": "encoder",
+            "snsr": "snsr_proxy",
+            "flip_strategy": "distinct",
+        },
+        "calibration": {"alpha": 0.1, "q0": 1.0},
+        "methods": methods,
+    }
 
 
-COLS = [tb.Column("ndcg@10_multi", "NDCG@10"), tb.Column("valid@10", "Valid@10"),
-        tb.Column("violations_adaptive", "V(t)", 1)]
+COLS = [
+    tb.Column("ndcg@10_multi", "NDCG@10"),
+    tb.Column("valid@10", "Valid@10"),
+    tb.Column("violations_adaptive", "V(t)", 1),
+]
 
 
 def test_mean_sd_and_missing_golden_markdown():
     runs = [_run(0.1), _run(0.3)]
-    t = tb.method_table(runs, name="t1", title="Tiny", columns=COLS, methods=("neutral", "facter"),
-                        profile="smoke", published=())
+    t = tb.method_table(
+        runs, name="t1", title="Tiny", columns=COLS, methods=("neutral", "facter"), profile="smoke", published=()
+    )
     # hand-computed: mean(0.1, 0.3) = 0.2, sd = sqrt(2 * 0.1^2 / 1) = 0.1414; FACTER +0.05
     assert t.rows == [
         ["ours", "ml-100k", "smollm2-135m", "Neutral", "2", "0.200 ± 0.141", "n/a [1]", "1.0 ± 0.0"],
@@ -56,15 +80,21 @@ def test_mean_sd_and_missing_golden_markdown():
     assert "[1] nothing mapped" in md
     # provenance: profile, preset, encoder and every variant are stated
     assert "profile smoke" in md and "preset repro" in md
-    for v in ("threshold_rule=one_sided", "correction=none", "mapping=encoder", "snsr=snsr_proxy",
-              "flip_strategy=distinct"):
+    for v in (
+        "threshold_rule=one_sided",
+        "correction=none",
+        "mapping=encoder",
+        "snsr=snsr_proxy",
+        "flip_strategy=distinct",
+    ):
         assert v in md
     assert "SYNTHETIC" not in md
 
 
 def test_csv_round_trip_and_comment_lines():
-    t = tb.method_table([_run(0.1, valid=0.5)], name="t2", title="CSV", columns=COLS,
-                        methods=("neutral",), published=())
+    t = tb.method_table(
+        [_run(0.1, valid=0.5)], name="t2", title="CSV", columns=COLS, methods=("neutral",), published=()
+    )
     text = t.to_csv()
     assert text.splitlines()[0] == "Source,Dataset,Model,Method,Seeds,NDCG@10,Valid@10,V(t)"
     assert text.splitlines()[1] == "ours,ml-100k,smollm2-135m,Neutral,1,0.100,0.500,1.0"
@@ -74,8 +104,14 @@ def test_csv_round_trip_and_comment_lines():
 
 
 def test_latex_escapes_and_pm():
-    t = tb.Table(name="x_y", title="50% of A_B & C", header=["a_b", "V(t)"], rows=[["0.1 ± 0.2", "n/a [1]"]],
-                 notes=["note #1"], footnotes=["[1] reason $"])
+    t = tb.Table(
+        name="x_y",
+        title="50% of A_B & C",
+        header=["a_b", "V(t)"],
+        rows=[["0.1 ± 0.2", "n/a [1]"]],
+        notes=["note #1"],
+        footnotes=["[1] reason $"],
+    )
     tex = t.to_latex()
     assert r"a\_b & V(t) \\" in tex
     assert r"0.1 $\pm$ 0.2 & n/a [1] \\" in tex
@@ -87,8 +123,9 @@ def test_latex_escapes_and_pm():
 
 def test_partial_missing_seed_gets_footnote():
     a, b = _run(0.1, valid=0.4), _run(0.3)  # valid missing in the second seed
-    t = tb.method_table([a, b], name="t", title="T", columns=[tb.Column("valid@10", "Valid@10")],
-                        methods=("neutral",), published=())
+    t = tb.method_table(
+        [a, b], name="t", title="T", columns=[tb.Column("valid@10", "Valid@10")], methods=("neutral",), published=()
+    )
     assert t.rows[0][-1] == "0.400 [1]"
     assert t.footnotes == ["[1] 1 of 2 seeds missing: nothing mapped"]
 
@@ -103,8 +140,12 @@ def test_varying_variant_becomes_a_row_label():
 
 
 def test_published_rows_beside_ours():
-    t = tb.method_table([_run(0.1, valid=0.5, dataset="ml-1m", model="llama3-8b")], name="t", title="T",
-                        columns=[tb.Column("ndcg@10_multi", "NDCG@10"), tb.Column("violations_adaptive", "V(t)", 1)])
+    t = tb.method_table(
+        [_run(0.1, valid=0.5, dataset="ml-1m", model="llama3-8b")],
+        name="t",
+        title="T",
+        columns=[tb.Column("ndcg@10_multi", "NDCG@10"), tb.Column("violations_adaptive", "V(t)", 1)],
+    )
     repro = [r for r in t.rows if r[0] == "REPRO"]
     assert [r[3] for r in repro] == ["Neutral", "Fair", "FACTER"]
     assert [r[5] for r in repro] == ["0.035", "0.030", "0.029"]
@@ -118,8 +159,9 @@ def test_random_floor_row():
     m = _run(0.1, valid=0.5)
     m["protocol"] = "rank"
     m["random_floor"] = {"ndcg@10_multi": 0.24, "recall@10_multi": 0.25}
-    t = tb.method_table([m], name="t", title="T", columns=COLS[:2], methods=("neutral",), published=(),
-                        random_floor=True)
+    t = tb.method_table(
+        [m], name="t", title="T", columns=COLS[:2], methods=("neutral",), published=(), random_floor=True
+    )
     floor = t.rows[-1]
     assert floor[3] == "Random ranking (floor)" and floor[5] == "0.240"
     assert floor[6].startswith("n/a [")
@@ -170,7 +212,7 @@ def test_empty_input_is_a_clear_error():
 
 
 def test_published_numbers_match_spec():
-    # FACTER.md §6: headline adaptive count = last per-pass count; threshold path rises
+    # docs/FACTER.md §6: headline adaptive count = last per-pass count; threshold path rises
     last = pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive_pass", 2)
     assert last == pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive") == 9.0
     path = [pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "threshold_path", i) for i in range(4)]
@@ -218,12 +260,17 @@ def test_protocol_line_and_no_neighbour_share():
     t = tb.method_table([new], name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert t.rows[0][-2:] == ["1.0", "0.950"]
     proto = [n for n in t.notes if n.startswith("Protocol (")]
-    assert proto == ["Protocol (docs/PROTOCOL.md): tie_order=file_order, ndcg_positions=compacted, "
-                     "snsr_items=mapped_title, rule_tie_order=first_seen, top1=first_mapped, "
-                     "empty_output_rule=unknown_generation, cfr_prompt=last_pass, gender_in_prompt=code."]
+    assert proto == [
+        "Protocol (docs/PROTOCOL.md): tie_order=file_order, ndcg_positions=compacted, "
+        "snsr_items=mapped_title, rule_tie_order=first_seen, top1=first_mapped, "
+        "empty_output_rule=unknown_generation, cfr_prompt=last_pass, gender_in_prompt=code."
+    ]
     assert any("96.9% of calibration rows and 95.0% of test rows" in n for n in t.notes)
     assert proto[0].replace("_", r"\_") in t.to_latex().split(r"\caption{")[1]
-    assert "no_neighbour" in tb.OPEN_COLUMNS[tb.OPEN_COLUMNS.index(tb.Column("violations_repro_count", "V corr.", 1)) + 1].key
+    assert (
+        "no_neighbour"
+        in tb.OPEN_COLUMNS[tb.OPEN_COLUMNS.index(tb.Column("violations_repro_count", "V corr.", 1)) + 1].key
+    )
     # the old run: the switches are "not recorded", the share is n/a with its reason
     t = tb.method_table([old], name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert "tie_order=not recorded" in t.to_markdown()

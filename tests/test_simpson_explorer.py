@@ -1,4 +1,5 @@
 """Simpson part: explorer logic without a browser (widget construction and update callback)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
-"""Simpson part: gaps, lemma, matching theorem and three-factor decomposition (SIMPSON.md §1)."""
+"""Simpson part: gaps, lemma, matching theorem and three-factor decomposition (docs/SIMPSON.md §1)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +8,18 @@ import pytest
 from sklearn.metrics import ndcg_score
 
 from facterlab.simpson import exposure as ex
-from facterlab.simpson.gaps import (UserStats, aggregate_gap, decompose, expected_per_user_gap,
-                                    gaps_from_arrays, gaps_from_table, lemma_aggregate_gap, per_user_gap,
-                                    reweighted_aggregate_gap, user_mixtures)
+from facterlab.simpson.gaps import (
+    UserStats,
+    aggregate_gap,
+    decompose,
+    expected_per_user_gap,
+    gaps_from_arrays,
+    gaps_from_table,
+    lemma_aggregate_gap,
+    per_user_gap,
+    reweighted_aggregate_gap,
+    user_mixtures,
+)
 
 
 def random_world(seed, n=60, m=12, p_rel=0.35):
@@ -22,8 +32,15 @@ def random_world(seed, n=60, m=12, p_rel=0.35):
 
 def to_table(positions, relevant, groups):
     n, m = positions.shape
-    return pd.DataFrame({"user": np.repeat(np.arange(n), m), "item": np.tile(np.arange(m), n),
-                         "group": np.tile(groups, n), "relevant": relevant.ravel(), "position": positions.ravel()})
+    return pd.DataFrame(
+        {
+            "user": np.repeat(np.arange(n), m),
+            "item": np.tile(np.arange(m), n),
+            "group": np.tile(groups, n),
+            "relevant": relevant.ravel(),
+            "position": positions.ravel(),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------- golden
@@ -74,8 +91,15 @@ def test_table_and_arrays_agree_and_match_pandas_groupby():
 
 
 def test_share_defined_and_users_without_relevant_rows_count():
-    table = pd.DataFrame({"user": ["a", "a", "b", "c"], "item": [1, 2, 1, 1], "group": [0, 1, 0, 1],
-                          "relevant": [True, True, True, False], "position": [1, 2, 1, 1]})
+    table = pd.DataFrame(
+        {
+            "user": ["a", "a", "b", "c"],
+            "item": [1, 2, 1, 1],
+            "group": [0, 1, 0, 1],
+            "relevant": [True, True, True, False],
+            "position": [1, 2, 1, 1],
+        }
+    )
     pug, agg = gaps_from_table(table, exposure="position")
     assert pug.n_users == 3 and pug.n_defined == 1 and pug.share_defined == pytest.approx(1 / 3)
     assert pug.value == -1.0
@@ -163,7 +187,7 @@ def test_performance_is_ndcg_cross_checked_with_sklearn():
     positions, relevant, groups = random_world(7, n=30, m=15, p_rel=0.4)
     d = decompose(UserStats.from_arrays(positions, relevant, groups))
     ok = relevant.sum(axis=1) > 0
-    want = [ndcg_score(relevant[u:u + 1].astype(float), -positions[u:u + 1].astype(float)) for u in np.where(ok)[0]]
+    want = [ndcg_score(relevant[u : u + 1].astype(float), -positions[u : u + 1].astype(float)) for u in np.where(ok)[0]]
     np.testing.assert_allclose(d.performance[ok], want, rtol=0, atol=1e-12)
     assert np.all(d.performance[ok] <= 1 + 1e-12)
 

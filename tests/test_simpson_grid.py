@@ -1,4 +1,5 @@
-"""Simpson part: the grid of simulations (SIMPSON.md §3), reduced to 30 configurations (slow)."""
+"""Simpson part: the grid of simulations (docs/SIMPSON.md §3), reduced to 30 configurations (slow)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,9 @@ def test_model_ips_error_is_at_most_half_the_aggregate_error_on_a_reduced_grid()
     s = grid_summary(df)
     assert s["n_configurations"] == 30
     assert s["passes_half_rule_ips_model"] and s["passes_half_rule_ips_oracle"]
-    assert s["error_ratio_ips_model"] == pytest.approx(s["mean_abs_ips_model_minus_per_user_pp"]
-                                                       / s["mean_abs_aggregate_minus_per_user_pp"])
+    assert s["error_ratio_ips_model"] == pytest.approx(
+        s["mean_abs_ips_model_minus_per_user_pp"] / s["mean_abs_aggregate_minus_per_user_pp"]
+    )
     assert s["sign_disagreement_aggregate"] >= 0.1
     # the oracle's estimand misses the PerUserGap only through users lacking one group
     assert s["mean_abs_ips_estimand_minus_per_user_pp"] < s["mean_abs_ips_model_minus_per_user_pp"]
@@ -28,9 +30,15 @@ def test_model_ips_error_is_at_most_half_the_aggregate_error_on_a_reduced_grid()
 def test_comparison_table_over_seeds_by_hand():
     import pandas as pd
 
-    df = pd.DataFrame({"seed": [0, 0, 1, 1], "per_user_gap": [0.01, -0.02, 0.0, 0.0],
-                       "aggregate_gap": [-0.01, -0.01, 0.02, -0.02], "ips_model": [0.012, -0.02, 0.0, 0.01],
-                       "ips_counts": [0.01, 0.0, 0.02, 0.0]})
+    df = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1],
+            "per_user_gap": [0.01, -0.02, 0.0, 0.0],
+            "aggregate_gap": [-0.01, -0.01, 0.02, -0.02],
+            "ips_model": [0.012, -0.02, 0.0, 0.01],
+            "ips_counts": [0.01, 0.0, 0.02, 0.0],
+        }
+    )
     t = comparison_table(df)
     # seed 0: |agg| errors 2, 1 pp -> 1.5; seed 1: 2, 2 -> 2.0
     assert t.loc["aggregate_gap", "mean_abs_error_pp"] == pytest.approx(1.75)

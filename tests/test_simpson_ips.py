@@ -1,4 +1,5 @@
-"""Simpson part: IPS estimation from the random experiment (SIMPSON.md §2)."""
+"""Simpson part: IPS estimation from the random experiment (docs/SIMPSON.md §2)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
@@ -7,8 +8,7 @@ import numpy as np
 import pytest
 
 from facterlab.simpson.gaps import per_user_gap
-from facterlab.simpson.ips import (ips_estimate, naive_estimate, quantile_cells, weights_counts,
-                                   weights_model)
+from facterlab.simpson.ips import ips_estimate, naive_estimate, quantile_cells, weights_counts, weights_model
 from facterlab.simpson.simulate import SimConfig, random_experiment, simulate
 
 
@@ -18,8 +18,13 @@ def hand_experiment():
     grp = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
     cell = np.array([0, 0, 1, 1, 1, 1, 0, 1, 1, 1])
     expo = np.array([0.9, 0.7, 0.2, 0, 0, 0, 0.6, 0.3, 0, 0.1])
-    return NS(relevant=rel, group=grp, exposure=expo, user_feature=cell.astype(float),
-              user_embedding=np.c_[cell, 1 - cell].astype(float)), cell
+    return NS(
+        relevant=rel,
+        group=grp,
+        exposure=expo,
+        user_feature=cell.astype(float),
+        user_embedding=np.c_[cell, 1 - cell].astype(float),
+    ), cell
 
 
 def test_count_weights_by_hand():
@@ -49,8 +54,13 @@ def test_quantile_cells_are_balanced():
 def test_weights_are_one_when_relevance_does_not_depend_on_the_user():
     rng = np.random.default_rng(0)
     n = 4000
-    e = NS(relevant=np.ones(n, bool), group=rng.integers(0, 2, n), exposure=rng.random(n),
-           user_feature=rng.random(n), user_embedding=rng.random((n, 3)))
+    e = NS(
+        relevant=np.ones(n, bool),
+        group=rng.integers(0, 2, n),
+        exposure=rng.random(n),
+        user_feature=rng.random(n),
+        user_embedding=rng.random((n, 3)),
+    )
     np.testing.assert_allclose(weights_counts(e), 1.0)
     assert ips_estimate(e, "counts").value == pytest.approx(naive_estimate(e).value, abs=1e-14)
     est = ips_estimate(e, "model")
@@ -62,8 +72,13 @@ def test_model_weights_recover_a_logistic_propensity():
     n = 40_000
     x = rng.standard_normal(n)
     p = 1 / (1 + np.exp(-(0.5 + 1.5 * x)))
-    e = NS(relevant=rng.random(n) < p, group=np.zeros(n, int), exposure=np.ones(n), user_feature=x,
-           user_embedding=x[:, None])
+    e = NS(
+        relevant=rng.random(n) < p,
+        group=np.zeros(n, int),
+        exposure=np.ones(n),
+        user_feature=x,
+        user_embedding=x[:, None],
+    )
     w = weights_model(e)
     o = e.relevant
     np.testing.assert_allclose(w[o], e.relevant.mean() / p[o], rtol=0.08)
@@ -104,8 +119,13 @@ def full_enumeration(sim):
     n, m = sim.positions.shape
     users = np.repeat(np.arange(n), m)
     items = np.tile(np.arange(m), n)
-    return NS(relevant=sim.relevant.ravel(), group=sim.groups[items], exposure=1 / np.log2(1.0 + sim.positions.ravel().astype(float)),
-              n_relevant_0=sim.stats.n0[users], n_relevant_1=sim.stats.n1[users])
+    return NS(
+        relevant=sim.relevant.ravel(),
+        group=sim.groups[items],
+        exposure=1 / np.log2(1.0 + sim.positions.ravel().astype(float)),
+        n_relevant_0=sim.stats.n0[users],
+        n_relevant_1=sim.stats.n1[users],
+    )
 
 
 def test_oracle_weights_target_the_ips_estimand_and_restricted_ones_the_per_user_gap():

@@ -1,4 +1,5 @@
-"""Simpson part: the simulator (SIMPSON.md §3) and the naive estimator's unbiasedness (§2)."""
+"""Simpson part: the simulator (docs/SIMPSON.md §3) and the naive estimator's unbiasedness (§2)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,17 @@ from scipy.special import betainc
 
 from facterlab.simpson.gaps import UserStats, aggregate_gap, per_user_gap
 from facterlab.simpson.ips import naive_estimate
-from facterlab.simpson.simulate import (SimConfig, grid_summary, noise_sd, random_experiment, ranks_from_scores,
-                                        run, simulate, summarise, sweep)
+from facterlab.simpson.simulate import (
+    SimConfig,
+    grid_summary,
+    noise_sd,
+    random_experiment,
+    ranks_from_scores,
+    run,
+    simulate,
+    summarise,
+    sweep,
+)
 
 
 def analytic_relevance_rate(r, t):
@@ -99,8 +109,14 @@ def test_sweep_summary_has_mean_and_sd():
 def test_grid_summary_hand_values():
     import pandas as pd
 
-    df = pd.DataFrame({"per_user_gap": [0.01, -0.02], "aggregate_gap": [-0.01, -0.01],
-                       "ips_counts": [0.012, -0.02], "ips_model": [0.01, -0.03]})
+    df = pd.DataFrame(
+        {
+            "per_user_gap": [0.01, -0.02],
+            "aggregate_gap": [-0.01, -0.01],
+            "ips_counts": [0.012, -0.02],
+            "ips_model": [0.01, -0.03],
+        }
+    )
     s = grid_summary(df)
     assert s["mean_abs_aggregate_minus_per_user_pp"] == pytest.approx(1.5)
     assert s["mean_abs_ips_counts_minus_per_user_pp"] == pytest.approx(0.1)
@@ -142,11 +158,11 @@ def test_mu1_readings_place_group_1_items():
     tight = dict(n_users=50, d1=400.0, seed=0)  # group-1 items close to mu_1/|mu_1|
     printed = simulate(SimConfig(mu1="printed", **tight))
     ortho = simulate(SimConfig(mu1="orthonormal", **tight))
-    np.testing.assert_allclose(printed.items[printed.groups == 1, :2].mean(axis=0), [2 ** -0.5] * 2, atol=0.05)
+    np.testing.assert_allclose(printed.items[printed.groups == 1, :2].mean(axis=0), [2**-0.5] * 2, atol=0.05)
     np.testing.assert_allclose(ortho.items[ortho.groups == 1, :2].mean(axis=0), [0.0, 1.0], atol=0.05)
     np.testing.assert_allclose(ortho.mu1_hat, [0, 1, 0, 0, 0, 0, 0, 0])
     # mu_0 is orthogonal to the orthonormal mu_1, not to the printed one
-    assert ortho.mu1_hat[0] == 0.0 and printed.mu1_hat[0] == pytest.approx(2 ** -0.5)
+    assert ortho.mu1_hat[0] == 0.0 and printed.mu1_hat[0] == pytest.approx(2**-0.5)
 
 
 def test_grid_seeds_are_independent_streams():

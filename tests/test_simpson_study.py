@@ -1,4 +1,5 @@
 """Simpson part: the reading study and the PerUserGap held fixed (Fig 4 panel)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,9 +31,21 @@ def test_variant_verdicts_by_hand():
                 for seed in (0, 1):
                     pu = 0.01
                     agg = pu + 0.01 + (slope if knob == "sigma1" else 0.015) * x
-                    rows.append({"variant": variant, "knob": knob, "value": x, "seed": seed, "per_user_gap": pu,
-                                 "aggregate_gap": agg, "ips_model": pu + 0.001, "ips_counts": pu - 0.002,
-                                 "ips_oracle": pu, "probe_ndcg": 0.9 - 0.1 * x, "share_defined": 0.9})
+                    rows.append(
+                        {
+                            "variant": variant,
+                            "knob": knob,
+                            "value": x,
+                            "seed": seed,
+                            "per_user_gap": pu,
+                            "aggregate_gap": agg,
+                            "ips_model": pu + 0.001,
+                            "ips_counts": pu - 0.002,
+                            "ips_oracle": pu,
+                            "probe_ndcg": 0.9 - 0.1 * x,
+                            "share_defined": 0.9,
+                        }
+                    )
     v = variant_verdicts(pd.DataFrame(rows))
     assert v.loc["A", "sigma1_range_agg_minus_pu_pp"] == pytest.approx(2.0)
     assert v.loc["B", "sigma1_range_agg_minus_pu_pp"] == pytest.approx(0.0)
@@ -45,7 +58,11 @@ def test_variant_verdicts_by_hand():
 
 def test_variant_study_names_every_reading():
     df = variant_study(n_users=300, seeds=[0], n_points=2, progress=False)
-    assert set(df["variant"]) == {"noise=item, mu1=printed", "noise=item, mu1=orthonormal",
-                                  "noise=user, mu1=printed", "noise=user, mu1=orthonormal"}
+    assert set(df["variant"]) == {
+        "noise=item, mu1=printed",
+        "noise=item, mu1=orthonormal",
+        "noise=user, mu1=printed",
+        "noise=user, mu1=orthonormal",
+    }
     assert len(df) == 4 * 2 * 2
     assert np.isfinite(df["ips_model"]).all()

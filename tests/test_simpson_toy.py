@@ -1,7 +1,8 @@
-"""Simpson part: the paper's toy example (Fig 2; SIMPSON.md §4), one test per clause of the
+"""Simpson part: the paper's toy example (Fig 2; docs/SIMPSON.md §4), one test per clause of the
 paper's description: Grey non-relevant items, relevant items above Grey for the active user but not
 the casual one (performance), Blue has more relevant content for casual users, Blue ranked above
 Orange within every user, and the aggregate 4.3 (Orange) vs 4.7 (Blue)."""
+
 from __future__ import annotations
 
 from fractions import Fraction

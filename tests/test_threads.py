@@ -1,5 +1,6 @@
 """CPU thread defaults (facterlab.threads): precedence, the automatic rule, the environment they
 write, the CLI hook, and that torch and notebook kernels started afterwards really get them."""
+
 from __future__ import annotations
 
 import json
@@ -109,8 +110,10 @@ def test_usable_cpus_follows_affinity(monkeypatch):
 
 
 def test_torch_loaded_afterwards_gets_the_threads():
-    code = ("from facterlab import threads; threads.configure('1'); import os, torch; "
-            "print(torch.get_num_threads(), os.environ['OMP_WAIT_POLICY'])")
+    code = (
+        "from facterlab import threads; threads.configure('1'); import os, torch; "
+        "print(torch.get_num_threads(), os.environ['OMP_WAIT_POLICY'])"
+    )
     env = {k: v for k, v in os.environ.items() if k not in MANAGED}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -137,10 +140,13 @@ def test_notebook_kernel_inherits_the_choice(clean_env, tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        "import json, os, pathlib\n"
-        "keys = ['OMP_NUM_THREADS', 'OMP_WAIT_POLICY', 'FACTERLAB_THREADS']\n"
-        "pathlib.Path('env.json').write_text(json.dumps({k: os.environ.get(k) for k in keys}))")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import json, os, pathlib\n"
+            "keys = ['OMP_NUM_THREADS', 'OMP_WAIT_POLICY', 'FACTERLAB_THREADS']\n"
+            "pathlib.Path('env.json').write_text(json.dumps({k: os.environ.get(k) for k in keys}))"
+        )
+    ]
     nbformat.write(nb, str(nbdir / "00_env.ipynb"))
     clean_env.setenv("FACTERLAB_THREADS", "1")
     clean_env.chdir(tmp_path)

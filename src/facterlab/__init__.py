@@ -6,6 +6,7 @@ and Simpson's paradox in recommender fairness (Prost et al., 2022).
 Importing facterlab is cheap: torch, transformers and sentence-transformers are imported only when
 a model is built (``facterlab.models``).
 """
+
 __version__ = "0.1.0"
 
 # OpenMP threads that sleep instead of spinning at barriers, set before torch loads: on a shared

@@ -7,6 +7,7 @@ Sub-commands are registered by the modules that own them, imported lazily so tha
 - ``facterlab run``                 (facterlab.facter.commands)
 - ``facterlab reproduce``           (facterlab.reporting.reproduce)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,11 +24,15 @@ _COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="facterlab", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", default=None, metavar="N|auto|off",
-                        help="CPU threads for torch (default auto: one per usable core, with "
-                             "OMP_WAIT_POLICY=PASSIVE; also FACTERLAB_THREADS; off: torch's defaults)")
+    parser.add_argument(
+        "--threads",
+        default=None,
+        metavar="N|auto|off",
+        help="CPU threads for torch (default auto: one per usable core, with "
+        "OMP_WAIT_POLICY=PASSIVE; also FACTERLAB_THREADS; off: torch's defaults)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in _COMMANDS:
+    for _name, module in _COMMANDS:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:  # a part not built in this checkout

@@ -22,6 +22,7 @@ hand-typed id.
 >>> len(config_hash(cfg)) == 12 and config_hash(cfg) == config_hash(preset("repro"))
 True
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,13 +31,13 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 # ---------------------------------------------------------------------------------------------
 # Paths
 
 
-def data_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
+def data_dir(explicit: os.PathLike | str | None = None) -> Path:
     """The data directory: ``explicit``, else ``$FACTERLAB_DATA``, else ``~/.cache/facterlab/data``."""
     if explicit is not None:
         return Path(explicit).expanduser()
@@ -46,7 +47,7 @@ def data_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
     return Path.home() / ".cache" / "facterlab" / "data"
 
 
-def cache_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
+def cache_dir(explicit: os.PathLike | str | None = None) -> Path:
     """Cache directory for processed datasets, embeddings and LLM outputs.
 
     ``explicit``, else ``$FACTERLAB_CACHE``, else ``~/.cache/facterlab/cache``.
@@ -59,7 +60,7 @@ def cache_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
     return Path.home() / ".cache" / "facterlab" / "cache"
 
 
-def results_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
+def results_dir(explicit: os.PathLike | str | None = None) -> Path:
     """Where runs and notebook metrics go: ``explicit``, else ``$FACTERLAB_RESULTS``, else ``./results``."""
     if explicit is not None:
         return Path(explicit).expanduser()
@@ -91,10 +92,10 @@ CFR_PROMPTS = ("last_pass", "final_rules")
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Dataset and interaction protocol (FACTER.md §1.2)."""
+    """Dataset and interaction protocol (docs/FACTER.md §1.2)."""
 
     dataset: str = "auto"
-    n_rows: Optional[int] = None  # None: dataset default (ml-1m 2,500, amazon 3,750, others 2,500)
+    n_rows: int | None = None  # None: dataset default (ml-1m 2,500, amazon 3,750, others 2,500)
     calib_frac: float = 0.7
     history_len: int = 10
     future_window: int = 10
@@ -102,7 +103,7 @@ class DataConfig:
     min_rating: int = 4
     seed: int = 0
     demographics_seed: int = 0  # Amazon's drawn demographics
-    max_reviews: Optional[int] = None  # Amazon: stop streaming after this many lines (None: all)
+    max_reviews: int | None = None  # Amazon: stop streaming after this many lines (None: all)
     tie_order: str = "file_order"  # same-timestamp positives: "file_order" (REPRO) | "item_id"
 
     def __post_init__(self) -> None:
@@ -114,7 +115,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """LLM, encoder and decoding parameters (FACTER.md §5)."""
+    """LLM, encoder and decoding parameters (docs/FACTER.md §5)."""
 
     llm: str = "smollm2-135m"
     encoder: str = "all-MiniLM-L6-v2"
@@ -126,7 +127,7 @@ class ModelConfig:
     top_p: float = 0.95
     max_new_tokens: int = 250
     repetition_penalty: float = 1.2
-    max_prompt_tokens: Optional[int] = None  # None: the model's context window
+    max_prompt_tokens: int | None = None  # None: the model's context window
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -135,12 +136,12 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class FacterConfig:
-    """Calibration and online phase (FACTER.md §2-§3)."""
+    """Calibration and online phase (docs/FACTER.md §2-§3)."""
 
     alpha: float = 0.10
     lam: float = 0.7
     tau_rho: float = 0.90
-    tau_x: Optional[float] = None
+    tau_x: float | None = None
     correction: str = "none"
     hoeffding_delta: float = 0.05
     passes: int = 3
@@ -173,7 +174,7 @@ class FacterConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Metrics (FACTER.md §4)."""
+    """Metrics (docs/FACTER.md §4)."""
 
     k: int = 10
     mapping: str = "encoder"
@@ -217,11 +218,22 @@ class SimulatorConfig:
     def __post_init__(self) -> None:
         import math
 
-        for name, lo, hi in (("beta", 0.0, None), ("sigma", 0.0, None), ("rho", 0.0, 1.0), ("h", 0.0, 1.0),
-                             ("phi", 0.0, 1.0), ("demote", 0.0, None)):
+        for name, lo, hi in (
+            ("beta", 0.0, None),
+            ("sigma", 0.0, None),
+            ("rho", 0.0, 1.0),
+            ("h", 0.0, 1.0),
+            ("phi", 0.0, 1.0),
+            ("demote", 0.0, None),
+        ):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo \
-                    or (hi is not None and v > hi):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or v < lo
+                or (hi is not None and v > hi)
+            ):
                 want = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
                 raise ValueError(f"sim.{name} must be a number {want}, got {v!r}")
         if isinstance(self.n_factors, bool) or not isinstance(self.n_factors, int) or self.n_factors < 1:

@@ -36,18 +36,29 @@ Every decision is logged on the ``facterlab.threads`` logger.
 >>> choose(None, environ={"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "active"}, cpus=4).wait_policy
 'ACTIVE'
 """
+
 from __future__ import annotations
 
 import logging
 import math
 import os
 import sys
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, MutableMapping, Optional
 
-__all__ = ["ThreadPlan", "choose", "configure", "configure_cli", "parse_threads", "usable_cpus",
-           "child_env", "set_default_wait_policy", "ENV_THREADS", "ENV_CHOSEN"]
+__all__ = [
+    "ThreadPlan",
+    "choose",
+    "configure",
+    "configure_cli",
+    "parse_threads",
+    "usable_cpus",
+    "child_env",
+    "set_default_wait_policy",
+    "ENV_THREADS",
+    "ENV_CHOSEN",
+]
 
 log = logging.getLogger("facterlab.threads")
 
@@ -67,11 +78,11 @@ class ThreadPlan:
     (``source``), the ``usable`` cores of an automatic choice and the 1-minute ``load`` average
     (logged only)."""
 
-    threads: Optional[int]
-    wait_policy: Optional[str]
+    threads: int | None
+    wait_policy: str | None
     source: str
-    usable: Optional[int] = None
-    load: Optional[float] = None
+    usable: int | None = None
+    load: float | None = None
 
     def env(self) -> dict:
         """Environment variables that carry this plan to torch (and to child processes)."""
@@ -94,7 +105,7 @@ class ThreadPlan:
         return f"threads={t} {WAIT_VAR}={w} ({why})"
 
 
-def parse_threads(value) -> Optional[int] | str:
+def parse_threads(value) -> int | None | str:
     """``None``/``""``/``"auto"`` -> ``None`` (choose); ``"off"`` -> ``"off"``; a positive int -> it.
 
     >>> parse_threads("auto"), parse_threads(" 4 "), parse_threads("off"), parse_threads(2)
@@ -129,7 +140,7 @@ def _affinity() -> list:
         return list(range(os.cpu_count() or 1))
 
 
-def _cgroup_quota_cpus() -> Optional[float]:
+def _cgroup_quota_cpus() -> float | None:
     """CPUs allowed by a cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), ``None`` if none."""
     try:
         text = Path("/sys/fs/cgroup/cpu.max").read_text().split()
@@ -147,7 +158,7 @@ def _cgroup_quota_cpus() -> Optional[float]:
     return None
 
 
-def usable_cpus(cpus: Optional[list] = None) -> int:
+def usable_cpus(cpus: list | None = None) -> int:
     """Physical cores among the CPUs this process may run on (SMT siblings count once), capped by a
     cgroup CPU quota; at least 1."""
     cpus = _affinity() if cpus is None else list(cpus)
@@ -155,8 +166,9 @@ def usable_cpus(cpus: Optional[list] = None) -> int:
     for c in cpus:
         base = Path(f"/sys/devices/system/cpu/cpu{c}/topology")
         try:
-            cores.add((base.joinpath("physical_package_id").read_text().strip(),
-                       base.joinpath("core_id").read_text().strip()))
+            cores.add(
+                (base.joinpath("physical_package_id").read_text().strip(), base.joinpath("core_id").read_text().strip())
+            )
         except OSError:
             cores.add(("cpu", str(c)))
     n = max(1, len(cores))
@@ -166,7 +178,7 @@ def usable_cpus(cpus: Optional[list] = None) -> int:
     return n
 
 
-def _loadavg() -> Optional[float]:
+def _loadavg() -> float | None:
     try:
         return float(os.getloadavg()[0])
     except (AttributeError, OSError):
@@ -177,7 +189,7 @@ def _ours(environ: Mapping) -> set:
     return set(filter(None, environ.get(ENV_CHOSEN, "").split(",")))
 
 
-def choose(requested=None, environ: Optional[Mapping] = None, cpus: Optional[int] = None) -> ThreadPlan:
+def choose(requested=None, environ: Mapping | None = None, cpus: int | None = None) -> ThreadPlan:
     """Decide the thread count and wait policy (the module docstring has the rules).
 
     ``requested`` is the ``--threads`` value (``None``: not given); ``cpus`` replaces the usable core
@@ -225,7 +237,7 @@ def _torch_loaded() -> bool:
     return "torch" in sys.modules
 
 
-def configure(requested=None, environ: Optional[MutableMapping] = None, where: str = "") -> ThreadPlan:
+def configure(requested=None, environ: MutableMapping | None = None, where: str = "") -> ThreadPlan:
     """Choose (:func:`choose`) and apply: write the plan's variables into ``environ`` (default
     ``os.environ``) so that torch, loaded later in this process or in a child, picks them up; log it.
 
@@ -260,11 +272,19 @@ def configure(requested=None, environ: Optional[MutableMapping] = None, where: s
 
         if plan.threads is not None and plan.source in ("--threads", ENV_THREADS):
             torch.set_num_threads(plan.threads)
-            log.info("%s%s; torch was already loaded: set_num_threads(%d) applied, the wait policy "
-                     "cannot change any more", prefix, plan.describe(), plan.threads)
+            log.info(
+                "%s%s; torch was already loaded: set_num_threads(%d) applied, the wait policy cannot change any more",
+                prefix,
+                plan.describe(),
+                plan.threads,
+            )
         else:
-            log.info("%storch was already loaded with %d thread(s); not changed (%s)", prefix,
-                     torch.get_num_threads(), plan.describe())
+            log.info(
+                "%storch was already loaded with %d thread(s); not changed (%s)",
+                prefix,
+                torch.get_num_threads(),
+                plan.describe(),
+            )
     else:
         log.info("%s%s", prefix, plan.describe())
     return plan
@@ -314,7 +334,7 @@ def configure_cli(argv: list) -> list:
     return rest
 
 
-def set_default_wait_policy(environ: Optional[MutableMapping] = None) -> bool:
+def set_default_wait_policy(environ: MutableMapping | None = None) -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` if nothing set it and torch is not loaded yet (cheap; called when ``facterlab`` is imported so that notebooks opened in Jupyter get it).
     Returns whether it wrote the variable.  ``FACTERLAB_THREADS=off`` disables it."""
     environ = os.environ if environ is None else environ

@@ -5,10 +5,12 @@ real backends (transformers LLMs, sentence-transformers encoders) are interchang
 
 Messages are chat messages: ``[{"role": "system", "content": ...}, {"role": "user", "content": ...}]``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,7 +35,7 @@ class PromptRequest:
 
     messages: tuple  # tuple of (role, content) pairs, hashable
     seed: int = 0
-    candidates: Optional[tuple] = None
+    candidates: tuple | None = None
     k: int = 10
     meta: tuple = ()  # tuple of (key, value) pairs
 
@@ -46,7 +48,7 @@ class PromptRequest:
         return dict(self.meta)
 
     @staticmethod
-    def from_messages(messages: Sequence[dict], **kw) -> "PromptRequest":
+    def from_messages(messages: Sequence[dict], **kw) -> PromptRequest:
         return PromptRequest(messages=tuple((m["role"], m["content"]) for m in messages), **kw)
 
 
@@ -62,7 +64,7 @@ class Prediction:
     titles: tuple
     parse_status: str = PARSE_NA
     raw: str = ""
-    n_model_positions: Optional[int] = None
+    n_model_positions: int | None = None
     n_truncated_history: int = 0
 
 
@@ -83,8 +85,7 @@ class Encoder(Protocol):
     fingerprint: str
     dim: int
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        ...
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 @dataclass

@@ -21,6 +21,7 @@ invalid run configuration (2 problems):
   - data.n_rows = 10 is too small for alpha = 0.1: the calibration split (calib_frac = 0.7) gets 7 rows, the conformal quantile needs at least 9; use data.n_rows >= 13 (or a larger alpha)
   - facter.passes = 0: must be an integer >= 1 (e.g. 3)
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,6 @@ import numbers
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["ConfigError", "validate_config", "smallest_n_rows", "check_split", "check_out_dir"]
 
@@ -105,8 +105,10 @@ def config_problems(cfg) -> list:
         elif calib_ok and alpha_ok:
             p.extend(_split_problems(d.n_rows, int(round(d.calib_frac * d.n_rows)), f.alpha, d.calib_frac))
     if cfg.protocol == "rank" and _is_int(d.n_candidates) and _is_int(mt.k) and d.n_candidates < max(2, mt.k):
-        p.append(f"data.n_candidates = {d.n_candidates!r}: the rank protocol ranks the candidates and needs at "
-                 f"least metrics.k = {mt.k} of them (e.g. 40)")
+        p.append(
+            f"data.n_candidates = {d.n_candidates!r}: the rank protocol ranks the candidates and needs at "
+            f"least metrics.k = {mt.k} of them (e.g. 40)"
+        )
     # model
     _int_at_least(p, "model.batch_size", m.batch_size, 1, 8)
     _int_at_least(p, "model.max_new_tokens", m.max_new_tokens, 1, 250)
@@ -149,14 +151,18 @@ def _split_problems(n_rows: int, n_calib: int, alpha: float, calib_frac: float) 
         return []
     smallest = smallest_n_rows(alpha, calib_frac)
     if n_calib >= n_rows or n_calib < 1:
-        return [f"data.n_rows = {n_rows} with data.calib_frac = {calib_frac:g} leaves an empty split; "
-                f"use data.n_rows >= {smallest}"]
-    return [f"data.n_rows = {n_rows} is too small for alpha = {alpha:g}: the calibration split "
-            f"(calib_frac = {calib_frac:g}) gets {n_calib} rows, the conformal quantile needs at least {need}; "
-            f"use data.n_rows >= {smallest} (or a larger alpha)"]
+        return [
+            f"data.n_rows = {n_rows} with data.calib_frac = {calib_frac:g} leaves an empty split; "
+            f"use data.n_rows >= {smallest}"
+        ]
+    return [
+        f"data.n_rows = {n_rows} is too small for alpha = {alpha:g}: the calibration split "
+        f"(calib_frac = {calib_frac:g}) gets {n_calib} rows, the conformal quantile needs at least {need}; "
+        f"use data.n_rows >= {smallest} (or a larger alpha)"
+    ]
 
 
-def validate_config(cfg, out_dir: Optional[os.PathLike | str] = None) -> None:
+def validate_config(cfg, out_dir: os.PathLike | str | None = None) -> None:
     """Raise :class:`ConfigError` listing every invalid bound of ``cfg`` (and a results root that cannot
     hold a run folder, when ``out_dir`` is given); return None when all is well.  Reads no data and
     loads no model."""
@@ -190,8 +196,10 @@ def check_out_dir(root: os.PathLike | str) -> Path:
     runs = root / "runs"
     for p in (root, runs):
         if p.exists() and not p.is_dir():
-            raise ValueError(f"out_dir {str(root)!r}: {str(p)!r} is a file, not a folder; pass a folder as "
-                             "--out-dir / out_dir (or FACTERLAB_RESULTS) for the run folders")
+            raise ValueError(
+                f"out_dir {str(root)!r}: {str(p)!r} is a file, not a folder; pass a folder as "
+                "--out-dir / out_dir (or FACTERLAB_RESULTS) for the run folders"
+            )
     for anc in [runs, *runs.parents]:
         if anc.exists():
             if not anc.is_dir():
@@ -202,6 +210,8 @@ def check_out_dir(root: os.PathLike | str) -> Path:
         probe = tempfile.mkdtemp(prefix=".probe-", dir=runs)
         os.rmdir(probe)
     except OSError as exc:
-        raise ValueError(f"out_dir {str(root)!r}: cannot write run folders under {str(runs)!r} "
-                         f"({exc.strerror or exc}); pass a writable folder as --out-dir / out_dir") from None
+        raise ValueError(
+            f"out_dir {str(root)!r}: cannot write run folders under {str(runs)!r} "
+            f"({exc.strerror or exc}); pass a writable folder as --out-dir / out_dir"
+        ) from None
     return runs

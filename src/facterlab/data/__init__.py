@@ -1,7 +1,7 @@
-"""Datasets for FACTER (FACTER.md §1.1): MovieLens-1M, MovieLens-100K, Amazon Movies & TV 2018, synthetic.
+"""Datasets for FACTER (docs/FACTER.md §1.1): MovieLens-1M, MovieLens-100K, Amazon Movies & TV 2018, synthetic.
 
 Every loader returns a :class:`Dataset` with the same tables, so that the interaction protocol
-(:mod:`facterlab.data.protocol`, FACTER.md §1.2) and the prompts (:mod:`facterlab.data.prompts`, §1.3)
+(:mod:`facterlab.data.protocol`, docs/FACTER.md §1.2) and the prompts (:mod:`facterlab.data.prompts`, §1.3)
 never look at the source format.
 
 Dataset resolution: ``"auto"`` is ``"ml-1m"`` when its files lie in the data directory, else
@@ -14,22 +14,33 @@ to put it, and where it comes from.
 >>> age_bucket(17), age_bucket(18), age_bucket(49), age_bucket(56)
 ('Under 18', '18-24', '45-49', '56+')
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from facterlab.config import DATASETS, data_dir as _data_dir
+from facterlab.config import DATASETS
+from facterlab.config import data_dir as _data_dir
 
 __all__ = [
-    "Dataset", "load_dataset", "resolve_dataset", "PROTECTED", "AGE_LABELS", "AGE_ORDER",
-    "OCCUPATION_LABELS", "GENRES", "GENDERS", "age_bucket", "DATASET_DIRS",
+    "Dataset",
+    "load_dataset",
+    "resolve_dataset",
+    "PROTECTED",
+    "AGE_LABELS",
+    "AGE_ORDER",
+    "OCCUPATION_LABELS",
+    "GENRES",
+    "GENDERS",
+    "age_bucket",
+    "DATASET_DIRS",
 ]
 
 PROTECTED = ("gender", "age", "occupation")
@@ -42,17 +53,48 @@ AGE_ORDER = tuple(AGE_LABELS.values())
 
 # ML-1M README: occupation codes -> labels (code 0 is '"other" or not specified')
 OCCUPATION_LABELS = {
-    0: "other or not specified", 1: "academic/educator", 2: "artist", 3: "clerical/admin",
-    4: "college/grad student", 5: "customer service", 6: "doctor/health care",
-    7: "executive/managerial", 8: "farmer", 9: "homemaker", 10: "K-12 student", 11: "lawyer",
-    12: "programmer", 13: "retired", 14: "sales/marketing", 15: "scientist", 16: "self-employed",
-    17: "technician/engineer", 18: "tradesman/craftsman", 19: "unemployed", 20: "writer",
+    0: "other or not specified",
+    1: "academic/educator",
+    2: "artist",
+    3: "clerical/admin",
+    4: "college/grad student",
+    5: "customer service",
+    6: "doctor/health care",
+    7: "executive/managerial",
+    8: "farmer",
+    9: "homemaker",
+    10: "K-12 student",
+    11: "lawyer",
+    12: "programmer",
+    13: "retired",
+    14: "sales/marketing",
+    15: "scientist",
+    16: "self-employed",
+    17: "technician/engineer",
+    18: "tradesman/craftsman",
+    19: "unemployed",
+    20: "writer",
 }
 
 # The 18 ML-1M genres (ML-100K adds "unknown", which we drop from the features)
 GENRES = (
-    "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
-    "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War",
+    "Action",
+    "Adventure",
+    "Animation",
+    "Children's",
+    "Comedy",
+    "Crime",
+    "Documentary",
+    "Drama",
+    "Fantasy",
+    "Film-Noir",
+    "Horror",
+    "Musical",
+    "Mystery",
+    "Romance",
+    "Sci-Fi",
+    "Thriller",
+    "War",
     "Western",
 )
 
@@ -76,7 +118,7 @@ def age_bucket(age: int) -> str:
 
 @dataclass
 class Dataset:
-    """A recommendation dataset with protected user attributes (FACTER.md §1.1).
+    """A recommendation dataset with protected user attributes (docs/FACTER.md §1.1).
 
     ``ratings``: user_id int64, item_id int64, rating float32, timestamp int64.
     ``users``: user_id and the protected attributes ``gender``, ``age``, ``occupation`` as display
@@ -96,7 +138,7 @@ class Dataset:
     info: dict = field(default_factory=dict)
     PROTECTED = PROTECTED
 
-    _fingerprint: Optional[str] = field(default=None, repr=False, compare=False)
+    _fingerprint: str | None = field(default=None, repr=False, compare=False)
 
     def fingerprint(self) -> str:
         """SHA-256 of the dataset's content (ratings, users, item titles/features), 16 hex digits."""
@@ -122,9 +164,13 @@ class Dataset:
             counts = self.users[attr].value_counts()
             dist[attr] = {v: int(counts.get(v, 0)) for v in self.attribute_values[attr]}
         return {
-            "dataset": self.name, "domain": self.domain, "is_synthetic": self.is_synthetic,
-            "n_users": int(len(self.users)), "n_items": int(len(self.items)),
-            "n_ratings": int(len(self.ratings)), "attribute_distribution": dist,
+            "dataset": self.name,
+            "domain": self.domain,
+            "is_synthetic": self.is_synthetic,
+            "n_users": int(len(self.users)),
+            "n_items": int(len(self.items)),
+            "n_ratings": int(len(self.ratings)),
+            "attribute_distribution": dist,
         }
 
 
@@ -132,7 +178,7 @@ def _has_files(directory: Path, files) -> bool:
     return all((directory / f).is_file() for f in files)
 
 
-def resolve_dataset(name: str = "auto", data_dir: Optional[os.PathLike | str] = None) -> str:
+def resolve_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None) -> str:
     """Resolve a dataset name: "auto" -> "ml-1m" if present, else "ml-100k" if present, else "synthetic".
 
     Explicit names are returned unchanged (never a fallback); unknown names are a ValueError.
@@ -156,7 +202,7 @@ def resolve_dataset(name: str = "auto", data_dir: Optional[os.PathLike | str] = 
     return "synthetic"
 
 
-def load_dataset(name: str = "auto", data_dir: Optional[os.PathLike | str] = None, **kw: Any) -> Dataset:
+def load_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None, **kw: Any) -> Dataset:
     """Load a dataset by name (after :func:`resolve_dataset`).
 
     Keywords: ``download`` (bool, fetch missing real files), ``demographics_seed`` and

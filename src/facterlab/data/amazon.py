@@ -1,4 +1,4 @@
-"""Amazon Movies & TV 2018 loader (Ni, Li, McAuley 2019; FACTER.md §1.1).
+"""Amazon Movies & TV 2018 loader (Ni, Li, McAuley 2019; docs/FACTER.md §1.1).
 
 Files (in ``<data_dir>/amazon-movies-tv/``): the 5-core reviews ``Movies_and_TV_5.json.gz`` (fields
 ``reviewerID``, ``asin``, ``overall``, ``unixReviewTime``) and the metadata
@@ -15,6 +15,7 @@ the review texts.
 - Ids: ``item_id`` 1..n by sorted ``asin``, ``user_id`` 1..n by sorted ``reviewerID`` (kept in the
   ``asin`` and ``reviewer_id`` columns).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,7 +24,6 @@ import json
 import os
 from array import array
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,7 @@ ROOT_CATEGORY = "Movies & TV"
 
 
 def draw_demographics(n_users: int, seed: int = 0) -> pd.DataFrame:
-    """Seeded demographics for users 0..n-1 (FACTER.md §1.1): gender, age and occupation labels.
+    """Seeded demographics for users 0..n-1 (docs/FACTER.md §1.1): gender, age and occupation labels.
 
     Gender uniform over {M, F}, age uniform over the ML-1M codes, occupation uniform over 0..20.
 
@@ -50,11 +50,13 @@ def draw_demographics(n_users: int, seed: int = 0) -> pd.DataFrame:
     # one (gender, age, occupation) draw per user, user after user: a prefix of users keeps its draws
     draws = rng.integers(0, [len(GENDERS), len(AGE_LABELS), len(OCCUPATION_LABELS)], size=(n_users, 3))
     g, a, o = draws[:, 0], draws[:, 1], draws[:, 2]
-    return pd.DataFrame({
-        "gender": np.array(GENDERS, dtype=object)[g],
-        "age": np.array(AGE_ORDER, dtype=object)[a],
-        "occupation": np.array(list(OCCUPATION_LABELS.values()), dtype=object)[o],
-    })
+    return pd.DataFrame(
+        {
+            "gender": np.array(GENDERS, dtype=object)[g],
+            "age": np.array(AGE_ORDER, dtype=object)[a],
+            "occupation": np.array(list(OCCUPATION_LABELS.values()), dtype=object)[o],
+        }
+    )
 
 
 def _lines(path: Path):
@@ -65,8 +67,10 @@ def _lines(path: Path):
                 if line.strip():
                     yield lineno, line
     except (EOFError, OSError, UnicodeDecodeError) as exc:  # cut download, not gzip, not UTF-8
-        raise ValueError(f"{path}: unreadable after line {lineno} ({type(exc).__name__}: {exc}); the file is "
-                         "truncated or not the original gzipped JSON lines: download it again") from None
+        raise ValueError(
+            f"{path}: unreadable after line {lineno} ({type(exc).__name__}: {exc}); the file is "
+            "truncated or not the original gzipped JSON lines: download it again"
+        ) from None
 
 
 def _parse(path: Path, lineno: int, line: str) -> dict:
@@ -85,10 +89,12 @@ def _codes(keys: dict, codes: array):
     order = np.argsort(np.array(names, dtype=object), kind="stable")
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
-    return [names[i] for i in order], rank[np.frombuffer(codes, dtype=np.int64)] if len(codes) else np.zeros(0, np.int64)
+    return [names[i] for i in order], rank[np.frombuffer(codes, dtype=np.int64)] if len(codes) else np.zeros(
+        0, np.int64
+    )
 
 
-def read_reviews(path: os.PathLike | str, max_reviews: Optional[int] = None):
+def read_reviews(path: os.PathLike | str, max_reviews: int | None = None):
     """Stream the reviews file into integer codes (bounded memory: no per-review strings kept).
 
     Returns (sorted reviewer ids, user codes, sorted asins, item codes, ratings float32, times int64);
@@ -107,8 +113,10 @@ def read_reviews(path: os.PathLike | str, max_reviews: Optional[int] = None):
             u, i = str(rec["reviewerID"]), str(rec["asin"])
             r, t = float(rec["overall"]), int(rec["unixReviewTime"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: malformed line {lineno}: needs reviewerID, asin, overall, "
-                             f"unixReviewTime ({type(exc).__name__}: {exc})") from None
+            raise ValueError(
+                f"{path}: malformed line {lineno}: needs reviewerID, asin, overall, "
+                f"unixReviewTime ({type(exc).__name__}: {exc})"
+            ) from None
         if not 1.0 <= r <= 5.0:  # also rejects NaN
             raise ValueError(f"{path}: malformed line {lineno}: overall {rec['overall']!r} is outside 1..5")
         if t < 0:
@@ -119,8 +127,14 @@ def read_reviews(path: os.PathLike | str, max_reviews: Optional[int] = None):
         times.append(t)
     reviewers, ucode = _codes(ukeys, ucodes)
     asins, icode = _codes(ikeys, icodes)
-    return (reviewers, ucode, asins, icode, np.frombuffer(ratings, dtype=np.float32).copy(),
-            np.frombuffer(times, dtype=np.int64).copy())
+    return (
+        reviewers,
+        ucode,
+        asins,
+        icode,
+        np.frombuffer(ratings, dtype=np.float32).copy(),
+        np.frombuffer(times, dtype=np.int64).copy(),
+    )
 
 
 def read_metadata(path: os.PathLike | str, asins: set) -> dict:
@@ -143,8 +157,7 @@ def read_metadata(path: os.PathLike | str, asins: set) -> dict:
     return out
 
 
-def load_amazon(directory: os.PathLike | str, demographics_seed: int = 0,
-                max_reviews: Optional[int] = None) -> Dataset:
+def load_amazon(directory: os.PathLike | str, demographics_seed: int = 0, max_reviews: int | None = None) -> Dataset:
     """Load Amazon Movies & TV 2018 5-core with metadata titles/categories and seeded demographics."""
     d = Path(directory)
     rpath, mpath = d / REVIEWS_FILE, d / META_FILE
@@ -153,8 +166,10 @@ def load_amazon(directory: os.PathLike | str, demographics_seed: int = 0,
             raise FileNotFoundError(f"{p} not found (Amazon Movies & TV needs {REVIEWS_FILE} and {META_FILE} in {d})")
     reviewers_all, user_code, asins, asin_codes, ratings, times = read_reviews(rpath, max_reviews)
     if len(asin_codes) == 0:
-        raise ValueError(f"{rpath}: no reviews (the file is empty); restore the original file or run "
-                         "`facterlab data download --dataset amazon`")
+        raise ValueError(
+            f"{rpath}: no reviews (the file is empty); restore the original file or run "
+            "`facterlab data download --dataset amazon`"
+        )
     meta = read_metadata(mpath, set(asins))
     asins = np.array(asins, dtype=object)
     titled = np.array([bool(meta.get(a, ("", []))[0]) for a in asins], dtype=bool)
@@ -168,23 +183,49 @@ def load_amazon(directory: os.PathLike | str, demographics_seed: int = 0,
     kept_asins = asins[titled]
     new_item = np.full(len(asins), -1, dtype=np.int64)
     new_item[titled] = np.arange(1, len(kept_asins) + 1)
-    ratings_df = pd.DataFrame({
-        "user_id": (user_codes + 1).astype(np.int64), "item_id": new_item[asin_codes[keep]],
-        "rating": ratings[keep], "timestamp": times[keep],
-    })
+    ratings_df = pd.DataFrame(
+        {
+            "user_id": (user_codes + 1).astype(np.int64),
+            "item_id": new_item[asin_codes[keep]],
+            "rating": ratings[keep],
+            "timestamp": times[keep],
+        }
+    )
     titles = [meta[a][0] for a in kept_asins]
     feats = [meta[a][1] for a in kept_asins]
-    items = pd.DataFrame({"item_id": np.arange(1, len(kept_asins) + 1, dtype=np.int64), "title": titles,
-                          "features": feats, "text": titles, "asin": list(kept_asins)})
+    items = pd.DataFrame(
+        {
+            "item_id": np.arange(1, len(kept_asins) + 1, dtype=np.int64),
+            "title": titles,
+            "features": feats,
+            "text": titles,
+            "asin": list(kept_asins),
+        }
+    )
     demo = draw_demographics(len(reviewers), demographics_seed)
-    users = pd.DataFrame({"user_id": np.arange(1, len(reviewers) + 1, dtype=np.int64), **demo,
-                          "reviewer_id": list(reviewers)})
+    users = pd.DataFrame(
+        {"user_id": np.arange(1, len(reviewers) + 1, dtype=np.int64), **demo, "reviewer_id": list(reviewers)}
+    )
     return Dataset(
-        name="amazon", domain="product", is_synthetic=False, ratings=ratings_df, users=users, items=items,
-        attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER),
-                          "occupation": list(OCCUPATION_LABELS.values())},
-        info={"source": str(d), "format": "amazon-2018", "demographics": "drawn at random (seeded)",
-              "demographics_seed": demographics_seed, "max_reviews": max_reviews,
-              "n_reviews_read": int(len(asin_codes)), "n_reviews_dropped_no_title": n_dropped,
-              "n_items_without_title": int((~titled).sum())},
+        name="amazon",
+        domain="product",
+        is_synthetic=False,
+        ratings=ratings_df,
+        users=users,
+        items=items,
+        attribute_values={
+            "gender": list(GENDERS),
+            "age": list(AGE_ORDER),
+            "occupation": list(OCCUPATION_LABELS.values()),
+        },
+        info={
+            "source": str(d),
+            "format": "amazon-2018",
+            "demographics": "drawn at random (seeded)",
+            "demographics_seed": demographics_seed,
+            "max_reviews": max_reviews,
+            "n_reviews_read": int(len(asin_codes)),
+            "n_reviews_dropped_no_title": n_dropped,
+            "n_items_without_title": int((~titled).sum()),
+        },
     )

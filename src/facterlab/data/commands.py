@@ -1,4 +1,4 @@
-"""``facterlab data summary|build|download`` (FACTER.md §1).
+"""``facterlab data summary|build|download`` (docs/FACTER.md §1).
 
 - ``summary --dataset NAME [--json] [--data-dir DIR]``: users, items, ratings, positives, eligible
   rows, attribute distributions, which dataset "auto" resolves to, each file's checksum status
@@ -7,6 +7,7 @@
   and prints the cache path, the split sizes and the distinct users.
 - ``download --dataset NAME``: fetches the pinned files and checks their checksums.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,15 @@ def cmd_summary(args) -> int:
         return 0
     tag = "  [SYNTHETIC DATA]" if out["is_synthetic"] else ""
     print(f"dataset: {out['dataset']} (requested {out['requested']}; auto -> {out['auto_resolves_to']}){tag}")
-    for key in ("n_users", "n_items", "n_ratings", "n_positive_ratings", "eligible_rows",
-                "n_users_with_eligible_rows", "default_n_rows"):
+    for key in (
+        "n_users",
+        "n_items",
+        "n_ratings",
+        "n_positive_ratings",
+        "eligible_rows",
+        "n_users_with_eligible_rows",
+        "default_n_rows",
+    ):
         print(f"  {key:28s} {out[key]:>10,}")
     if out.get("integrity"):
         print("  files: " + ", ".join(f"{f} {st}" for f, st in out["integrity"].items()))
@@ -90,17 +98,26 @@ def cmd_build(args) -> int:
 
     cfg = replace(DataConfig(), dataset=args.dataset, n_rows=args.n_rows, seed=args.seed)
     inter = load_or_build_interactions(args.dataset, cfg, data_dir=args.data_dir)
-    out = {"dataset": inter.dataset, "is_synthetic": inter.is_synthetic, "cache_path": str(inter.cache_path),
-           "content_hash": inter.content_hash, "n_rows": int(len(inter.rows)), "n_calib": int(len(inter.calib)),
-           "n_test": int(len(inter.test)), "n_distinct_users": inter.n_distinct_users}
+    out = {
+        "dataset": inter.dataset,
+        "is_synthetic": inter.is_synthetic,
+        "cache_path": str(inter.cache_path),
+        "content_hash": inter.content_hash,
+        "n_rows": int(len(inter.rows)),
+        "n_calib": int(len(inter.calib)),
+        "n_test": int(len(inter.test)),
+        "n_distinct_users": inter.n_distinct_users,
+    }
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
     tag = "  [SYNTHETIC DATA]" if out["is_synthetic"] else ""
     print(f"dataset: {out['dataset']}{tag}")
     print(f"cache: {out['cache_path']}")
-    print(f"rows: {out['n_rows']} (calib {out['n_calib']}, test {out['n_test']}); distinct users: "
-          + ", ".join(f"{k} {v}" for k, v in out["n_distinct_users"].items()))
+    print(
+        f"rows: {out['n_rows']} (calib {out['n_calib']}, test {out['n_test']}); distinct users: "
+        + ", ".join(f"{k} {v}" for k, v in inter.n_distinct_users.items())
+    )
     return 0
 
 

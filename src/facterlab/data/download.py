@@ -1,4 +1,4 @@
-"""Pinned sources of the real datasets and an explicit, checksummed download (FACTER.md §1.1).
+"""Pinned sources of the real datasets and an explicit, checksummed download (docs/FACTER.md §1.1).
 
 Layout under the data directory (``$FACTERLAB_DATA``, default ``~/.cache/facterlab/data``)::
 
@@ -18,20 +18,20 @@ falls back to other data.
 :func:`file_integrity` compares the files in place with the pinned (or recorded) SHA-256 sums;
 ``facterlab data summary`` prints a warning for each file that differs.
 """
+
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
 import tempfile
-import json
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from facterlab.config import data_dir as _data_dir
 
@@ -42,8 +42,8 @@ class Download:
 
     url: str
     filename: str
-    sha256: Optional[str] = None
-    md5: Optional[str] = None
+    sha256: str | None = None
+    md5: str | None = None
     members: tuple = ()  # zip member paths, extracted flat into the dataset directory
 
 
@@ -61,34 +61,59 @@ class Source:
 
 SOURCES = {
     "ml-1m": Source(
-        name="ml-1m", label="MovieLens-1M", subdir="ml-1m",
+        name="ml-1m",
+        label="MovieLens-1M",
+        subdir="ml-1m",
         files=("ratings.dat", "users.dat", "movies.dat"),
-        downloads=(Download(
-            url="https://files.grouplens.org/datasets/movielens/ml-1m.zip", filename="ml-1m.zip",
-            sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
-            md5="c4d9eecfca2ab87c1945afe126590906",
-            members=("ml-1m/ratings.dat", "ml-1m/users.dat", "ml-1m/movies.dat", "ml-1m/README")),),
+        downloads=(
+            Download(
+                url="https://files.grouplens.org/datasets/movielens/ml-1m.zip",
+                filename="ml-1m.zip",
+                sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+                md5="c4d9eecfca2ab87c1945afe126590906",
+                members=("ml-1m/ratings.dat", "ml-1m/users.dat", "ml-1m/movies.dat", "ml-1m/README"),
+            ),
+        ),
         homepage="https://grouplens.org/datasets/movielens/1m/",
     ),
     "ml-100k": Source(
-        name="ml-100k", label="MovieLens-100K", subdir="ml-100k",
+        name="ml-100k",
+        label="MovieLens-100K",
+        subdir="ml-100k",
         files=("u.data", "u.user", "u.item"),
-        downloads=(Download(
-            url="https://files.grouplens.org/datasets/movielens/ml-100k.zip", filename="ml-100k.zip",
-            sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
-            md5="0e33842e24a9c977be4e0107933c0723",
-            members=("ml-100k/u.data", "ml-100k/u.user", "ml-100k/u.item", "ml-100k/u.genre",
-                     "ml-100k/u.occupation", "ml-100k/README")),),
+        downloads=(
+            Download(
+                url="https://files.grouplens.org/datasets/movielens/ml-100k.zip",
+                filename="ml-100k.zip",
+                sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
+                md5="0e33842e24a9c977be4e0107933c0723",
+                members=(
+                    "ml-100k/u.data",
+                    "ml-100k/u.user",
+                    "ml-100k/u.item",
+                    "ml-100k/u.genre",
+                    "ml-100k/u.occupation",
+                    "ml-100k/README",
+                ),
+            ),
+        ),
         homepage="https://grouplens.org/datasets/movielens/100k/",
     ),
     "amazon": Source(
-        name="amazon", label="Amazon Movies & TV 2018 (5-core)", subdir="amazon-movies-tv",
+        name="amazon",
+        label="Amazon Movies & TV 2018 (5-core)",
+        subdir="amazon-movies-tv",
         files=("Movies_and_TV_5.json.gz", "meta_Movies_and_TV.json.gz"),
         downloads=(
-            Download(url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/categoryFilesSmall/"
-                         "Movies_and_TV_5.json.gz", filename="Movies_and_TV_5.json.gz"),
-            Download(url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/metaFiles2/"
-                         "meta_Movies_and_TV.json.gz", filename="meta_Movies_and_TV.json.gz"),
+            Download(
+                url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/categoryFilesSmall/"
+                "Movies_and_TV_5.json.gz",
+                filename="Movies_and_TV_5.json.gz",
+            ),
+            Download(
+                url="https://datarepo.eng.ucsd.edu/mcauley_group/data/amazon_v2/metaFiles2/meta_Movies_and_TV.json.gz",
+                filename="meta_Movies_and_TV.json.gz",
+            ),
         ),
         homepage="https://cseweb.ucsd.edu/~jmcauley/datasets/amazon_v2/",
     ),
@@ -127,7 +152,7 @@ def _record_sum(directory: Path, filename: str, digest: str) -> None:
     os.replace(tmp, directory / RECORDED_SUMS)
 
 
-def file_integrity(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+def file_integrity(name: str, data_dir: os.PathLike | str | None = None) -> list:
     """For each file the loader of ``name`` reads: ``{"file", "status", "sha256"}`` with status
     ``"original"`` (matches the pinned SHA-256), ``"differs"`` (does not: a truncated, edited or re-saved
     file), ``"as downloaded"`` / ``"changed since download"`` (against the sum recorded at download for
@@ -155,14 +180,17 @@ def file_integrity(name: str, data_dir: Optional[os.PathLike | str] = None) -> l
     return out
 
 
-def integrity_warnings(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+def integrity_warnings(name: str, data_dir: os.PathLike | str | None = None) -> list:
     """One sentence per file of ``name`` that differs from its pinned or recorded SHA-256."""
     directory = _data_dir(data_dir) / source(name).subdir
-    return [f"{directory / r['file']}: SHA-256 {r['sha256'][:16]}... differs from the "
-            f"{'pinned original' if r['status'] == 'differs' else 'one recorded at download'} "
-            f"({str(r['expected'])[:16]}...): a truncated, edited or re-saved file; results will not match "
-            f"published ones (restore it or run `facterlab data download --dataset {name}`)"
-            for r in file_integrity(name, data_dir) if r["status"] in ("differs", "changed since download")]
+    return [
+        f"{directory / r['file']}: SHA-256 {r['sha256'][:16]}... differs from the "
+        f"{'pinned original' if r['status'] == 'differs' else 'one recorded at download'} "
+        f"({str(r['expected'])[:16]}...): a truncated, edited or re-saved file; results will not match "
+        f"published ones (restore it or run `facterlab data download --dataset {name}`)"
+        for r in file_integrity(name, data_dir)
+        if r["status"] in ("differs", "changed since download")
+    ]
 
 
 def source(name: str) -> Source:
@@ -172,25 +200,28 @@ def source(name: str) -> Source:
     return SOURCES[name]
 
 
-def missing_files(name: str, data_dir: Optional[os.PathLike | str] = None) -> list:
+def missing_files(name: str, data_dir: os.PathLike | str | None = None) -> list:
     """Files the loader of ``name`` needs that are not in ``<data_dir>/<subdir>/``."""
     src = source(name)
     directory = _data_dir(data_dir) / src.subdir
     return [f for f in src.files if not (directory / f).is_file()]
 
 
-def missing_message(name: str, data_dir: Optional[os.PathLike | str] = None) -> str:
+def missing_message(name: str, data_dir: os.PathLike | str | None = None) -> str:
     """The sentence a missing-file error carries: which file(s), where to put them, where they come from."""
     src = source(name)
     directory = _data_dir(data_dir) / src.subdir
     missing = missing_files(name, data_dir) or list(src.files)
     origin = "; ".join(
         f"{d.url} (" + (f"SHA-256 {d.sha256}" if d.sha256 else "no published checksum: unverified") + ")"
-        for d in src.downloads)
+        for d in src.downloads
+    )
     how = ("unzip it and put " if src.downloads[0].members else "put ") + ", ".join(src.files)
-    return (f"{src.label}: missing file(s) {', '.join(missing)} in {directory}. "
-            f"Get them from {origin}; {how} into {directory}/ "
-            f"(or run `facterlab data download --dataset {name}`; the data dir is set by FACTERLAB_DATA).")
+    return (
+        f"{src.label}: missing file(s) {', '.join(missing)} in {directory}. "
+        f"Get them from {origin}; {how} into {directory}/ "
+        f"(or run `facterlab data download --dataset {name}`; the data dir is set by FACTERLAB_DATA)."
+    )
 
 
 def file_sha256(path: os.PathLike | str, chunk: int = 1 << 20) -> str:
@@ -219,8 +250,7 @@ def verify(path: os.PathLike | str, dl: Download) -> str:
     if dl.sha256:
         got = file_sha256(path)
         if got != dl.sha256:
-            raise ValueError(f"checksum mismatch for {path.name} from {dl.url}: "
-                             f"SHA-256 {got}, expected {dl.sha256}")
+            raise ValueError(f"checksum mismatch for {path.name} from {dl.url}: SHA-256 {got}, expected {dl.sha256}")
         return "verified"
     if dl.md5:
         got = _file_md5(path)
@@ -251,8 +281,9 @@ def fetch(dl: Download, directory: os.PathLike | str, log=None) -> Path:
             reason = getattr(exc, "reason", None) or exc
             raise DownloadError(
                 f"cannot download {dl.url} ({reason}); on a machine with network, download it, "
-                + (f"unzip it and put {', '.join(Path(m).name for m in dl.members)}" if dl.members else f"put it")
-                + f" into {directory}/ (or set FACTERLAB_DATA to a folder that has them)") from None
+                + (f"unzip it and put {', '.join(Path(m).name for m in dl.members)}" if dl.members else "put it")
+                + f" into {directory}/ (or set FACTERLAB_DATA to a folder that has them)"
+            ) from None
         status = verify(tmp, dl)
         os.replace(tmp, target)
         if status == "unverified":
@@ -260,8 +291,11 @@ def fetch(dl: Download, directory: os.PathLike | str, log=None) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    print(f"{dl.filename}: checksum {status}" + ("" if status == "verified" else
-          " (no published checksum; check the file's origin yourself)"), file=log)
+    print(
+        f"{dl.filename}: checksum {status}"
+        + ("" if status == "verified" else " (no published checksum; check the file's origin yourself)"),
+        file=log,
+    )
     if dl.members:
         with zipfile.ZipFile(target) as zf:
             names = set(zf.namelist())
@@ -273,7 +307,7 @@ def fetch(dl: Download, directory: os.PathLike | str, log=None) -> Path:
     return target
 
 
-def ensure_dataset(name: str, data_dir: Optional[os.PathLike | str] = None, download: bool = False) -> Path:
+def ensure_dataset(name: str, data_dir: os.PathLike | str | None = None, download: bool = False) -> Path:
     """Return ``<data_dir>/<subdir>`` once all files of ``name`` are there.
 
     Offline (``download=False``) a missing file raises FileNotFoundError with :func:`missing_message`;

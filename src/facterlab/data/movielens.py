@@ -1,4 +1,4 @@
-"""MovieLens-1M and MovieLens-100K loaders (FACTER.md §1.1).
+"""MovieLens-1M and MovieLens-100K loaders (docs/FACTER.md §1.1).
 
 ML-1M: ``ratings.dat`` ``uid::mid::rating::ts``, ``users.dat`` ``uid::gender::age::occupation::zip``,
 ``movies.dat`` ``mid::title::genre|genre`` (latin-1).  Age and occupation codes become the README
@@ -16,19 +16,19 @@ UTF-8 (a ``u.item`` re-saved as UTF-8 keeps its accents), else as latin-1 (the G
 ``Dataset.info["encodings"]`` says which.  ML-100K's ``u.info`` counts, when the file is there, are
 compared with what was read (a file cut at a line boundary is reported in ``info["warnings"]``).
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from facterlab.data import (AGE_LABELS, AGE_ORDER, GENDERS, GENRES, OCCUPATION_LABELS, Dataset,
-                            age_bucket)
+from facterlab.data import AGE_LABELS, AGE_ORDER, GENDERS, GENRES, OCCUPATION_LABELS, Dataset, age_bucket
 
 _SEP = "\x1f"  # "::" is rewritten to this single character so that the C parser can read ML-1M
 ML100K_GENRES = ("unknown",) + GENRES
@@ -61,8 +61,14 @@ def decode_text(path: os.PathLike | str, encoding: str = "auto") -> tuple:
         return data.decode("latin-1"), "latin-1"
 
 
-def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols: Sequence[str] = (),
-               expected: str = "", encoding: str = "auto") -> pd.DataFrame:
+def read_table(
+    path: os.PathLike | str,
+    sep: str,
+    names: Sequence[str],
+    int_cols: Sequence[str] = (),
+    expected: str = "",
+    encoding: str = "auto",
+) -> pd.DataFrame:
     """Read a delimited text file without header into string/int columns.
 
     ``sep`` may be multi-character (``"::"``).  Every line must have exactly ``len(names)`` fields and
@@ -85,9 +91,16 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
     # fast path: integer columns parsed directly by the C parser; any problem -> the checking path
     pos_dtypes = {j: (np.int64 if n in int_cols else str) for j, n in enumerate(names)}
     try:
-        df = pd.read_csv(io.StringIO(text), sep=psep, header=None, dtype=pos_dtypes,
-                         quoting=csv.QUOTE_NONE, keep_default_na=False, skip_blank_lines=False,
-                         engine="c")
+        df = pd.read_csv(
+            io.StringIO(text),
+            sep=psep,
+            header=None,
+            dtype=pos_dtypes,
+            quoting=csv.QUOTE_NONE,
+            keep_default_na=False,
+            skip_blank_lines=False,
+            engine="c",
+        )
         if df.shape[1] == len(names) and not df.isna().to_numpy().any():
             df.columns = list(names)
             return df
@@ -101,15 +114,25 @@ def read_table(path: os.PathLike | str, sep: str, names: Sequence[str], int_cols
     for i, line in enumerate(plines):
         if line.rstrip("\r").count(psep) != len(names) - 1:
             raise _malformed(path, i + 1, lines[i], expected)
-    df = pd.read_csv(io.StringIO(text), sep=psep, header=None, names=list(names), dtype=str,
-                     quoting=csv.QUOTE_NONE, keep_default_na=False, na_filter=False,
-                     skip_blank_lines=False, engine="c", index_col=False)
+    df = pd.read_csv(
+        io.StringIO(text),
+        sep=psep,
+        header=None,
+        names=list(names),
+        dtype=str,
+        quoting=csv.QUOTE_NONE,
+        keep_default_na=False,
+        na_filter=False,
+        skip_blank_lines=False,
+        engine="c",
+        index_col=False,
+    )
     bad = np.zeros(len(df), dtype=bool)
     converted = {}
     for col in int_cols:
         vals = pd.to_numeric(df[col], errors="coerce")
         arr = vals.to_numpy(dtype=float)
-        bad |= ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) > 2 ** 62)
+        bad |= ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) > 2**62)
         converted[col] = vals
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -125,8 +148,7 @@ def _check_values(path: Path, series: pd.Series, allowed, what: str) -> None:
         i = int(np.flatnonzero(bad)[0])
         value = series.iloc[i]
         value = value.item() if hasattr(value, "item") else value
-        raise ValueError(f"{path}: malformed line {i + 1}: {what} {value!r} is not one of "
-                         f"{sorted(allowed)}")
+        raise ValueError(f"{path}: malformed line {i + 1}: {what} {value!r} is not one of {sorted(allowed)}")
 
 
 def _check_range(path: Path, series: pd.Series, lo: int, hi: int, what: str) -> None:
@@ -139,15 +161,20 @@ def _check_range(path: Path, series: pd.Series, lo: int, hi: int, what: str) -> 
 
 def _check_nonempty(path: Path, df: pd.DataFrame, what: str) -> None:
     if len(df) == 0:
-        raise ValueError(f"{path}: no {what} (the file is empty); restore the original file or run "
-                         "`facterlab data download`")
+        raise ValueError(
+            f"{path}: no {what} (the file is empty); restore the original file or run `facterlab data download`"
+        )
 
 
 def _ratings_frame(df: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({
-        "user_id": df["user_id"].to_numpy(np.int64), "item_id": df["item_id"].to_numpy(np.int64),
-        "rating": df["rating"].to_numpy(np.float32), "timestamp": df["timestamp"].to_numpy(np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "user_id": df["user_id"].to_numpy(np.int64),
+            "item_id": df["item_id"].to_numpy(np.int64),
+            "rating": df["rating"].to_numpy(np.float32),
+            "timestamp": df["timestamp"].to_numpy(np.int64),
+        }
+    )
 
 
 def _check_ids(ratings: pd.DataFrame, users: pd.DataFrame, items: pd.DataFrame, path: Path) -> None:
@@ -158,16 +185,18 @@ def _check_ids(ratings: pd.DataFrame, users: pd.DataFrame, items: pd.DataFrame, 
         unknown = ~np.isin(ratings[col].to_numpy(), ids)
         if unknown.any():
             i = int(np.flatnonzero(unknown)[0])
-            raise ValueError(f"{path}: line {i + 1} refers to {what} {int(ratings[col].iloc[i])}, "
-                             f"which is not in the {what} table")
+            raise ValueError(
+                f"{path}: line {i + 1} refers to {what} {int(ratings[col].iloc[i])}, which is not in the {what} table"
+            )
 
 
 def items_frame(item_ids, titles, features) -> pd.DataFrame:
     """The items table: item_id, title, features (list of genres), text ``"{title} :: {g1|g2}"``."""
     features = [list(f) for f in features]
     text = [f"{t} :: {'|'.join(f)}" if f else t for t, f in zip(titles, features)]
-    return pd.DataFrame({"item_id": np.asarray(item_ids, dtype=np.int64), "title": list(titles),
-                         "features": features, "text": text})
+    return pd.DataFrame(
+        {"item_id": np.asarray(item_ids, dtype=np.int64), "title": list(titles), "features": features, "text": text}
+    )
 
 
 def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: bool = False) -> Dataset:
@@ -179,38 +208,57 @@ def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: b
     rpath, upath, mpath = d / "ratings.dat", d / "users.dat", d / "movies.dat"
     for p in (rpath, upath, mpath):
         if not p.is_file():
-            raise FileNotFoundError(f"{p} not found (MovieLens-1M format needs ratings.dat, users.dat, "
-                                    f"movies.dat in {d})")
-    r = read_table(rpath, "::", ["user_id", "item_id", "rating", "timestamp"],
-                   int_cols=["user_id", "item_id", "rating", "timestamp"],
-                   expected="UserID::MovieID::Rating::Timestamp with integers")
+            raise FileNotFoundError(
+                f"{p} not found (MovieLens-1M format needs ratings.dat, users.dat, movies.dat in {d})"
+            )
+    r = read_table(
+        rpath,
+        "::",
+        ["user_id", "item_id", "rating", "timestamp"],
+        int_cols=["user_id", "item_id", "rating", "timestamp"],
+        expected="UserID::MovieID::Rating::Timestamp with integers",
+    )
     _check_nonempty(rpath, r, "ratings")
     _check_range(rpath, r["rating"], *RATING_RANGE, "rating")
-    _check_range(rpath, r["timestamp"], 0, 2 ** 62, "timestamp")
-    u = read_table(upath, "::", ["user_id", "gender", "age", "occupation", "zip"],
-                   int_cols=["user_id", "age", "occupation"],
-                   expected="UserID::Gender::Age::Occupation::Zip-code")
+    _check_range(rpath, r["timestamp"], 0, 2**62, "timestamp")
+    u = read_table(
+        upath,
+        "::",
+        ["user_id", "gender", "age", "occupation", "zip"],
+        int_cols=["user_id", "age", "occupation"],
+        expected="UserID::Gender::Age::Occupation::Zip-code",
+    )
     _check_values(upath, u["gender"], GENDERS, "gender")
     _check_values(upath, u["age"], AGE_LABELS, "age code")
     _check_values(upath, u["occupation"], OCCUPATION_LABELS, "occupation code")
     _check_nonempty(upath, u, "users")
-    m = read_table(mpath, "::", ["item_id", "title", "genres"], int_cols=["item_id"],
-                   expected="MovieID::Title::Genres")
+    m = read_table(mpath, "::", ["item_id", "title", "genres"], int_cols=["item_id"], expected="MovieID::Title::Genres")
     _check_nonempty(mpath, m, "movies")
-    users = pd.DataFrame({
-        "user_id": u["user_id"].to_numpy(np.int64), "gender": u["gender"].astype(str).to_numpy(),
-        "age": u["age"].map(AGE_LABELS).to_numpy(), "occupation": u["occupation"].map(OCCUPATION_LABELS).to_numpy(),
-    })
+    users = pd.DataFrame(
+        {
+            "user_id": u["user_id"].to_numpy(np.int64),
+            "gender": u["gender"].astype(str).to_numpy(),
+            "age": u["age"].map(AGE_LABELS).to_numpy(),
+            "occupation": u["occupation"].map(OCCUPATION_LABELS).to_numpy(),
+        }
+    )
     genres = [[g for g in s.split("|") if g and g != "(no genres listed)"] for s in m["genres"]]
     items = items_frame(m["item_id"], m["title"].tolist(), genres)
     ratings = _ratings_frame(r)
     _check_ids(ratings, users, items, rpath)
     return Dataset(
-        name=name, domain="movie", is_synthetic=is_synthetic, ratings=ratings, users=users, items=items,
-        attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER),
-                          "occupation": list(OCCUPATION_LABELS.values())},
-        info={"source": str(d), "format": "ml-1m",
-              "encodings": {p.name: decode_text(p)[1] for p in (mpath,)}},
+        name=name,
+        domain="movie",
+        is_synthetic=is_synthetic,
+        ratings=ratings,
+        users=users,
+        items=items,
+        attribute_values={
+            "gender": list(GENDERS),
+            "age": list(AGE_ORDER),
+            "occupation": list(OCCUPATION_LABELS.values()),
+        },
+        info={"source": str(d), "format": "ml-1m", "encodings": {p.name: decode_text(p)[1] for p in (mpath,)}},
     )
 
 
@@ -225,21 +273,34 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
     for p in (dpath, upath, ipath):
         if not p.is_file():
             raise FileNotFoundError(f"{p} not found (MovieLens-100K format needs u.data, u.user, u.item in {d})")
-    r = read_table(dpath, "\t", ["user_id", "item_id", "rating", "timestamp"],
-                   int_cols=["user_id", "item_id", "rating", "timestamp"],
-                   expected="user id<TAB>item id<TAB>rating<TAB>timestamp with integers")
+    r = read_table(
+        dpath,
+        "\t",
+        ["user_id", "item_id", "rating", "timestamp"],
+        int_cols=["user_id", "item_id", "rating", "timestamp"],
+        expected="user id<TAB>item id<TAB>rating<TAB>timestamp with integers",
+    )
     _check_nonempty(dpath, r, "ratings")
     _check_range(dpath, r["rating"], *RATING_RANGE, "rating")
-    _check_range(dpath, r["timestamp"], 0, 2 ** 62, "timestamp")
-    u = read_table(upath, "|", ["user_id", "age", "gender", "occupation", "zip"],
-                   int_cols=["user_id", "age"], expected="user id|age|gender|occupation|zip code")
+    _check_range(dpath, r["timestamp"], 0, 2**62, "timestamp")
+    u = read_table(
+        upath,
+        "|",
+        ["user_id", "age", "gender", "occupation", "zip"],
+        int_cols=["user_id", "age"],
+        expected="user id|age|gender|occupation|zip code",
+    )
     _check_nonempty(upath, u, "users")
     _check_values(upath, u["gender"], GENDERS, "gender")
     _check_range(upath, u["age"], *AGE_RANGE, "age")
     flags = [f"g{i}" for i in range(len(ML100K_GENRES))]
-    it = read_table(ipath, "|", ["item_id", "title", "release", "video", "url"] + flags,
-                    int_cols=["item_id"] + flags,
-                    expected="movie id|title|release date|video release date|IMDb URL|19 genre flags")
+    it = read_table(
+        ipath,
+        "|",
+        ["item_id", "title", "release", "video", "url"] + flags,
+        int_cols=["item_id"] + flags,
+        expected="movie id|title|release date|video release date|IMDb URL|19 genre flags",
+    )
     _check_nonempty(ipath, it, "movies")
     flag_mat = it[flags].to_numpy(np.int64)
     if not np.isin(flag_mat, (0, 1)).all():
@@ -247,10 +308,14 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
         raise ValueError(f"{ipath}: malformed line {i + 1}: genre flags must be 0 or 1")
     genres = [[g for g, f in zip(ML100K_GENRES, row) if f and g != "unknown"] for row in flag_mat]
     items = items_frame(it["item_id"], it["title"].tolist(), genres)
-    users = pd.DataFrame({
-        "user_id": u["user_id"].to_numpy(np.int64), "gender": u["gender"].to_numpy(),
-        "age": [age_bucket(a) for a in u["age"]], "occupation": u["occupation"].to_numpy(),
-    })
+    users = pd.DataFrame(
+        {
+            "user_id": u["user_id"].to_numpy(np.int64),
+            "gender": u["gender"].to_numpy(),
+            "age": [age_bucket(a) for a in u["age"]],
+            "occupation": u["occupation"].to_numpy(),
+        }
+    )
     occ_file = d / "u.occupation"
     if occ_file.is_file():
         occupations = [ln.strip() for ln in occ_file.read_text(encoding="latin-1").splitlines() if ln.strip()]
@@ -261,11 +326,20 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
     _check_ids(ratings, users, items, dpath)
     warnings = _ml100k_info_warnings(d / "u.info", {"users": len(users), "items": len(items), "ratings": len(ratings)})
     return Dataset(
-        name="ml-100k", domain="movie", is_synthetic=False, ratings=ratings, users=users, items=items,
+        name="ml-100k",
+        domain="movie",
+        is_synthetic=False,
+        ratings=ratings,
+        users=users,
+        items=items,
         attribute_values={"gender": list(GENDERS), "age": list(AGE_ORDER), "occupation": occupations},
-        info={"source": str(d), "format": "ml-100k",
-              "n_duplicate_titles": int(items["title"].duplicated().sum()),
-              "encodings": {p.name: decode_text(p)[1] for p in (ipath,)}, "warnings": warnings},
+        info={
+            "source": str(d),
+            "format": "ml-100k",
+            "n_duplicate_titles": int(items["title"].duplicated().sum()),
+            "encodings": {p.name: decode_text(p)[1] for p in (ipath,)},
+            "warnings": warnings,
+        },
     )
 
 
@@ -278,6 +352,8 @@ def _ml100k_info_warnings(info_path: Path, counts: dict) -> list:
     for line in info_path.read_text(encoding="latin-1").splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0].isdigit() and parts[1] in counts and int(parts[0]) != counts[parts[1]]:
-            out.append(f"{info_path} says {parts[0]} {parts[1]}, the files hold {counts[parts[1]]} "
-                       "(a truncated or edited file?)")
+            out.append(
+                f"{info_path} says {parts[0]} {parts[1]}, the files hold {counts[parts[1]]} "
+                "(a truncated or edited file?)"
+            )
     return out

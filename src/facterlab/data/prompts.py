@@ -1,4 +1,4 @@
-"""Prompts for open generation and re-ranking (FACTER.md §1.3, paraphrasing REPRO).
+"""Prompts for open generation and re-ranking (docs/FACTER.md §1.3, paraphrasing REPRO).
 
 System prompts: ``neutral`` (a helpful recommender working from the watch history), ``fair`` (two
 rules: use the preference signals, not demographics; do not reinforce stereotypes), ``facter`` (the
@@ -18,9 +18,11 @@ Amazon (REPRO said "movies" for both).
 >>> system_prompt("empty")
 ''
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -31,17 +33,20 @@ PROTOCOLS = ("open", "rank")
 DOMAINS = ("movie", "product")
 FACTER_HEADER = "Fairness constraints (learned from past violations):"
 
-NEUTRAL_SYSTEM = ("You are a helpful recommendation assistant. You recommend items to a user based on "
-                  "the user's watch history.")
-FAIR_SYSTEM = ("You are a fair recommendation assistant. Follow these rules:\n"
-               "1. Recommend from the preference signals in the user's history (genres, themes, creators), "
-               "not from the user's demographics.\n"
-               "2. Do not reinforce stereotypes about any demographic group.")
+NEUTRAL_SYSTEM = (
+    "You are a helpful recommendation assistant. You recommend items to a user based on the user's watch history."
+)
+FAIR_SYSTEM = (
+    "You are a fair recommendation assistant. Follow these rules:\n"
+    "1. Recommend from the preference signals in the user's history (genres, themes, creators), "
+    "not from the user's demographics.\n"
+    "2. Do not reinforce stereotypes about any demographic group."
+)
 GENDER_WORDS = {"M": "male", "F": "female"}
 
 
-def system_prompt(kind: str, rules: Sequence[Rule] = (), announce: Optional[tuple] = None) -> str:
-    """The system prompt of a method (FACTER.md §1.3).
+def system_prompt(kind: str, rules: Sequence[Rule] = (), announce: tuple | None = None) -> str:
+    """The system prompt of a method (docs/FACTER.md §1.3).
 
     ``rules`` (FACTER only) are rendered under :data:`FACTER_HEADER` as ``- AVOID: (attr=value) ->
     (feature-only)``, duplicates removed in order.  ``announce=(q_t, t, T)`` appends
@@ -131,17 +136,23 @@ def demographics_block(row: Mapping, gender: str = "word") -> str:
     - Occupation: writer
     """
     g = _gender_text(str(row["gender"]), gender)
-    return ("User demographics:\n"
-            f"- Gender: {g}\n- Age: {row['age']}\n- Occupation: {row['occupation']}")
+    return f"User demographics:\n- Gender: {g}\n- Age: {row['age']}\n- Occupation: {row['occupation']}"
 
 
 def _numbered(titles: Sequence[str]) -> str:
     return "\n".join(f"{i}. {t}" for i, t in enumerate(titles, 1))
 
 
-def user_prompt(row: Mapping, items: Any, protocol: str = "open", k: int = 10, domain: str = "movie",
-                demographics: bool = True, gender: str = "word") -> str:
-    """The user message for one row (FACTER.md §1.3).
+def user_prompt(
+    row: Mapping,
+    items: Any,
+    protocol: str = "open",
+    k: int = 10,
+    domain: str = "movie",
+    demographics: bool = True,
+    gender: str = "word",
+) -> str:
+    """The user message for one row (docs/FACTER.md §1.3).
 
     ``row`` needs ``history`` (item ids, oldest first), and ``gender``/``age``/``occupation`` unless
     ``demographics=False``; re-ranking also needs ``candidates``.  ``gender``: see
@@ -167,22 +178,26 @@ def user_prompt(row: Mapping, items: Any, protocol: str = "open", k: int = 10, d
         parts.append(demographics_block(row, gender))
     parts.append("Watch history (oldest first):\n" + _numbered(_title_lookup(items, row["history"])))
     if protocol == "open":
-        parts.append(f"Task: Recommend the next {k} {domain}s this user would like, best first. "
-                     f"Return ONLY a JSON array of exactly {k} {domain} titles, with no explanations, "
-                     f"and do not include titles from the watch history.")
+        parts.append(
+            f"Task: Recommend the next {k} {domain}s this user would like, best first. "
+            f"Return ONLY a JSON array of exactly {k} {domain} titles, with no explanations, "
+            f"and do not include titles from the watch history."
+        )
     else:
         cands = list(row.get("candidates") or [])
         if not cands:
             raise ValueError("the re-ranking protocol needs the row's candidates (none were built)")
         parts.append(f"Candidate {domain}s:\n" + _numbered(_title_lookup(items, cands)))
-        parts.append(f"Task: Rank the candidate {domain}s for this user. Return ONLY a JSON array of the "
-                     f"top {k} candidate titles, best first, using only titles from the candidate list, "
-                     f"with no explanations.")
+        parts.append(
+            f"Task: Rank the candidate {domain}s for this user. Return ONLY a JSON array of the "
+            f"top {k} candidate titles, best first, using only titles from the candidate list, "
+            f"with no explanations."
+        )
     return "\n\n".join(parts)
 
 
 def context_text(history_titles: Sequence[str]) -> str:
-    """The neighbour encoder's context (FACTER.md §2): history titles only, no demographics.
+    """The neighbour encoder's context (docs/FACTER.md §2): history titles only, no demographics.
 
     >>> print(context_text(["A (1990)", "B (1991)"]))
     History (most recent last):
@@ -192,9 +207,17 @@ def context_text(history_titles: Sequence[str]) -> str:
     return "History (most recent last):\n" + "\n".join(f"- {t}" for t in history_titles)
 
 
-def build_request(row: Mapping, items: Any, system: str, protocol: str = "open", k: int = 10,
-                  domain: str = "movie", seed: int = 0, demographics: bool = True,
-                  gender: str = "word") -> PromptRequest:
+def build_request(
+    row: Mapping,
+    items: Any,
+    system: str,
+    protocol: str = "open",
+    k: int = 10,
+    domain: str = "movie",
+    seed: int = 0,
+    demographics: bool = True,
+    gender: str = "word",
+) -> PromptRequest:
     """A :class:`~facterlab.types.PromptRequest` with the system and user messages of a row.
 
     ``candidates`` holds the candidate titles for "rank" (None for "open").  ``meta`` carries
@@ -205,15 +228,21 @@ def build_request(row: Mapping, items: Any, system: str, protocol: str = "open",
     user = user_prompt(row, items, protocol, k, domain, demographics, gender)
     history = [int(i) for i in row["history"]]
     cand_ids = tuple(int(i) for i in (row.get("candidates") or ())) if protocol == "rank" else ()
-    meta = [(a, str(row[a])) for a in ("gender", "age", "occupation") if a in row]
-    meta += [("history_ids", tuple(history)), ("history_titles", tuple(_title_lookup(items, history))),
-             ("history_features", _features_lookup(items, history)), ("candidate_ids", cand_ids)]
+    meta: list[tuple[str, Any]] = [(a, str(row[a])) for a in ("gender", "age", "occupation") if a in row]
+    meta += [
+        ("history_ids", tuple(history)),
+        ("history_titles", tuple(_title_lookup(items, history))),
+        ("history_features", _features_lookup(items, history)),
+        ("candidate_ids", cand_ids),
+    ]
     if "row_id" in row:
         meta.append(("row_id", int(row["row_id"])))
     return PromptRequest(
-        messages=(("system", system), ("user", user)), seed=int(seed),
+        messages=(("system", system), ("user", user)),
+        seed=int(seed),
         candidates=tuple(_title_lookup(items, cand_ids)) if protocol == "rank" else None,
-        k=int(k), meta=tuple(meta),
+        k=int(k),
+        meta=tuple(meta),
     )
 
 
@@ -233,12 +262,28 @@ class PromptSet:
     system_prompt = staticmethod(system_prompt)
     context_text = staticmethod(context_text)
 
-    def user_prompt(self, row: Mapping, items: Any, protocol: str = "open", k: int = 10, domain: str = "movie",
-                    demographics: bool = True) -> str:
+    def user_prompt(
+        self,
+        row: Mapping,
+        items: Any,
+        protocol: str = "open",
+        k: int = 10,
+        domain: str = "movie",
+        demographics: bool = True,
+    ) -> str:
         return user_prompt(row, items, protocol, k, domain, demographics, self.gender)
 
-    def build_request(self, row: Mapping, items: Any, system: str, protocol: str = "open", k: int = 10,
-                      domain: str = "movie", seed: int = 0, demographics: bool = True) -> PromptRequest:
+    def build_request(
+        self,
+        row: Mapping,
+        items: Any,
+        system: str,
+        protocol: str = "open",
+        k: int = 10,
+        domain: str = "movie",
+        seed: int = 0,
+        demographics: bool = True,
+    ) -> PromptRequest:
         return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender)
 
 

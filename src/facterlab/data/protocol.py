@@ -1,4 +1,4 @@
-"""Interaction rows, calibration/test split, ground truth and candidates (FACTER.md §1.2, REPRO protocol).
+"""Interaction rows, calibration/test split, ground truth and candidates (docs/FACTER.md §1.2, REPRO protocol).
 
 1. Positives: ratings >= ``min_rating`` (4).  Each user's positives are sorted by timestamp, ties
    broken by ``tie_order`` (docs/PROTOCOL.md): ``"file_order"`` (REPRO, the ``repro`` preset: the
@@ -17,6 +17,7 @@ Random streams: sampling, split and candidates each use their own generator
 ``numpy.random.default_rng([seed, stream])`` with stream 0, 1, 2, so changing one step leaves the
 others' draws unchanged.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,12 +27,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Union
 
 import numpy as np
 import pandas as pd
 
-from facterlab.config import DataConfig, cache_dir as _cache_dir, config_to_dict
+from facterlab.config import DataConfig, config_to_dict
+from facterlab.config import cache_dir as _cache_dir
 from facterlab.data import PROTECTED, Dataset
 
 PROTOCOL_VERSION = 1
@@ -62,7 +63,7 @@ class Interactions:
     config: DataConfig
     content_hash: str
     n_distinct_users: dict = field(default_factory=dict)
-    cache_path: Optional[Path] = None
+    cache_path: Path | None = None
 
     @property
     def calib(self) -> pd.DataFrame:
@@ -117,15 +118,22 @@ def eligible_positions(pos: _Positives, history_len: int = 10) -> np.ndarray:
     return np.flatnonzero(np.arange(len(pos.users)) - pos.start >= history_len)
 
 
-def count_eligible(dataset: Dataset, cfg: Optional[DataConfig] = None) -> int:
+def count_eligible(dataset: Dataset, cfg: DataConfig | None = None) -> int:
     """Number of eligible rows: sum over users of max(0, #positives - history_len)."""
     cfg = cfg or DataConfig()
     return int(len(eligible_positions(positives(dataset, cfg.min_rating), cfg.history_len)))
 
 
-def _candidates(rng: np.random.Generator, catalogue: np.ndarray, cat_set: set, history: list,
-                relevant: list, n_candidates: int, max_pos: int) -> list:
-    """Positives (relevance minus history, capped) + uniform negatives, shuffled (FACTER.md §1.2 step 5).
+def _candidates(
+    rng: np.random.Generator,
+    catalogue: np.ndarray,
+    cat_set: set,
+    history: list,
+    relevant: list,
+    n_candidates: int,
+    max_pos: int,
+) -> list:
+    """Positives (relevance minus history, capped) + uniform negatives, shuffled (docs/FACTER.md §1.2 step 5).
 
     Drawing need + |excluded| distinct catalogue items and keeping the first ``need`` not excluded is
     a uniform draw without replacement from the catalogue minus the excluded items.
@@ -136,33 +144,35 @@ def _candidates(rng: np.random.Generator, catalogue: np.ndarray, cat_set: set, h
     need = n_candidates - len(pos)
     n_excl_in_cat = len(excl & cat_set)
     if len(catalogue) - n_excl_in_cat < need:
-        raise ValueError(f"the catalogue has {len(catalogue)} items: too few to draw {need} negatives "
-                         f"outside a row's history and positives (n_candidates = {n_candidates})")
+        raise ValueError(
+            f"the catalogue has {len(catalogue)} items: too few to draw {need} negatives "
+            f"outside a row's history and positives (n_candidates = {n_candidates})"
+        )
     draw = catalogue[rng.choice(len(catalogue), size=min(len(catalogue), need + n_excl_in_cat), replace=False)]
     neg = [int(x) for x in draw if int(x) not in excl][:need]
     cands = pos + neg
     return [cands[j] for j in rng.permutation(len(cands))]
 
 
-def build_interactions(dataset: Dataset, cfg: Optional[DataConfig] = None,
-                       n_rows: Optional[int] = None) -> Interactions:
-    """Build the protocol's rows (FACTER.md §1.2; see the module docstring for each step).
+def build_interactions(dataset: Dataset, cfg: DataConfig | None = None, n_rows: int | None = None) -> Interactions:
+    """Build the protocol's rows (docs/FACTER.md §1.2; see the module docstring for each step).
 
     ``n_rows`` overrides ``cfg.n_rows``, which overrides the dataset default.  Too few eligible rows
     is a ValueError naming both numbers.
     """
     cfg = cfg or DataConfig()
-    n = int(n_rows if n_rows is not None else cfg.n_rows if cfg.n_rows is not None
-            else default_n_rows(dataset.name))
+    n = int(n_rows if n_rows is not None else cfg.n_rows if cfg.n_rows is not None else default_n_rows(dataset.name))
     H, W, C = cfg.history_len, cfg.future_window, cfg.n_candidates
     if n < 2:
         raise ValueError(f"n_rows must be at least 2 (one calibration and one test row), got {n}")
     pos = positives(dataset, cfg.min_rating, cfg.tie_order)
     elig = eligible_positions(pos, H)
     if len(elig) < n:
-        raise ValueError(f"dataset {dataset.name!r} has {len(elig)} eligible interaction rows (users' "
-                         f"positives at position >= {H} with rating >= {cfg.min_rating}), fewer than "
-                         f"the {n} rows requested")
+        raise ValueError(
+            f"dataset {dataset.name!r} has {len(elig)} eligible interaction rows (users' "
+            f"positives at position >= {H} with rating >= {cfg.min_rating}), fewer than "
+            f"the {n} rows requested"
+        )
     rng_sample = np.random.default_rng([cfg.seed, STREAM_SAMPLE])
     p = elig[rng_sample.choice(len(elig), size=n, replace=False)]
     hist_idx = p[:, None] + np.arange(-H, 0)[None, :]
@@ -185,22 +195,32 @@ def build_interactions(dataset: Dataset, cfg: Optional[DataConfig] = None,
         catalogue = np.sort(dataset.items["item_id"].to_numpy(np.int64))
         max_pos = min(W, C - 1)
         cat_set = set(catalogue.tolist())
-        cands = [_candidates(rng_c, catalogue, cat_set, h, rel, C, max_pos)
-                 for h, rel in zip(hist_lists, relevant)]
+        cands = [_candidates(rng_c, catalogue, cat_set, h, rel, C, max_pos) for h, rel in zip(hist_lists, relevant)]
     else:
         cands = [[] for _ in range(n)]
     users = dataset.users.set_index("user_id")
     attrs = users.loc[user_ids, list(PROTECTED)]
-    rows = pd.DataFrame({
-        "row_id": np.arange(n, dtype=np.int64), "user_id": user_ids.astype(np.int64),
-        **{a: attrs[a].to_numpy() for a in PROTECTED},
-        "history": hist_lists, "target": targets.astype(np.int64), "relevant": relevant,
-        "candidates": cands, "split": split.astype(str),
-    })
+    rows = pd.DataFrame(
+        {
+            "row_id": np.arange(n, dtype=np.int64),
+            "user_id": user_ids.astype(np.int64),
+            **{a: attrs[a].to_numpy() for a in PROTECTED},
+            "history": hist_lists,
+            "target": targets.astype(np.int64),
+            "relevant": relevant,
+            "candidates": cands,
+            "split": split.astype(str),
+        }
+    )
     eff = effective_config(dataset, cfg, n)
     return Interactions(
-        rows=rows, items=dataset.items.set_index("item_id"), dataset=dataset.name, domain=dataset.domain,
-        is_synthetic=dataset.is_synthetic, config=eff, content_hash=interactions_hash(dataset, eff),
+        rows=rows,
+        items=dataset.items.set_index("item_id"),
+        dataset=dataset.name,
+        domain=dataset.domain,
+        is_synthetic=dataset.is_synthetic,
+        config=eff,
+        content_hash=interactions_hash(dataset, eff),
         n_distinct_users=distinct_users(rows),
     )
 
@@ -212,7 +232,7 @@ def distinct_users(rows: pd.DataFrame) -> dict:
     return out
 
 
-def effective_config(dataset: Dataset, cfg: DataConfig, n: Optional[int] = None) -> DataConfig:
+def effective_config(dataset: Dataset, cfg: DataConfig, n: int | None = None) -> DataConfig:
     """``cfg`` with the dataset name resolved and n_rows filled in (what the rows depend on)."""
     n = n if n is not None else cfg.n_rows if cfg.n_rows is not None else default_n_rows(dataset.name)
     return replace(cfg, dataset=dataset.name, n_rows=int(n))
@@ -220,8 +240,10 @@ def effective_config(dataset: Dataset, cfg: DataConfig, n: Optional[int] = None)
 
 def interactions_hash(dataset: Dataset, eff_cfg: DataConfig) -> str:
     """SHA-256 (16 hex) of the dataset content, the effective config and the protocol version."""
-    blob = json.dumps({"dataset": dataset.fingerprint(), "config": config_to_dict(eff_cfg),
-                       "protocol_version": PROTOCOL_VERSION}, sort_keys=True)
+    blob = json.dumps(
+        {"dataset": dataset.fingerprint(), "config": config_to_dict(eff_cfg), "protocol_version": PROTOCOL_VERSION},
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -234,9 +256,12 @@ def _read_rows(path: Path) -> pd.DataFrame:
     return rows
 
 
-def load_or_build_interactions(dataset: Union[Dataset, str, None] = None, cfg: Optional[DataConfig] = None,
-                               data_dir: Optional[os.PathLike | str] = None,
-                               cache: Optional[os.PathLike | str] = None) -> Interactions:
+def load_or_build_interactions(
+    dataset: Dataset | str | None = None,
+    cfg: DataConfig | None = None,
+    data_dir: os.PathLike | str | None = None,
+    cache: os.PathLike | str | None = None,
+) -> Interactions:
     """Build the rows once and reuse them: ``cache_dir()/interactions/<content hash>/``.
 
     The folder holds ``rows.parquet`` and ``config.json`` (effective config, dataset, is_synthetic,
@@ -261,21 +286,41 @@ def load_or_build_interactions(dataset: Union[Dataset, str, None] = None, cfg: O
         meta = json.loads((d / "config.json").read_text())
         if meta.get("content_hash") == h:
             return Interactions(
-                rows=_read_rows(d / "rows.parquet"), items=dataset.items.set_index("item_id"),
-                dataset=dataset.name, domain=dataset.domain, is_synthetic=dataset.is_synthetic,
-                config=eff, content_hash=h, n_distinct_users=meta["n_distinct_users"], cache_path=d)
+                rows=_read_rows(d / "rows.parquet"),
+                items=dataset.items.set_index("item_id"),
+                dataset=dataset.name,
+                domain=dataset.domain,
+                is_synthetic=dataset.is_synthetic,
+                config=eff,
+                content_hash=h,
+                n_distinct_users=meta["n_distinct_users"],
+                cache_path=d,
+            )
     inter = build_interactions(dataset, eff)
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
     try:
         inter.rows.to_parquet(tmp / "rows.parquet", index=False)
-        (tmp / "config.json").write_text(json.dumps({
-            "content_hash": h, "dataset": dataset.name, "dataset_fingerprint": dataset.fingerprint(),
-            "is_synthetic": dataset.is_synthetic, "domain": dataset.domain,
-            "config": config_to_dict(eff), "protocol_version": PROTOCOL_VERSION,
-            "n_rows": int(len(inter.rows)), "n_calib": int(len(inter.calib)), "n_test": int(len(inter.test)),
-            "n_distinct_users": inter.n_distinct_users,
-            "split": "plain seeded permutation (not stratified)"}, indent=2, sort_keys=True))
+        (tmp / "config.json").write_text(
+            json.dumps(
+                {
+                    "content_hash": h,
+                    "dataset": dataset.name,
+                    "dataset_fingerprint": dataset.fingerprint(),
+                    "is_synthetic": dataset.is_synthetic,
+                    "domain": dataset.domain,
+                    "config": config_to_dict(eff),
+                    "protocol_version": PROTOCOL_VERSION,
+                    "n_rows": int(len(inter.rows)),
+                    "n_calib": int(len(inter.calib)),
+                    "n_test": int(len(inter.test)),
+                    "n_distinct_users": inter.n_distinct_users,
+                    "split": "plain seeded permutation (not stratified)",
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         if d.exists():
             shutil.rmtree(d)
         os.replace(tmp, d)
@@ -286,7 +331,7 @@ def load_or_build_interactions(dataset: Union[Dataset, str, None] = None, cfg: O
     return inter
 
 
-def group_sizes(inter: Interactions, split: Optional[str] = "test", min_rows: int = 30) -> dict:
+def group_sizes(inter: Interactions, split: str | None = "test", min_rows: int = 30) -> dict:
     """Rows per value of each protected attribute and per joint (gender, age, occupation) tuple.
 
     Returns ``{attr: DataFrame[value, n_rows, reaches_min], ..., "joint": DataFrame[...],
@@ -310,15 +355,19 @@ def group_sizes(inter: Interactions, split: Optional[str] = "test", min_rows: in
     return out
 
 
-def summarize(dataset: Dataset, cfg: Optional[DataConfig] = None) -> dict:
+def summarize(dataset: Dataset, cfg: DataConfig | None = None) -> dict:
     """Dataset statistics for the CLI and notebook 01: sizes, positives, eligible rows, attributes."""
     cfg = cfg or DataConfig()
     pos = positives(dataset, cfg.min_rating)
     n_elig = int(len(eligible_positions(pos, cfg.history_len)))
     out = dataset.summary()
-    out.update({
-        "n_positive_ratings": int(len(pos.users)), "min_rating": cfg.min_rating,
-        "n_users_with_eligible_rows": int(len(np.unique(pos.users[eligible_positions(pos, cfg.history_len)]))),
-        "eligible_rows": n_elig, "default_n_rows": default_n_rows(dataset.name),
-    })
+    out.update(
+        {
+            "n_positive_ratings": int(len(pos.users)),
+            "min_rating": cfg.min_rating,
+            "n_users_with_eligible_rows": int(len(np.unique(pos.users[eligible_positions(pos, cfg.history_len)]))),
+            "eligible_rows": n_elig,
+            "default_n_rows": default_n_rows(dataset.name),
+        }
+    )
     return out

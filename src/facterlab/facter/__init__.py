@@ -1,4 +1,4 @@
-"""FACTER: conformal thresholding and prompt repair (ICML 2025) and its reproduction (FACTER.md §2-§3).
+"""FACTER: conformal thresholding and prompt repair (ICML 2025) and its reproduction (docs/FACTER.md §2-§3).
 
 - :mod:`~facterlab.facter.neighbours`: blocked counterfactual-neighbour search (§2).
 - :mod:`~facterlab.facter.scores`: S = d + lambda Delta and the item representation f(yhat) (§2).
@@ -11,6 +11,7 @@
 
 Imports numpy/pandas only.
 """
+
 from facterlab.facter.conformal import ConformalThreshold, conformal_k, min_calibration_size
 from facterlab.facter.monitor import CalibrationState, FacterMonitor, MonitorResult, OnlineScorer
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
@@ -20,8 +21,22 @@ from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
 from facterlab.facter.threshold import OnlineThreshold, update_threshold
 
 __all__ = [
-    "ConformalThreshold", "conformal_k", "min_calibration_size", "CalibrationState", "FacterMonitor",
-    "MonitorResult", "OnlineScorer", "NeighbourIndex", "counterfactual_neighbours", "RunResult", "calibrate",
-    "run_experiment", "ViolationBuffer", "mine_rules", "ItemRepresenter", "nonconformity_scores",
-    "OnlineThreshold", "update_threshold",
+    "ConformalThreshold",
+    "conformal_k",
+    "min_calibration_size",
+    "CalibrationState",
+    "FacterMonitor",
+    "MonitorResult",
+    "OnlineScorer",
+    "NeighbourIndex",
+    "counterfactual_neighbours",
+    "RunResult",
+    "calibrate",
+    "run_experiment",
+    "ViolationBuffer",
+    "mine_rules",
+    "ItemRepresenter",
+    "nonconformity_scores",
+    "OnlineThreshold",
+    "update_threshold",
 ]

@@ -1,4 +1,4 @@
-"""Baselines Neutral and Fair (FACTER.md §3): one pass with a static system prompt.
+"""Baselines Neutral and Fair (docs/FACTER.md §3): one pass with a static system prompt.
 
 They are scored exactly like FACTER (same calibration neighbours, same Q0) and counted both against
 Q0 and against the threshold path that their own updates (the configured ``threshold_rule``,
@@ -6,6 +6,7 @@ Q0 and against the threshold path that their own updates (the configured ``thres
 baselines counted with test-set neighbours and a corrected threshold against FACTER's adaptive
 count).  No rules are mined or shown.
 """
+
 from __future__ import annotations
 
 from facterlab.facter.monitor import FacterMonitor, MonitorResult

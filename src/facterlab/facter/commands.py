@@ -7,6 +7,7 @@
 ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
 ``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed``.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,14 +32,16 @@ def register(subparsers) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None, help="LLM tokens per answer (default 250)")
     p.add_argument("--batch-size", type=int, default=None, help="prompts per LLM batch (default 8)")
     p.add_argument("--cfr-rows", type=int, default=None, help="test rows sampled for CFR (default 200)")
-    p.add_argument("--snsr-min-group", type=int, default=None,
-                   help="smallest group counted by SNSR (default 30)")
+    p.add_argument("--snsr-min-group", type=int, default=None, help="smallest group counted by SNSR (default 30)")
     sim = p.add_argument_group("simulated recommender (--model simulated; docs/SIMULATED.md)")
-    for name, help_ in (("beta", "bias strength in score SDs (default 1.0)"), ("sigma", "score noise (default 0.5)"),
-                        ("rho", "probability an applicable AVOID rule is honoured (default 1.0)"),
-                        ("h", "title-corruption rate, open generation (default 0.05)"),
-                        ("phi", "share of the bias the Fair prompt removes (default 0.3)"),
-                        ("demote", "score penalty of an honoured rule's items (default 1.0)")):
+    for name, help_ in (
+        ("beta", "bias strength in score SDs (default 1.0)"),
+        ("sigma", "score noise (default 0.5)"),
+        ("rho", "probability an applicable AVOID rule is honoured (default 1.0)"),
+        ("h", "title-corruption rate, open generation (default 0.05)"),
+        ("phi", "share of the bias the Fair prompt removes (default 0.3)"),
+        ("demote", "score penalty of an honoured rule's items (default 1.0)"),
+    ):
         sim.add_argument(f"--sim-{name}", type=float, default=None, help=help_)
     sim.add_argument("--sim-seed", type=int, default=None, help="simulator seed (default 0)")
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
@@ -62,8 +65,12 @@ def config_from_args(args):
         over["data__n_rows"] = args.n_rows
     if args.passes is not None:
         over["facter__passes"] = args.passes
-    for flag, key in (("max_new_tokens", "model__max_new_tokens"), ("batch_size", "model__batch_size"),
-                      ("cfr_rows", "metrics__cfr_rows"), ("snsr_min_group", "metrics__snsr_min_group")):
+    for flag, key in (
+        ("max_new_tokens", "model__max_new_tokens"),
+        ("batch_size", "model__batch_size"),
+        ("cfr_rows", "metrics__cfr_rows"),
+        ("snsr_min_group", "metrics__snsr_min_group"),
+    ):
         if getattr(args, flag, None) is not None:
             over[key] = getattr(args, flag)
     for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed"):
@@ -83,34 +90,42 @@ def headline_table(metrics: dict) -> str:
         return f"{v:.4f}" if isinstance(v, float) else str(v)
 
     cols = HEADLINE + ("snsr_joint", "viol_fixed", "viol_adaptive", "degenerate")
-    lines = [f"run {metrics['run_id']}  dataset={metrics['dataset']}"
-             f"{' (SYNTHETIC)' if metrics['is_synthetic'] else ''}  protocol={metrics['protocol']}  "
-             f"n_calib={metrics['n_calib']} n_test={metrics['n_test']}  Q0={metrics['calibration']['q0']:.4f}",
-             "method   " + "  ".join(f"{c:>15}" for c in cols)]
+    lines = [
+        f"run {metrics['run_id']}  dataset={metrics['dataset']}"
+        f"{' (SYNTHETIC)' if metrics['is_synthetic'] else ''}  protocol={metrics['protocol']}  "
+        f"n_calib={metrics['n_calib']} n_test={metrics['n_test']}  Q0={metrics['calibration']['q0']:.4f}",
+        "method   " + "  ".join(f"{c:>15}" for c in cols),
+    ]
     for m, v in metrics["methods"].items():
         snsr = v["snsr_proxy"]["joint"]
-        vals = [v[c] for c in HEADLINE] + [snsr.get("snsr", snsr), v["violations"]["fixed_q0"],
-                                           v["violations"]["adaptive"], v.get("n_degenerate", "n/a")]
+        vals = [v[c] for c in HEADLINE] + [
+            snsr.get("snsr", snsr),
+            v["violations"]["fixed_q0"],
+            v["violations"]["adaptive"],
+            v.get("n_degenerate", "n/a"),
+        ]
         lines.append(f"{m:8} " + "  ".join(f"{fmt(x):>15}" for x in vals))
     cal_deg = (metrics.get("calibration") or {}).get("degenerate") or {}
     if cal_deg.get("all_degenerate"):
-        lines.append(f"WARNING: degenerate calibration ({cal_deg.get('reason')}): Q0 measures nothing, "
-                     "violation counts are missing")
+        lines.append(
+            f"WARNING: degenerate calibration ({cal_deg.get('reason')}): Q0 measures nothing, "
+            "violation counts are missing"
+        )
     if "random_floor" in metrics:
         lines.append(f"random floor: ndcg@10_multi={metrics['random_floor']['ndcg@10_multi']:.4f}")
     return "\n".join(lines)
 
 
 def cmd_run(args) -> int:
-    from facterlab.facter.pipeline import run_experiment
-
     from facterlab.config import results_dir
+    from facterlab.facter.pipeline import run_experiment
     from facterlab.validation import validate_config
 
     cfg = config_from_args(args)
     validate_config(cfg, out_dir=results_dir(args.out_dir))  # every bound, before data or models are touched
-    res = run_experiment(cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress,
-                         fairllm=args.fairllm)
+    res = run_experiment(
+        cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress, fairllm=args.fairllm
+    )
     if args.json:
         print(json.dumps(res.metrics, indent=2, sort_keys=True))
     else:

@@ -1,4 +1,4 @@
-"""Split-conformal threshold and finite-sample corrections (FACTER Eq. 7 and Eq. 15; FACTER.md §2).
+"""Split-conformal threshold and finite-sample corrections (FACTER Eq. 7 and Eq. 15; docs/FACTER.md §2).
 
 Q0 = S_(k), the k-th smallest of the n calibration scores, k = ceil((1 - alpha)(n + 1)).
 With exchangeable scores, P(S_test > Q0) <= alpha.  If k > n the quantile is undefined (the
@@ -18,11 +18,12 @@ Corrections to the fixed threshold, Q0 + C / sqrt(n) (paper Eq. 15, C unspecifie
 >>> conformal_k(19, 0.1), min_calibration_size(0.1), min_calibration_size(0.2)
 (18, 9, 4)
 """
+
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Hashable, Optional, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class ConformalThreshold:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.alpha = float(alpha)
 
-    def fit(self, scores: Sequence[float]) -> "ConformalThreshold":
+    def fit(self, scores: Sequence[float]) -> ConformalThreshold:
         s = np.asarray(scores, dtype=np.float64).ravel()
         if s.size and not np.all(np.isfinite(s)):
             raise ValueError("calibration scores contain NaN or infinite values")
@@ -128,7 +129,8 @@ class ReproCountCorrection:
     def __init__(self, q0: float, n: int, maxlen: int = 50):
         if n <= 0:
             raise ValueError(f"n (test-set size) must be positive, got {n}")
-        self.q0, self.n, self.fifo = float(q0), int(n), deque(maxlen=int(maxlen))
+        self.q0, self.n = float(q0), int(n)
+        self.fifo: deque[Hashable] = deque(maxlen=int(maxlen))
         self.last_c = 0
         self.last_threshold = float(q0)
 
@@ -146,7 +148,7 @@ class ReproCountCorrection:
         return v
 
 
-def corrected_threshold(q0: float, correction: str, n: int, delta: float = 0.05, count: Optional[int] = None) -> float:
+def corrected_threshold(q0: float, correction: str, n: int, delta: float = 0.05, count: int | None = None) -> float:
     """Q0 + C / sqrt(n) for ``correction`` in ``none`` | ``hoeffding`` | ``repro_count`` (needs ``count``).
 
     >>> corrected_threshold(1.0, "none", 100), round(corrected_threshold(1.0, "hoeffding", 100), 4)

@@ -1,4 +1,4 @@
-"""The online phase of FACTER (Algorithm 1 / §3.3; FACTER.md §3), with exact optimistic batching.
+"""The online phase of FACTER (Algorithm 1 / §3.3; docs/FACTER.md §3), with exact optimistic batching.
 
 For T passes over the test rows in a fixed order (threshold and violation buffer carried across
 passes), for each row t:
@@ -25,11 +25,13 @@ one row at a time, exactly; ``n_repredicted`` counts requests made for rows whos
 went stale, ``n_calls`` the recommender calls.  A recommender whose ``plan_batches`` puts each request
 alone (the likelihood ranker scores one prompt at a time) is therefore never asked for rows ahead.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,6 @@ from facterlab.facter.neighbours import PROTECTED, NeighbourIndex, counterfactua
 from facterlab.facter.repair import ViolationBuffer, mine_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
-
 
 UNKNOWN_GENERATION = "UNKNOWN_GENERATION"  # REPRO's title for a violation whose output was empty
 
@@ -80,17 +81,26 @@ class CalibrationState:
 
 
 class OnlineScorer:
-    """S for test rows against the calibration set (FACTER.md §3 step 3).
+    """S for test rows against the calibration set (docs/FACTER.md §3 step 3).
 
     Neighbours of each test row among the calibration contexts are computed once, blocked
     (contexts do not depend on predictions); :meth:`score` then needs only f(yhat_t).
     """
 
-    def __init__(self, calib: CalibrationState, test_context_emb: np.ndarray, test_groups: Sequence,
-                 target_emb: np.ndarray, lam: float = 0.7, tau_rho: float = 0.9, tau_x: Optional[float] = None):
+    def __init__(
+        self,
+        calib: CalibrationState,
+        test_context_emb: np.ndarray,
+        test_groups: Sequence,
+        target_emb: np.ndarray,
+        lam: float = 0.7,
+        tau_rho: float = 0.9,
+        tau_x: float | None = None,
+    ):
         self.calib, self.lam = calib, float(lam)
         self.index: NeighbourIndex = counterfactual_neighbours(
-            test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x)
+            test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x
+        )
         self.target_emb = np.asarray(target_emb, dtype=np.float64)
         self.ref = np.asarray(calib.pred_emb, dtype=np.float64)
 
@@ -127,11 +137,27 @@ class FacterMonitor:
     maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
     """
 
-    def __init__(self, rows: pd.DataFrame, items: pd.DataFrame, recommender, scorer: OnlineScorer,
-                 postprocess: Callable, represent: Callable, cfg: FacterConfig, n_calib: int,
-                 protocol: str = "open", k: int = 10, domain: str = "movie", seed: int = 0,
-                 system_kind: str = "facter", batch_size: int = 8, progress: bool = False, prompts: Any = None,
-                 name: Optional[str] = None, lookahead: Optional[int] = None):
+    def __init__(
+        self,
+        rows: pd.DataFrame,
+        items: pd.DataFrame,
+        recommender,
+        scorer: OnlineScorer,
+        postprocess: Callable,
+        represent: Callable,
+        cfg: FacterConfig,
+        n_calib: int,
+        protocol: str = "open",
+        k: int = 10,
+        domain: str = "movie",
+        seed: int = 0,
+        system_kind: str = "facter",
+        batch_size: int = 8,
+        progress: bool = False,
+        prompts: Any = None,
+        name: str | None = None,
+        lookahead: int | None = None,
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if lookahead is not None and lookahead < 1:
@@ -179,8 +205,14 @@ class FacterMonitor:
         if r is None:
             if len(self._rules_memo) > 4096:
                 self._rules_memo.clear()
-            r = mine_rules(self.buffer, attrs, self.cfg.rule_keying, self.cfg.rule_min_count, self.cfg.max_rules_per_attr,
-                           getattr(self.cfg, "rule_tie_order", "by_name"))
+            r = mine_rules(
+                self.buffer,
+                attrs,
+                self.cfg.rule_keying,
+                self.cfg.rule_min_count,
+                self.cfg.max_rules_per_attr,
+                getattr(self.cfg, "rule_tie_order", "by_name"),
+            )
             self._rules_memo[key] = r
         return r
 
@@ -191,10 +223,17 @@ class FacterMonitor:
         return self.prompts.system_prompt(self.kind, rules, announce=announce), rules
 
     def request_for(self, row: dict, system: str, pass_index: int):
-        return self.prompts.build_request(row, self.prompt_items, system, self.protocol, self.k, self.domain,
-                                          request_seed(self.seed, int(row["row_id"]), pass_index))
+        return self.prompts.build_request(
+            row,
+            self.prompt_items,
+            system,
+            self.protocol,
+            self.k,
+            self.domain,
+            request_seed(self.seed, int(row["row_id"]), pass_index),
+        )
 
-    def _current(self, pos: int, pass_index: int, passes: int, row: Optional[dict] = None, attrs: Optional[dict] = None):
+    def _current(self, pos: int, pass_index: int, passes: int, row: dict | None = None, attrs: dict | None = None):
         row = self.row_dicts[pos] if row is None else row
         attrs = self.attrs[pos] if attrs is None else attrs
         system, rules = self.system_for(attrs, pass_index, passes)
@@ -250,17 +289,34 @@ class FacterMonitor:
             self.buffer.push(attrs, title, feats)
         row = self.row_dicts[pos]
         return {
-            "method": self.name, "pass": pass_index + 1, "position": pos, "row_id": int(row["row_id"]),
-            "user_id": int(row["user_id"]), **attrs,
-            "S": s, "d": d, "delta": delta, "n_neighbours": n_nb,
-            "q_before": q_before, "q_after": self.thr.q,
-            "viol_adaptive": bool(v_adapt), "viol_fixed": bool(v_fixed), "viol_corrected": bool(v_corr),
-            "viol_hoeffding": bool(v_hoef), "viol_repro_count": bool(v_repro), "repro_count_c": int(c_repro),
-            "rules": [r.text() for r in rules], "n_rules": len(rules),
-            "titles": [str(t) for t in pred.titles], "mapped_ids": [int(m) for m in mapped],
-            "top1_id": int(top1), "top1_text": raw or "",
-            "parse_status": pred.parse_status, "n_model_positions": pred.n_model_positions,
-            "seed": int(req.seed), "raw": str(pred.raw or ""),
+            "method": self.name,
+            "pass": pass_index + 1,
+            "position": pos,
+            "row_id": int(row["row_id"]),
+            "user_id": int(row["user_id"]),
+            **attrs,
+            "S": s,
+            "d": d,
+            "delta": delta,
+            "n_neighbours": n_nb,
+            "q_before": q_before,
+            "q_after": self.thr.q,
+            "viol_adaptive": bool(v_adapt),
+            "viol_fixed": bool(v_fixed),
+            "viol_corrected": bool(v_corr),
+            "viol_hoeffding": bool(v_hoef),
+            "viol_repro_count": bool(v_repro),
+            "repro_count_c": int(c_repro),
+            "rules": [r.text() for r in rules],
+            "n_rules": len(rules),
+            "titles": [str(t) for t in pred.titles],
+            "mapped_ids": [int(m) for m in mapped],
+            "top1_id": int(top1),
+            "top1_text": raw or "",
+            "parse_status": pred.parse_status,
+            "n_model_positions": pred.n_model_positions,
+            "seed": int(req.seed),
+            "raw": str(pred.raw or ""),
         }
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
@@ -276,7 +332,7 @@ class FacterMonitor:
         return raw, ()
 
     # ------------------------------------------------------------------ passes
-    def run(self, passes: Optional[int] = None) -> MonitorResult:
+    def run(self, passes: int | None = None) -> MonitorResult:
         """Run ``passes`` passes (default: cfg.passes for FACTER, 1 for baselines)."""
         passes = int(passes if passes is not None else (self.cfg.passes if self.repair else 1))
         if passes < 1:
@@ -334,7 +390,13 @@ def violation_summary(records: pd.DataFrame) -> dict:
     hoeffding, repro_count (lists, one entry per pass)."""
     out = {}
     g = records.groupby("pass", sort=True)
-    for name, col in (("fixed_q0", "viol_fixed"), ("adaptive", "viol_adaptive"), ("corrected", "viol_corrected"),
-                      ("q_star", "viol_q_star"), ("hoeffding", "viol_hoeffding"), ("repro_count", "viol_repro_count")):
+    for name, col in (
+        ("fixed_q0", "viol_fixed"),
+        ("adaptive", "viol_adaptive"),
+        ("corrected", "viol_corrected"),
+        ("q_star", "viol_q_star"),
+        ("hoeffding", "viol_hoeffding"),
+        ("repro_count", "viol_repro_count"),
+    ):
         out[name] = [int(x) for x in g[col].sum().tolist()]
     return out

@@ -1,4 +1,4 @@
-"""Counterfactual neighbours of calibration / test contexts (FACTER §3.1, FACTER.md §2).
+"""Counterfactual neighbours of calibration / test contexts (FACTER §3.1, docs/FACTER.md §2).
 
 Context x_i = f(context_text(history titles)), L2-normalised.  W_ij = cos(x_i, x_j).
 Row j is a *counterfactual neighbour* of row i when
@@ -17,10 +17,11 @@ CSR-style :class:`NeighbourIndex` (``indptr``, ``indices``, ``sims``).
 >>> [idx.neighbours(i).tolist() for i in range(4)]
 [[1], [0, 3], [], [1]]
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -64,14 +65,14 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 def counterfactual_neighbours(
     query_emb: np.ndarray,
     query_groups: Sequence,
-    ref_emb: Optional[np.ndarray] = None,
-    ref_groups: Optional[Sequence] = None,
+    ref_emb: np.ndarray | None = None,
+    ref_groups: Sequence | None = None,
     tau_rho: float = 0.90,
-    tau_x: Optional[float] = None,
+    tau_x: float | None = None,
     max_block_bytes: float = 64e6,
     progress: bool = False,
 ) -> NeighbourIndex:
-    """Counterfactual neighbours of each query row among the reference rows (FACTER.md §2).
+    """Counterfactual neighbours of each query row among the reference rows (docs/FACTER.md §2).
 
     j is a neighbour of i iff cos(x_i, r_j) > tau_rho, g_j != g_i, (tau_x is None or
     ||x_i - r_j||_2 <= tau_x) and, when ``ref_emb is None`` (self mode: reference = query), j != i.
@@ -93,7 +94,7 @@ def counterfactual_neighbours(
         raise ValueError(f"tau_x must be a non-negative L2 distance, got {tau_x}")
     self_mode = ref_emb is None
     q = _normalise(query_emb)
-    r = q if self_mode else _normalise(ref_emb)
+    r = q if ref_emb is None else _normalise(ref_emb)
     if r.shape[1] != q.shape[1]:
         raise ValueError(f"query and reference dims differ: {q.shape[1]} vs {r.shape[1]}")
     qg_raw = list(query_groups)

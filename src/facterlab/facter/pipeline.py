@@ -1,4 +1,4 @@
-"""One FACTER experiment end to end (FACTER.md §1-§4): data, calibration, Neutral, Fair, FACTER, metrics.
+"""One FACTER experiment end to end (docs/FACTER.md §1-§4): data, calibration, Neutral, Fair, FACTER, metrics.
 
 ``run_experiment(cfg)``:
 
@@ -19,6 +19,7 @@ The whole configuration and the output folder are validated before any data or m
 The run id is ``<config_hash(cfg)>-<hash of dataset content hash and model fingerprints>``: it
 changes whenever the config, the data or a model changes, never with the clock.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,7 +37,12 @@ from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, config_to_di
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import (
-    CalibrationState, FacterMonitor, OnlineScorer, prompt_items, request_seed, violation_summary,
+    CalibrationState,
+    FacterMonitor,
+    OnlineScorer,
+    prompt_items,
+    request_seed,
+    violation_summary,
 )
 from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
@@ -190,7 +196,7 @@ def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: 
 
 
 def _context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
-    """f(context_text(history titles)) for each row (FACTER.md §2: no demographics in the context)."""
+    """f(context_text(history titles)) for each row (docs/FACTER.md §2: no demographics in the context)."""
     titles = prompt_items(items)
     texts = [prompts.context_text([titles[int(i)] for i in h]) for h in rows["history"]]
     return np.asarray(encoder.encode(texts), dtype=np.float32)
@@ -229,9 +235,19 @@ def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
 # calibration
 
 
-def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encoder, represent: ItemRepresenter,
-              postprocess, cfg: RunConfig, domain: str, prompts, progress: bool = False) -> tuple:
-    """Offline calibration (FACTER.md §2) -> (CalibrationState, calibration DataFrame).
+def calibrate(
+    calib_rows: pd.DataFrame,
+    items: pd.DataFrame,
+    recommender,
+    encoder,
+    represent: ItemRepresenter,
+    postprocess,
+    cfg: RunConfig,
+    domain: str,
+    prompts,
+    progress: bool = False,
+) -> tuple:
+    """Offline calibration (docs/FACTER.md §2) -> (CalibrationState, calibration DataFrame).
 
     Calibration responses are generated under ``cfg.facter.calibration_prompt`` ("neutral" default, or
     "empty"), with the seeds of pass 0.
@@ -241,8 +257,12 @@ def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encode
     row_dicts = rows.to_dict("records")
     system = prompts.system_prompt(fc.calibration_prompt)
     pitems = prompt_items(items)
-    reqs = [prompts.build_request(r, pitems, system, cfg.protocol, cfg.metrics.k, domain,
-                                  request_seed(cfg.seed, int(r["row_id"]), 0)) for r in row_dicts]
+    reqs = [
+        prompts.build_request(
+            r, pitems, system, cfg.protocol, cfg.metrics.k, domain, request_seed(cfg.seed, int(r["row_id"]), 0)
+        )
+        for r in row_dicts
+    ]
     preds = _predict_all(recommender, reqs, max(1, cfg.model.batch_size) * 8, progress, "calibration")
     post = postprocess(row_dicts, preds)
     pred_emb = represent.predictions([p[1] for p in post], [p[2] for p in post])
@@ -252,8 +272,15 @@ def calibrate(calib_rows: pd.DataFrame, items: pd.DataFrame, recommender, encode
     index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
     sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
     ct = ConformalThreshold(fc.alpha).fit(sc["S"].to_numpy())
-    state = CalibrationState(q0=ct.threshold_, context_emb=ctx, groups=groups, pred_emb=pred_emb,
-                             alpha=fc.alpha, k_index=ct.k_index_, n=ct.n_)
+    state = CalibrationState(
+        q0=ct.threshold_,
+        context_emb=ctx,
+        groups=groups,
+        pred_emb=pred_emb,
+        alpha=fc.alpha,
+        k_index=ct.k_index_,
+        n=ct.n_,
+    )
     df = rows[["row_id", "user_id", *PROTECTED, "target"]].copy()
     for c in ("S", "d", "delta", "n_neighbours"):
         df[c] = sc[c].to_numpy()
@@ -278,9 +305,10 @@ def _parse_counts(statuses) -> dict:
     return out
 
 
-def _cfr_block(monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: dict, cfg: RunConfig,
-               mapper, postprocess) -> tuple:
-    """CFR multi and single (FACTER.md §4) for the method whose final state is in ``monitor``.
+def _cfr_block(
+    monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: dict, cfg: RunConfig, mapper, postprocess
+) -> tuple:
+    """CFR multi and single (docs/FACTER.md §4) for the method whose final state is in ``monitor``.
 
     Original and counterfactual rows are predicted under the same system prompt: the one the original
     row gets under the method's final state (static for the baselines, the final rules for FACTER),
@@ -309,9 +337,10 @@ def _cfr_block(monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: d
     return multi, out
 
 
-def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values: dict, cfg: RunConfig,
-                   postprocess) -> dict:
-    """snsr_fairllm (Zhang et al. 2023; FACTER.md §4): per attribute value, Jaccard@k between the list
+def _fairllm_block(
+    monitor: FacterMonitor, test: pd.DataFrame, attribute_values: dict, cfg: RunConfig, postprocess
+) -> dict:
+    """snsr_fairllm (Zhang et al. 2023; docs/FACTER.md §4): per attribute value, Jaccard@k between the list
     with the value set and the list without the demographics block, over ``fairllm_users`` sampled
     test rows, under the method's final system prompt."""
     from facterlab.metrics import sample_cfr_rows, snsr_fairllm
@@ -322,9 +351,19 @@ def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values:
     systems = [monitor.row_system(r, cfg.metrics.cfr_prompt) for r in dicts]
 
     def lists(rows: list, demographics: bool = True) -> list:
-        reqs = [monitor.prompts.build_request(r, monitor.prompt_items, sy, cfg.protocol, k, monitor.domain,
-                                              request_seed(cfg.seed, int(r["row_id"]), 0), demographics=demographics)
-                for r, sy in zip(rows, systems)]
+        reqs = [
+            monitor.prompts.build_request(
+                r,
+                monitor.prompt_items,
+                sy,
+                cfg.protocol,
+                k,
+                monitor.domain,
+                request_seed(cfg.seed, int(r["row_id"]), 0),
+                demographics=demographics,
+            )
+            for r, sy in zip(rows, systems)
+        ]
         return [po[0][:k] for po in postprocess(rows, monitor.rec.predict(reqs))]
 
     neutral = lists(dicts, demographics=False)
@@ -334,8 +373,16 @@ def _fairllm_block(monitor: FacterMonitor, test: pd.DataFrame, attribute_values:
     return out
 
 
-def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg: RunConfig, mapper,
-                   postprocess, attribute_values: dict, fairllm: bool = False) -> dict:
+def method_metrics(
+    result,
+    monitor: FacterMonitor,
+    test_rows: pd.DataFrame,
+    cfg: RunConfig,
+    mapper,
+    postprocess,
+    attribute_values: dict,
+    fairllm: bool = False,
+) -> dict:
     """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md)."""
     from facterlab.metrics import compact_ranking, ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
 
@@ -362,8 +409,10 @@ def method_metrics(result, monitor: FacterMonitor, test_rows: pd.DataFrame, cfg:
         extra["snsr_fairllm"] = _fairllm_block(monitor, test, attribute_values, cfg, postprocess)
     return {
         **extra,
-        "ndcg@10_multi": multi["ndcg_mean"], "ndcg@10_single": single["ndcg_mean"],
-        "recall@10_multi": multi["recall_mean"], "recall@10_single": single["recall_mean"],
+        "ndcg@10_multi": multi["ndcg_mean"],
+        "ndcg@10_single": single["ndcg_mean"],
+        "recall@10_multi": multi["recall_mean"],
+        "recall@10_single": single["recall_mean"],
         "valid@10": valid_at_k(ranked, k),
         "snsr_proxy": snsr,
         "cfr_multi": _value_or_missing(cfr_multi),
@@ -400,8 +449,16 @@ def _load_data(cfg: RunConfig, data_dir, dataset):
     return dataset, inter
 
 
-def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None, out_dir=None,
-                   progress: bool = True, dataset=None, fairllm: bool = False) -> RunResult:
+def run_experiment(
+    cfg: RunConfig,
+    recommender=None,
+    encoder=None,
+    data_dir=None,
+    out_dir=None,
+    progress: bool = True,
+    dataset=None,
+    fairllm: bool = False,
+) -> RunResult:
     """Run Neutral, Fair and FACTER on one dataset and save everything (module docstring).
 
     ``fairllm=True`` adds the ``snsr_fairllm`` variant to each method's metrics (costly: for
@@ -412,12 +469,11 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
     ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
     (tests, notebooks); otherwise ``cfg.data.dataset`` is resolved and loaded from ``data_dir``.
     """
-    from facterlab.data import prompts
+    from facterlab.data import prompts as prompts_module
     from facterlab.metrics import CatalogueMapper, random_ranking_floor
-
     from facterlab.validation import check_split, validate_config
 
-    prompts = prompts.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
+    prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
 
     validate_config(cfg, out_dir=results_dir(out_dir))  # every bound and the output folder, before any work
     timings: dict = {}
@@ -445,7 +501,9 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
 
     items = inter.items if inter.items.index.name == "item_id" else inter.items.set_index("item_id")
     k = cfg.metrics.k
-    mapper = CatalogueMapper(items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold)
+    mapper = CatalogueMapper(
+        items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold
+    )
     represent = ItemRepresenter(encoder, items)
     post = make_postprocess(cfg.protocol, mapper, items, k, top1=cfg.facter.top1)
     calib_rows, test_rows = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
@@ -455,20 +513,36 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
         raise ValueError("the re-ranking protocol needs candidates, but some rows have none")
 
     t0 = time.perf_counter()
-    state, calib_df = calibrate(calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain,
-                                prompts, progress)
+    state, calib_df = calibrate(
+        calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain, prompts, progress
+    )
     timings["calibration_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
     target_emb = represent.items(test_rows["target"].tolist())
-    scorer = OnlineScorer(state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x)
+    scorer = OnlineScorer(
+        state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
+    )
     timings["test_neighbours_s"] = time.perf_counter() - t0
 
-    mon_kw = dict(rows=test_rows, items=items, recommender=recommender, scorer=scorer, postprocess=post,
-                  represent=represent.predictions, cfg=cfg.facter, n_calib=state.n, protocol=cfg.protocol, k=k,
-                  domain=inter.domain, seed=cfg.seed, batch_size=max(1, cfg.model.batch_size), progress=progress,
-                  prompts=prompts)
+    mon_kw = dict(
+        rows=test_rows,
+        items=items,
+        recommender=recommender,
+        scorer=scorer,
+        postprocess=post,
+        represent=represent.predictions,
+        cfg=cfg.facter,
+        n_calib=state.n,
+        protocol=cfg.protocol,
+        k=k,
+        domain=inter.domain,
+        seed=cfg.seed,
+        batch_size=max(1, cfg.model.batch_size),
+        progress=progress,
+        prompts=prompts,
+    )
     results, monitors = {}, {}
     for kind in ("neutral", "fair"):
         t0 = time.perf_counter()
@@ -482,47 +556,77 @@ def run_experiment(cfg: RunConfig, recommender=None, encoder=None, data_dir=None
     timings["facter_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    methods = {m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values, fairllm)
-               for m in METHODS}
+    methods = {
+        m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values, fairllm)
+        for m in METHODS
+    }
     timings["metrics_s"] = time.perf_counter() - t0
 
     nb = calib_df["n_neighbours"].to_numpy()
     metrics = {
-        "run_id": run_id, "dataset": inter.dataset, "is_synthetic": bool(inter.is_synthetic),
-        "protocol": cfg.protocol, "preset": cfg.preset, "model": fingerprints["llm"], "encoder": fingerprints["encoder"],
-        "model_name": cfg.model.llm, "encoder_name": cfg.model.encoder,
-        "n_calib": int(len(calib_rows)), "n_test": int(len(test_rows)),
+        "run_id": run_id,
+        "dataset": inter.dataset,
+        "is_synthetic": bool(inter.is_synthetic),
+        "protocol": cfg.protocol,
+        "preset": cfg.preset,
+        "model": fingerprints["llm"],
+        "encoder": fingerprints["encoder"],
+        "model_name": cfg.model.llm,
+        "encoder_name": cfg.model.encoder,
+        "n_calib": int(len(calib_rows)),
+        "n_test": int(len(test_rows)),
         "n_distinct_users": {s: int(inter.n_distinct_users.get(s, 0)) for s in ("calib", "test")},
-        "variants": {"threshold_rule": cfg.facter.threshold_rule, "correction": cfg.facter.correction,
-                     "rule_keying": cfg.facter.rule_keying, "mapping": mapper.variant,
-                     "flip_strategy": cfg.metrics.flip_strategy, "snsr": "snsr_proxy",
-                     "calibration_prompt": cfg.facter.calibration_prompt,
-                     "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
-                     "announce_threshold": cfg.facter.announce_threshold,
-                     "snsr_fairllm": bool(fairllm),
-                     **protocol_variants(cfg)},
-        "calibration": {"alpha": state.alpha, "q0": state.q0, "k_index": state.k_index, "n": state.n,
-                        "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
-                        "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,
-                        "test_mean_neighbours": float(scorer.index.counts.mean()),
-                        "test_share_no_neighbour": float((scorer.index.counts == 0).mean())},
+        "variants": {
+            "threshold_rule": cfg.facter.threshold_rule,
+            "correction": cfg.facter.correction,
+            "rule_keying": cfg.facter.rule_keying,
+            "mapping": mapper.variant,
+            "flip_strategy": cfg.metrics.flip_strategy,
+            "snsr": "snsr_proxy",
+            "calibration_prompt": cfg.facter.calibration_prompt,
+            "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
+            "announce_threshold": cfg.facter.announce_threshold,
+            "snsr_fairllm": bool(fairllm),
+            **protocol_variants(cfg),
+        },
+        "calibration": {
+            "alpha": state.alpha,
+            "q0": state.q0,
+            "k_index": state.k_index,
+            "n": state.n,
+            "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
+            "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,
+            "test_mean_neighbours": float(scorer.index.counts.mean()),
+            "test_share_no_neighbour": float((scorer.index.counts == 0).mean()),
+        },
         "methods": methods,
     }
     if cfg.protocol == "rank":
-        fl = random_ranking_floor([list(c) for c in test_rows["candidates"]], [list(r) for r in test_rows["relevant"]], k)
+        fl = random_ranking_floor(
+            [list(c) for c in test_rows["candidates"]], [list(r) for r in test_rows["relevant"]], k
+        )
         metrics["random_floor"] = {"ndcg@10_multi": fl["ndcg_mean"], "recall@10_multi": fl["recall_mean"]}
     metrics = _clean(metrics)
 
-    config = _clean({
-        "run_id": run_id, "config": config_to_dict(cfg), "config_hash": config_hash(cfg),
-        "dataset_requested": cfg.data.dataset, "dataset": inter.dataset, "is_synthetic": bool(inter.is_synthetic),
-        "domain": inter.domain, "data_config": config_to_dict(inter.config), "content_hash": inter.content_hash,
-        "fingerprints": fingerprints,
-    })
+    config = _clean(
+        {
+            "run_id": run_id,
+            "config": config_to_dict(cfg),
+            "config_hash": config_hash(cfg),
+            "dataset_requested": cfg.data.dataset,
+            "dataset": inter.dataset,
+            "is_synthetic": bool(inter.is_synthetic),
+            "domain": inter.domain,
+            "data_config": config_to_dict(inter.config),
+            "content_hash": inter.content_hash,
+            "fingerprints": fingerprints,
+        }
+    )
     rows = {m: results[m].records for m in METHODS}
     from facterlab.facter.runfolder import mark_degenerate, write_run_folder
 
     metrics = _clean(mark_degenerate(metrics, rows, calib_df))  # degenerate outputs counted, never scored as 0
     write_run_folder(out, config, calib_df, rows, metrics, _clean(timings))  # temp folder, metrics.json last, rename
-    return RunResult(run_id=run_id, config=config, metrics=metrics, rows=rows, calibration=calib_df, out_dir=out,
-                     timings=timings)
+    return RunResult(
+        run_id=run_id, config=config, metrics=metrics, rows=rows, calibration=calib_df, out_dir=out, timings=timings
+    )

@@ -1,4 +1,4 @@
-"""Violation buffer and repair-rule mining (FACTER §3.3 prompt repair; FACTER.md §3).
+"""Violation buffer and repair-rule mining (FACTER §3.3 prompt repair; docs/FACTER.md §3).
 
 On an adaptive violation S_t > Q_t the row's protected attributes, its top-1 item and the item's
 features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are mined from the buffer:
@@ -20,11 +20,12 @@ features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are 
 >>> [r.text() for r in mine_rules(buf, {"gender": "F", "age": "18-24", "occupation": "writer"})]
 ['AVOID: (gender=F) -> (Comedy-only)', 'AVOID: (gender=F) -> (Romance-only)', 'AVOID: (gender=F) -> (Sleepless (1993))', 'AVOID: (occupation=writer) -> (Comedy-only)', 'AVOID: (occupation=writer) -> (Romance-only)', 'AVOID: (occupation=writer) -> (Sleepless (1993))']
 """
+
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from facterlab.config import RULE_KEYINGS
 from facterlab.types import Rule
@@ -54,7 +55,11 @@ class ViolationBuffer:
 
     def push(self, attrs: Mapping, title: str, features: Sequence[str] = ()) -> None:
         self.entries.append(
-            Violation(tuple((a, str(attrs[a])) for a in self.attrs), str(title) if title else "", tuple(str(f) for f in features or ()))
+            Violation(
+                tuple((a, str(attrs[a])) for a in self.attrs),
+                str(title) if title else "",
+                tuple(str(f) for f in features or ()),
+            )
         )
         self.version += 1
 

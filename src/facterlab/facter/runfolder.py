@@ -17,6 +17,7 @@ When every row of a method is degenerate, its fairness metrics (CFR, SNSR, viola
 measure the absence of output (CFR 0, SNSR 0, Q0 = max distance so no violation): they become
 missing values with the reason instead.  Recall and NDCG stay numbers (an empty list has no hit).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import pandas as pd
 
@@ -73,13 +73,14 @@ def _remove_leftovers(runs: Path, run_id: str) -> None:
         kind, _, rest = p.name[1:].partition("-")
         if kind not in ("tmp", "old") or not rest.startswith(run_id + "-"):
             continue
-        pid = rest[len(run_id) + 1:].split("-", 1)[0]
+        pid = rest[len(run_id) + 1 :].split("-", 1)[0]
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
 
-def write_run_folder(out: Path, config: dict, calibration: pd.DataFrame, rows: dict, metrics: dict,
-                     timings: dict) -> Path:
+def write_run_folder(
+    out: Path, config: dict, calibration: pd.DataFrame, rows: dict, metrics: dict, timings: dict
+) -> Path:
     """Write a run folder at ``out`` atomically (module docstring); return ``out``."""
     out = Path(out)
     runs = out.parent
@@ -115,7 +116,7 @@ def write_run_folder(out: Path, config: dict, calibration: pd.DataFrame, rows: d
 # reading
 
 
-def run_folder_problem(path: Path) -> Optional[str]:
+def run_folder_problem(path: Path) -> str | None:
     """None when ``path`` holds a complete run that loads; else why not (one sentence)."""
     path = Path(path)
     if not path.is_dir():
@@ -174,19 +175,29 @@ def degenerate_summary(records: pd.DataFrame) -> dict:
     lists = {t for t, e in zip(titles, empty) if not e}
     constant = n >= 2 and n_empty == 0 and len(lists) == 1
     n_deg = n if constant else n_empty
-    out = {"n_rows": n, "n_empty": n_empty, "n_distinct_lists": len(lists), "constant": bool(constant),
-           "n_degenerate": int(n_deg), "all_degenerate": bool(n > 0 and n_deg == n)}
+    out: dict[str, int | bool | str] = {
+        "n_rows": n,
+        "n_empty": n_empty,
+        "n_distinct_lists": len(lists),
+        "constant": bool(constant),
+        "n_degenerate": int(n_deg),
+        "all_degenerate": bool(n > 0 and n_deg == n),
+    }
     if out["all_degenerate"]:
-        out["reason"] = ("every row got the same list" if constant else
-                         "no row's answer gave a usable title (empty or unparseable output)")
+        out["reason"] = (
+            "every row got the same list"
+            if constant
+            else "no row's answer gave a usable title (empty or unparseable output)"
+        )
     return out
 
 
 def _mask_method(block: dict, reason: str, violations_only: bool = False) -> None:
     viol = block.get("violations")
     if isinstance(viol, dict):
-        block["violations"] = {k: [_missing(reason) for _ in v] if isinstance(v, list) else _missing(reason)
-                               for k, v in viol.items()}
+        block["violations"] = {
+            k: [_missing(reason) for _ in v] if isinstance(v, list) else _missing(reason) for k, v in viol.items()
+        }
     if violations_only:
         return
     block["cfr_multi"] = _missing(reason)
@@ -196,7 +207,7 @@ def _mask_method(block: dict, reason: str, violations_only: bool = False) -> Non
         block["snsr_proxy"] = {g: _missing(reason) for g in block["snsr_proxy"]}
 
 
-def mark_degenerate(metrics: dict, rows: dict, calibration: Optional[pd.DataFrame] = None) -> dict:
+def mark_degenerate(metrics: dict, rows: dict, calibration: pd.DataFrame | None = None) -> dict:
     """Add degenerate-output counts to ``metrics`` (in place, and returned): per method
     ``degenerate`` (:func:`degenerate_summary`) and ``n_degenerate``; ``calibration.degenerate``.
 
@@ -210,7 +221,9 @@ def mark_degenerate(metrics: dict, rows: dict, calibration: Optional[pd.DataFram
         cal = degenerate_summary(calibration)
         metrics.setdefault("calibration", {})["degenerate"] = cal
         if cal["all_degenerate"]:
-            cal_reason = f"degenerate calibration: {cal['reason']} ({cal['n_rows']} calibration rows), so Q0 measures nothing"
+            cal_reason = (
+                f"degenerate calibration: {cal['reason']} ({cal['n_rows']} calibration rows), so Q0 measures nothing"
+            )
     for m, block in methods.items():
         if m not in rows or not isinstance(block, dict):
             continue

@@ -1,4 +1,4 @@
-"""Nonconformity scores (FACTER Eq. 4-6; FACTER.md §2).
+"""Nonconformity scores (FACTER Eq. 4-6; docs/FACTER.md §2).
 
 For row i with top-1 prediction yhat_i, target y_i and counterfactual neighbours N(i):
 
@@ -17,9 +17,10 @@ online (REPRO used raw text at calibration and mapped items online).
 >>> top1_distance(p, t).tolist()
 [0.0, 1.0]
 """
+
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,10 @@ DISPARITY_ROW_MIN = 24
 
 
 def counterfactual_disparity(
-    pred_emb: np.ndarray, index: NeighbourIndex, ref_pred_emb: np.ndarray, max_chunk_bytes: float = 1e6,
+    pred_emb: np.ndarray,
+    index: NeighbourIndex,
+    ref_pred_emb: np.ndarray,
+    max_chunk_bytes: float = 1e6,
     row_min: int = DISPARITY_ROW_MIN,
 ) -> np.ndarray:
     """Delta_i = max_{j in N(i)} ||p_i - r_j||_2, 0 for rows without neighbours.
@@ -91,7 +95,7 @@ def counterfactual_disparity(
         p_i = p[i].astype(np.float64)
         best = 0.0
         for s in range(int(indptr[i]), int(indptr[i + 1]), chunk):
-            d = r[cols_all[s:min(int(indptr[i + 1]), s + chunk)]].astype(np.float64)
+            d = r[cols_all[s : min(int(indptr[i + 1]), s + chunk)]].astype(np.float64)
             np.subtract(d, p_i, out=d)
             np.multiply(d, d, out=d)
             best = max(best, float(np.sqrt(np.add.reduce(d, axis=1)).max()))
@@ -164,7 +168,7 @@ class ItemRepresenter:
         col = "text" if "text" in tbl.columns else "title"
         self._text = {int(i): str(t) for i, t in zip(tbl.index, tbl[col])}
         self._memo: dict = {}
-        self.dim: Optional[int] = getattr(encoder, "dim", None)
+        self.dim: int | None = getattr(encoder, "dim", None)
 
     def item_text(self, item_id: int) -> str:
         try:
@@ -195,13 +199,17 @@ class ItemRepresenter:
 
     def prediction_texts(self, mapped_ids: Sequence[int], raw_titles: Sequence[str]) -> list:
         """The text representing each prediction: item text if mapped, else the raw title."""
-        return [self.item_text(m) if m is not None and int(m) >= 0 else (r or "") for m, r in zip(mapped_ids, raw_titles)]
+        return [
+            self.item_text(m) if m is not None and int(m) >= 0 else (r or "") for m, r in zip(mapped_ids, raw_titles)
+        ]
 
     def predictions(self, mapped_ids: Sequence[int], raw_titles: Sequence[str]) -> np.ndarray:
         """f(yhat) for each (mapped id, raw title) pair."""
         return self.texts(self.prediction_texts(mapped_ids, raw_titles))
 
-    def list_means(self, mapped_lists: Sequence[Sequence[int]], raw_lists: Sequence[Sequence[str]], k: int = 10) -> np.ndarray:
+    def list_means(
+        self, mapped_lists: Sequence[Sequence[int]], raw_lists: Sequence[Sequence[str]], k: int = 10
+    ) -> np.ndarray:
         """Normalised mean of f over each row's top-k outputs (zero vector for an empty list)."""
         out = []
         for ids, raws in zip(mapped_lists, raw_lists):

@@ -1,4 +1,4 @@
-"""Online threshold updates (FACTER Eq. 11 / Theorem 2; FACTER.md §3).
+"""Online threshold updates (FACTER Eq. 11 / Theorem 2; docs/FACTER.md §3).
 
 Named rules (``threshold_rule``):
 
@@ -16,16 +16,19 @@ Named rules (``threshold_rule``):
 >>> round(update_threshold(1.0, 2.0, "aci", eta=0.05, alpha=0.1), 10), round(update_threshold(1.0, 0.5, "aci", eta=0.05, alpha=0.1), 10)
 (1.045, 0.995)
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from facterlab.config import THRESHOLD_RULES
 
 
-def update_threshold(q: float, s: float, rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10) -> float:
+def update_threshold(
+    q: float, s: float, rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10
+) -> float:
     """One step of the named threshold rule (see module docstring for the formulas)."""
     q, s = float(q), float(s)
     if rule == "one_sided":
@@ -57,7 +60,14 @@ class OnlineThreshold:
         return v
 
 
-def threshold_path(q0: float, scores: Sequence[float], rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10):
+def threshold_path(
+    q0: float,
+    scores: Sequence[float],
+    rule: str = "one_sided",
+    gamma: float = 0.95,
+    eta: float = 0.05,
+    alpha: float = 0.10,
+):
     """Run a rule over a score stream -> (violation flags, Q before each step, final Q).
 
     >>> v, qs, qf = threshold_path(1.0, [2.0, 0.0], gamma=0.5)

@@ -1,4 +1,4 @@
-"""Mapping generated titles to catalogue items, and Valid@k (FACTER.md §4, §2 "item representation").
+"""Mapping generated titles to catalogue items, and Valid@k (docs/FACTER.md §4, §2 "item representation").
 
 Two named mapping variants (report which one a table used, see :attr:`CatalogueMapper.variant`):
 
@@ -11,14 +11,15 @@ Two named mapping variants (report which one a table used, see :attr:`CatalogueM
   parenthesised alternative title is also indexed as an alias), exact normalised match first, else
   ``rapidfuzz.process.extractOne`` with scorer ``fuzz.ratio`` (0..100) and ``score_cutoff`` 85.
 
-Item representation for SNSR/CFR (FACTER.md §2): the encoder embedding of the mapped catalogue item's
+Item representation for SNSR/CFR (docs/FACTER.md §2): the encoder embedding of the mapped catalogue item's
 ``text`` ("{title} :: {genres}" for MovieLens), the raw generated title when nothing maps.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Hashable, Optional, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,9 +41,7 @@ __all__ = ["CatalogueMapper", "normalise_title", "valid_at_k", "valid_per_row", 
 
 _YEAR = re.compile(r"\s*\(\s*\d{4}\s*\)\s*$")
 _ARTICLES = r"the|a|an|la|le|les|l'|il|el|der|die|das|los|las|lo|det|den|de|het|une|un"
-_TRAILING_ARTICLE = re.compile(
-    rf"^(?P<main>.+?),\s*(?P<art>{_ARTICLES})\s*(?P<rest>\(.*\))?\s*$", flags=re.IGNORECASE
-)
+_TRAILING_ARTICLE = re.compile(rf"^(?P<main>.+?),\s*(?P<art>{_ARTICLES})\s*(?P<rest>\(.*\))?\s*$", flags=re.IGNORECASE)
 _TRAILING_PAREN = re.compile(r"^(?P<main>.+?)\s*\((?P<alt>[^()]*)\)\s*$")
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
@@ -57,8 +56,8 @@ def _move_article(title: str) -> str:
     return f"{art}{sep}{m.group('main')}{rest}"
 
 
-def normalise_title(title: Optional[str]) -> str:
-    """Normalised title for fuzzy matching (FACTER.md §4, ``rapidfuzz`` mapping).
+def normalise_title(title: str | None) -> str:
+    """Normalised title for fuzzy matching (docs/FACTER.md §4, ``rapidfuzz`` mapping).
 
     Steps: strip a trailing "(yyyy)" year; read "Title, The" as "The Title" (also "A", "An" and common
     foreign articles); strip accents; lowercase; punctuation to spaces; collapse spaces.
@@ -105,7 +104,7 @@ def _is_blank(t) -> bool:
 
 
 class CatalogueMapper:
-    """Map generated titles to catalogue item ids (FACTER.md §4; see the module docstring).
+    """Map generated titles to catalogue item ids (docs/FACTER.md §4; see the module docstring).
 
     Parameters
     ----------
@@ -132,9 +131,17 @@ class CatalogueMapper:
     'rapidfuzz(ratio>=85)'
     """
 
-    def __init__(self, items: pd.DataFrame, encoder=None, method: str = "encoder", threshold: float = 0.65,
-                 *, fuzzy_cutoff: float = DEFAULT_FUZZY_CUTOFF, scorer: str = "ratio",
-                 block_size: Optional[int] = None):
+    def __init__(
+        self,
+        items: pd.DataFrame,
+        encoder=None,
+        method: str = "encoder",
+        threshold: float = 0.65,
+        *,
+        fuzzy_cutoff: float = DEFAULT_FUZZY_CUTOFF,
+        scorer: str = "ratio",
+        block_size: int | None = None,
+    ):
         if method not in METHODS:
             raise ValueError(ERR_METHOD.format(methods=METHODS, method=method))
         if scorer not in RAPIDFUZZ_SCORERS:
@@ -153,7 +160,7 @@ class CatalogueMapper:
             raise ValueError(ERR_NEEDS_ENCODER.format(what='method="encoder"'))
         self.item_ids = np.asarray(ids).astype(np.int64)
         self.titles = items["title"].astype(str).to_numpy()
-        self.texts = (items["text"].astype(str).to_numpy() if "text" in items.columns else self.titles)
+        self.texts = items["text"].astype(str).to_numpy() if "text" in items.columns else self.titles
         self._pos = {int(i): p for p, i in enumerate(self.item_ids)}
         self.encoder = encoder
         self.method = method
@@ -161,10 +168,10 @@ class CatalogueMapper:
         self.fuzzy_cutoff = float(fuzzy_cutoff)
         self.scorer = scorer
         self.block_size = block_size
-        self._title_emb: Optional[np.ndarray] = None
-        self._fuzzy_keys: Optional[list] = None
-        self._fuzzy_pos: Optional[np.ndarray] = None
-        self._exact: Optional[dict] = None
+        self._title_emb: np.ndarray | None = None
+        self._fuzzy_keys: list | None = None
+        self._fuzzy_pos: np.ndarray | None = None
+        self._exact: dict | None = None
         self._emb_cache: dict = {}
 
     @property
@@ -175,11 +182,11 @@ class CatalogueMapper:
         return f"rapidfuzz({self.scorer}>={self.fuzzy_cutoff:g})"
 
     # ------------------------------------------------------------------ mapping
-    def map(self, titles: Sequence[Optional[str]]) -> np.ndarray:
+    def map(self, titles: Sequence[str | None]) -> np.ndarray:
         """Item id for each title (int64; -1 when unmatched, blank or None)."""
         return self.map_with_scores(titles)[0]
 
-    def map_with_scores(self, titles: Sequence[Optional[str]]) -> tuple:
+    def map_with_scores(self, titles: Sequence[str | None]) -> tuple:
         """``(item_ids, scores)``: ids (-1 unmatched) and the similarity of each accepted match (NaN else).
 
         Scores are cosines for ``"encoder"`` and rapidfuzz scores (0..100) for ``"rapidfuzz"``.
@@ -190,27 +197,26 @@ class CatalogueMapper:
         keep = [i for i, t in enumerate(titles) if not _is_blank(t)]
         if not keep:
             return out_ids, out_scores
-        uniq, inverse = np.unique(np.array([str(titles[i]).strip() for i in keep], dtype=object),
-                                  return_inverse=True)
+        uniq, inverse = np.unique(np.array([str(titles[i]).strip() for i in keep], dtype=object), return_inverse=True)
         if self.method == "encoder":
             pos, score = self._map_encoder(list(uniq))
         else:
             pos, score = self._map_fuzzy(list(uniq))
         pos, score = pos[inverse], score[inverse]
-        keep = np.asarray(keep)
+        keep_arr = np.asarray(keep)
         ok = pos >= 0
-        out_ids[keep[ok]] = self.item_ids[pos[ok]]
-        out_scores[keep[ok]] = score[ok]
+        out_ids[keep_arr[ok]] = self.item_ids[pos[ok]]
+        out_scores[keep_arr[ok]] = score[ok]
         return out_ids, out_scores
 
-    def map_rows(self, titles_per_row: Sequence[Sequence[Optional[str]]], k: Optional[int] = None) -> list:
+    def map_rows(self, titles_per_row: Sequence[Sequence[str | None]], k: int | None = None) -> list:
         """Map each row's titles (first k if given); returns a list of int64 arrays (-1 unmatched)."""
         rows = [list(r)[:k] if k is not None else list(r) for r in titles_per_row]
         flat = [t for r in rows for t in r]
         ids = self.map(flat)
         out, s = [], 0
         for r in rows:
-            out.append(ids[s: s + len(r)])
+            out.append(ids[s : s + len(r)])
             s += len(r)
         return out
 
@@ -223,10 +229,10 @@ class CatalogueMapper:
         pos = np.empty(len(uniq), dtype=np.int64)
         best = np.empty(len(uniq), dtype=np.float64)
         for s in range(0, len(uniq), block):
-            sims = q[s: s + block] @ self._title_emb.T
+            sims = q[s : s + block] @ self._title_emb.T
             arg = np.argmax(sims, axis=1)
-            pos[s: s + block] = arg
-            best[s: s + block] = sims[np.arange(len(arg)), arg]
+            pos[s : s + block] = arg
+            best[s : s + block] = sims[np.arange(len(arg)), arg]
         # guard against float32 rounding just below the threshold of an exact duplicate (cos = 1)
         accept = best >= self.threshold - 1e-6
         pos[~accept] = -1
@@ -234,7 +240,9 @@ class CatalogueMapper:
         return pos, best
 
     def _build_fuzzy(self) -> None:
-        keys, pos, exact = [], [], {}
+        keys: list[str] = []
+        pos: list[int] = []
+        exact: dict[str, int] = {}
         for p, title in enumerate(self.titles):
             for key in _aliases(title):
                 keys.append(key)
@@ -247,6 +255,8 @@ class CatalogueMapper:
 
         if self._fuzzy_keys is None:
             self._build_fuzzy()
+        fuzzy_keys, fuzzy_pos, exact = self._fuzzy_keys, self._fuzzy_pos, self._exact
+        assert fuzzy_keys is not None and fuzzy_pos is not None and exact is not None  # set by _build_fuzzy
         scorer = getattr(fuzz, self.scorer)
         pos = np.full(len(uniq), -1, dtype=np.int64)
         score = np.full(len(uniq), np.nan)
@@ -254,13 +264,12 @@ class CatalogueMapper:
             key = normalise_title(title)
             if not key:
                 continue
-            if key in self._exact:
-                pos[i], score[i] = self._exact[key], 100.0
+            if key in exact:
+                pos[i], score[i] = exact[key], 100.0
                 continue
-            hit = process.extractOne(key, self._fuzzy_keys, scorer=scorer, processor=None,
-                                     score_cutoff=self.fuzzy_cutoff)
+            hit = process.extractOne(key, fuzzy_keys, scorer=scorer, processor=None, score_cutoff=self.fuzzy_cutoff)
             if hit is not None:
-                pos[i], score[i] = self._fuzzy_pos[hit[2]], float(hit[1])
+                pos[i], score[i] = fuzzy_pos[hit[2]], float(hit[1])
         return pos, score
 
     # ------------------------------------------------------------------ embeddings
@@ -274,7 +283,7 @@ class CatalogueMapper:
             raise ValueError(f"encoder returned shape {emb.shape} for {len(texts)} texts; expected (n, d)")
         return normalise_rows(emb)
 
-    def _embed_cached(self, texts: list) -> np.ndarray:
+    def _embed_cached(self, texts: list) -> np.ndarray | None:
         missing = [t for t in dict.fromkeys(texts) if t not in self._emb_cache]
         if missing:
             for t, v in zip(missing, self._encode(missing)):
@@ -287,17 +296,22 @@ class CatalogueMapper:
         p = self._pos[int(item_id)]
         return str(self.titles[p] if represent == "title" else self.texts[p])
 
-    def row_item_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
-                            mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None,
-                            k: int = 10, represent: str = "text", dedupe: bool = True,
-                            unmapped: str = "raw") -> tuple:
-        """Item embeddings of each row's top-k outputs: ``(emb (n, k, d), mask (n, k))`` (FACTER.md §2, §4).
+    def row_item_embeddings(
+        self,
+        titles_per_row: Sequence[Sequence[str | None]],
+        mapped_per_row: Sequence[Sequence[Hashable]] | None = None,
+        k: int = 10,
+        represent: str = "text",
+        dedupe: bool = True,
+        unmapped: str = "raw",
+    ) -> tuple:
+        """Item embeddings of each row's top-k outputs: ``(emb (n, k, d), mask (n, k))`` (docs/FACTER.md §2, §4).
 
         Position j of row i embeds the mapped item's text when ``mapped_per_row[i][j]`` is an item id,
         the raw generated title when it is unmapped, and is masked out when the row has no title there
         (shorter output, blank title).  ``mapped_per_row`` defaults to :meth:`map_rows`.
         ``represent="title"`` embeds the mapped item's catalogue title instead of its text (what REPRO's
-        SNSR code did); the default ``"text"`` follows FACTER.md §2.  With ``dedupe`` (default) a
+        SNSR code did); the default ``"text"`` follows docs/FACTER.md §2.  With ``dedupe`` (default) a
         repeated mapped item (or a repeated identical unmapped title) is masked out after its first
         position, as in Valid@k and NDCG (REPRO's mapper also dropped duplicate mappings).
         ``unmapped="drop"`` masks out unmapped positions instead of embedding their raw title (REPRO's
@@ -309,7 +323,7 @@ class CatalogueMapper:
         if represent not in ("text", "title"):
             raise ValueError(f'represent must be "text" or "title", got {represent!r}')
         titles = [list(r)[:k] for r in titles_per_row]
-        mapped = (self.map_rows(titles) if mapped_per_row is None else [list(m)[:k] for m in mapped_per_row])
+        mapped = self.map_rows(titles) if mapped_per_row is None else [list(m)[:k] for m in mapped_per_row]
         if len(mapped) != len(titles):
             raise ValueError(f"got {len(titles)} title rows but {len(mapped)} mapped rows")
         n = len(titles)
@@ -318,6 +332,7 @@ class CatalogueMapper:
         for i, (tr, mr) in enumerate(zip(titles, mapped)):
             seen: set = set()
             for j in range(min(k, max(len(tr), len(mr)))):
+                key: tuple[str, int | str]
                 mid = mr[j] if j < len(mr) else -1
                 if not is_unmapped(mid):
                     text, key = self.item_text(mid, represent), ("item", int(mid))
@@ -340,19 +355,26 @@ class CatalogueMapper:
             emb[ii, jj] = vec
         return emb, mask
 
-    def row_embeddings(self, titles_per_row: Sequence[Sequence[Optional[str]]],
-                       mapped_per_row: Optional[Sequence[Sequence[Hashable]]] = None, k: int = 10,
-                       represent: str = "text", dedupe: bool = True, unmapped: str = "raw") -> np.ndarray:
+    def row_embeddings(
+        self,
+        titles_per_row: Sequence[Sequence[str | None]],
+        mapped_per_row: Sequence[Sequence[Hashable]] | None = None,
+        k: int = 10,
+        represent: str = "text",
+        dedupe: bool = True,
+        unmapped: str = "raw",
+    ) -> np.ndarray:
         """Per-row normalised mean of the top-k item embeddings, (n, d); NaN rows have no item.
 
         ``normalised_row_means(*row_item_embeddings(...))``, the row vector used by SNSR and CFR.
         """
-        return normalised_row_means(*self.row_item_embeddings(titles_per_row, mapped_per_row, k, represent, dedupe,
-                                                              unmapped))
+        return normalised_row_means(
+            *self.row_item_embeddings(titles_per_row, mapped_per_row, k, represent, dedupe, unmapped)
+        )
 
 
 def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> np.ndarray:
-    """Per-row Valid@k (FACTER.md §4): distinct mapped ids among the first k positions, divided by k.
+    """Per-row Valid@k (docs/FACTER.md §4): distinct mapped ids among the first k positions, divided by k.
 
     Missing positions (shorter output) and unmapped ones (-1/None) count as invalid; an item mapped
     twice counts once.
@@ -368,7 +390,7 @@ def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> 
 
 
 def valid_at_k(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> float:
-    """Valid@k (FACTER.md §4): mean over rows of :func:`valid_per_row`.
+    """Valid@k (docs/FACTER.md §4): mean over rows of :func:`valid_per_row`.
 
     >>> valid_at_k([[1, 2, 2, None], [5, 6, 7, 8]], k=4)  # (2/4 + 4/4) / 2
     0.75

@@ -1,4 +1,4 @@
-"""Counterfactual fairness ratio CFR and attribute flips (FACTER.md §4).
+"""Counterfactual fairness ratio CFR and attribute flips (docs/FACTER.md §4).
 
 ``CFR = mean_i || m_i - m'_i ||_2`` where ``m_i`` / ``m'_i`` are the normalised mean top-k item
 embeddings (:func:`facterlab.metrics.embeddings.normalised_row_means`) of row i's output with its
@@ -18,9 +18,10 @@ Flip strategies (named variants, ``FLIP_STRATEGIES``):
 Random draws: for each flipped attribute in the order of ``attrs``, one vectorised draw for all rows
 from the given ``numpy.random.Generator``.
 """
+
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ ERR_SHAPES = "original and counterfactual embeddings differ in shape: {a} vs {b}
 __all__ = ["flip_attributes", "sample_cfr_rows", "cfr", "cfr_summary", "FLIP_STRATEGIES"]
 
 
-def _rng(rng) -> Optional[np.random.Generator]:
+def _rng(rng) -> np.random.Generator | None:
     if rng is None or isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
@@ -54,10 +55,14 @@ def _minimal_codes(codes: np.ndarray, m: int, attr: str) -> np.ndarray:
     return nxt
 
 
-def flip_attributes(rows: pd.DataFrame, attribute_values: Mapping[str, Sequence[str]],
-                    strategy: str = "distinct", attrs: Sequence[str] = PROTECTED,
-                    rng: Union[np.random.Generator, int, None] = None) -> pd.DataFrame:
-    """Copy of ``rows`` with the ``attrs`` columns flipped (FACTER.md §4; strategies in the module doc).
+def flip_attributes(
+    rows: pd.DataFrame,
+    attribute_values: Mapping[str, Sequence[str]],
+    strategy: str = "distinct",
+    attrs: Sequence[str] = PROTECTED,
+    rng: np.random.Generator | int | None = None,
+) -> pd.DataFrame:
+    """Copy of ``rows`` with the ``attrs`` columns flipped (docs/FACTER.md §4; strategies in the module doc).
 
     ``attribute_values[attr]`` lists every value of the attribute in canonical order
     (``Dataset.attribute_values``).  Multi-attribute CFR: ``attrs=("gender", "age", "occupation")``;
@@ -95,9 +100,11 @@ def flip_attributes(rows: pd.DataFrame, attribute_values: Mapping[str, Sequence[
             raise ValueError(ERR_UNKNOWN_VALUE.format(attr=attr, values=unknown[:5]))
         codes = np.array([lookup[v] for v in col], dtype=np.int64)
         if strategy == "distinct":
+            assert gen is not None  # checked above: only "minimal" may run without an rng
             u = gen.integers(0, m - 1, size=len(codes))
             new = u + (u >= codes)
         elif strategy == "repro":
+            assert gen is not None  # checked above: only "minimal" may run without an rng
             new = gen.integers(0, m, size=len(codes))
         else:
             new = _minimal_codes(codes, m, attr)
@@ -110,9 +117,10 @@ def flip_attributes(rows: pd.DataFrame, attribute_values: Mapping[str, Sequence[
     return out
 
 
-def sample_cfr_rows(test_rows: pd.DataFrame, n: int = 200,
-                    rng: Union[np.random.Generator, int, None] = None) -> pd.DataFrame:
-    """Sample ``min(n, len(test_rows))`` rows without replacement for CFR (FACTER.md §4: 200 rows).
+def sample_cfr_rows(
+    test_rows: pd.DataFrame, n: int = 200, rng: np.random.Generator | int | None = None
+) -> pd.DataFrame:
+    """Sample ``min(n, len(test_rows))`` rows without replacement for CFR (docs/FACTER.md §4: 200 rows).
 
     The sample is returned in the original row order (so reruns and tables read naturally); with fewer
     rows than ``n`` every row is taken (the caller reports the count).
@@ -142,8 +150,12 @@ def _pair_distances(orig, cf, orig_mask=None, cf_mask=None) -> np.ndarray:
     return np.linalg.norm(a - b, axis=1)
 
 
-def cfr_summary(orig_embeddings: np.ndarray, cf_embeddings: np.ndarray, orig_mask: Optional[np.ndarray] = None,
-                cf_mask: Optional[np.ndarray] = None) -> dict:
+def cfr_summary(
+    orig_embeddings: np.ndarray,
+    cf_embeddings: np.ndarray,
+    orig_mask: np.ndarray | None = None,
+    cf_mask: np.ndarray | None = None,
+) -> dict:
     """CFR with its bookkeeping: ``{"value", "n_pairs", "n_dropped"}``, or a missing value with its reason.
 
     Pairs where either side has no item embedding (NaN row mean) are dropped and counted.
@@ -154,15 +166,25 @@ def cfr_summary(orig_embeddings: np.ndarray, cf_embeddings: np.ndarray, orig_mas
     d = _pair_distances(orig_embeddings, cf_embeddings, orig_mask, cf_mask)
     ok = ~np.isnan(d)
     if not ok.any():
-        return {"value": None, "missing_reason": (
-            f"cfr: none of the {len(d)} row pairs has an item embedding on both sides "
-            "(every output mapped to nothing or was empty)"), "n_pairs": 0, "n_dropped": int(len(d))}
+        return {
+            "value": None,
+            "missing_reason": (
+                f"cfr: none of the {len(d)} row pairs has an item embedding on both sides "
+                "(every output mapped to nothing or was empty)"
+            ),
+            "n_pairs": 0,
+            "n_dropped": int(len(d)),
+        }
     return {"value": float(d[ok].mean()), "n_pairs": int(ok.sum()), "n_dropped": int((~ok).sum())}
 
 
-def cfr(orig_embeddings: np.ndarray, cf_embeddings: np.ndarray, orig_mask: Optional[np.ndarray] = None,
-        cf_mask: Optional[np.ndarray] = None) -> float:
-    """CFR (FACTER.md §4): ``mean_i || m_i - m'_i ||_2`` of normalised mean top-k embeddings.
+def cfr(
+    orig_embeddings: np.ndarray,
+    cf_embeddings: np.ndarray,
+    orig_mask: np.ndarray | None = None,
+    cf_mask: np.ndarray | None = None,
+) -> float:
+    """CFR (docs/FACTER.md §4): ``mean_i || m_i - m'_i ||_2`` of normalised mean top-k embeddings.
 
     Inputs are (n, d) per-row vectors (re-normalised) or (n, k, d) item embeddings with optional
     (n, k) masks.  Pairs with a NaN side are dropped (see :func:`cfr_summary`, which also reports the

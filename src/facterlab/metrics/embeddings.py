@@ -1,13 +1,12 @@
-"""Per-row "normalised mean of the top-k item embeddings", shared by SNSR and CFR (FACTER.md §4).
+"""Per-row "normalised mean of the top-k item embeddings", shared by SNSR and CFR (docs/FACTER.md §4).
 
 For row i with item embeddings e_i1..e_ik (those present under the mask),
 ``m_i = normalise(mean_j e_ij)`` with ``normalise(v) = v / ||v||_2``.  A row with no item (empty mask)
 or with a zero mean has no representation: its output row is NaN, and callers drop it and say how
 many they dropped (never a silent 0 vector).
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import numpy as np
 
@@ -43,8 +42,8 @@ def normalise_rows(x: np.ndarray, dtype=np.float64, zero: str = "nan", what: str
     return out
 
 
-def normalised_row_means(item_embeddings: np.ndarray, mask: Optional[np.ndarray] = None) -> np.ndarray:
-    """``m_i = normalise(mean_{j: mask_ij} e_ij)`` for (n, k, d) item embeddings (FACTER.md §4).
+def normalised_row_means(item_embeddings: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """``m_i = normalise(mean_{j: mask_ij} e_ij)`` for (n, k, d) item embeddings (docs/FACTER.md §4).
 
     ``mask`` (n, k) marks the positions that exist (default: all).  Rows without any position give NaN.
 
@@ -68,7 +67,7 @@ def normalised_row_means(item_embeddings: np.ndarray, mask: Optional[np.ndarray]
     return normalise_rows(mean)
 
 
-def as_row_vectors(embeddings: np.ndarray, mask: Optional[np.ndarray] = None) -> np.ndarray:
+def as_row_vectors(embeddings: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Accept (n, d) per-row vectors (re-normalised) or (n, k, d) item vectors (+ mask); return (n, d).
 
     >>> as_row_vectors(np.array([[2.0, 0.0]])).tolist()

@@ -1,4 +1,4 @@
-"""Group fairness of recommendation lists: SNSR / SNSV, two named variants (FACTER.md §4).
+"""Group fairness of recommendation lists: SNSR / SNSV, two named variants (docs/FACTER.md §4).
 
 ``snsr_proxy`` (REPRO and ORIG code; the variant in our tables):
   1. per row i, ``m_i = normalise(mean of its top-k item embeddings)``
@@ -14,9 +14,10 @@
   ``Jaccard@k(A, B) = |A_k ∩ B_k| / |A_k ∪ B_k|`` on the sets of the top-k items;
   ``SNSR = max_v sim_v - min_v sim_v``, ``SNSV = sqrt(mean_v (sim_v - mean sim)^2)`` (population std).
 """
+
 from __future__ import annotations
 
-from typing import Hashable, Mapping, Optional, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ def _label(key, attrs) -> str:
 
 
 def group_centroids(row_vectors: np.ndarray, groups: pd.DataFrame, attrs: Sequence[str]) -> tuple:
-    """Normalised group means of row vectors: ``c_g = normalise(mean_{i in g} m_i)`` (FACTER.md §4).
+    """Normalised group means of row vectors: ``c_g = normalise(mean_{i in g} m_i)`` (docs/FACTER.md §4).
 
     Returns ``(labels, sizes, centroids)`` for every group present (sorted by label), where a group is
     a distinct value tuple of ``attrs``.  Rows whose vector is NaN must be dropped by the caller.
@@ -72,11 +73,17 @@ def _one_snsr(vecs: np.ndarray, groups: pd.DataFrame, attrs, min_group: int, nam
         order = np.argsort(-sizes, kind="stable")
         shown = ", ".join(f"{labels[i]}: {sizes[i]}" for i in order[:10])
         more = f", and {len(labels) - 10} smaller groups" if len(labels) > 10 else ""
-        reason = (f"snsr_proxy[{name}]: {int(q.sum())} group(s) have at least min_group={min_group} rows, "
-                  f"two are needed; rows per group ({len(labels)} groups, {int(sizes.sum())} rows): "
-                  f"{shown}{more}")
-        return {"value": None, "missing_reason": reason, "n_groups": int(q.sum()),
-                "group_sizes": {labels[i]: int(sizes[i]) for i in order}}
+        reason = (
+            f"snsr_proxy[{name}]: {int(q.sum())} group(s) have at least min_group={min_group} rows, "
+            f"two are needed; rows per group ({len(labels)} groups, {int(sizes.sum())} rows): "
+            f"{shown}{more}"
+        )
+        return {
+            "value": None,
+            "missing_reason": reason,
+            "n_groups": int(q.sum()),
+            "group_sizes": {labels[i]: int(sizes[i]) for i in order},
+        }
     d = _pairwise(cents[q])
     return {
         "snsr": float(d.max()),
@@ -88,9 +95,14 @@ def _one_snsr(vecs: np.ndarray, groups: pd.DataFrame, attrs, min_group: int, nam
     }
 
 
-def snsr_proxy(row_embeddings: np.ndarray, groups: pd.DataFrame, min_group: int = 30,
-               attrs: Sequence[str] = PROTECTED, mask: Optional[np.ndarray] = None) -> dict:
-    """SNSR/SNSV, ``snsr_proxy`` variant (FACTER.md §4; formulas in the module docstring).
+def snsr_proxy(
+    row_embeddings: np.ndarray,
+    groups: pd.DataFrame,
+    min_group: int = 30,
+    attrs: Sequence[str] = PROTECTED,
+    mask: np.ndarray | None = None,
+) -> dict:
+    """SNSR/SNSV, ``snsr_proxy`` variant (docs/FACTER.md §4; formulas in the module docstring).
 
     ``row_embeddings``: (n, d) per-row vectors (normalised means; re-normalised here), or (n, k, d)
     item embeddings with an optional (n, k) ``mask``.  ``groups``: DataFrame with the ``attrs`` columns,
@@ -157,9 +169,12 @@ def jaccard_at_k(a: Sequence[Hashable], b: Sequence[Hashable], k: int = 10) -> f
     return len(sa & sb) / len(union)
 
 
-def snsr_fairllm(lists_by_value: Mapping[str, Mapping[str, Sequence[Sequence[Hashable]]]],
-                 neutral_lists: Sequence[Sequence[Hashable]], k: int = 10) -> dict:
-    """SNSR/SNSV, ``snsr_fairllm`` variant (Zhang et al. 2023; FACTER.md §4).
+def snsr_fairllm(
+    lists_by_value: Mapping[str, Mapping[str, Sequence[Sequence[Hashable]]]],
+    neutral_lists: Sequence[Sequence[Hashable]],
+    k: int = 10,
+) -> dict:
+    """SNSR/SNSV, ``snsr_fairllm`` variant (Zhang et al. 2023; docs/FACTER.md §4).
 
     ``lists_by_value[attr][value]`` holds one ranked list per sampled user, aligned with
     ``neutral_lists`` (that user's list under the prompt without the attribute block).  Per value,
@@ -183,19 +198,31 @@ def snsr_fairllm(lists_by_value: Mapping[str, Mapping[str, Sequence[Sequence[Has
         for value, lists in by_value.items():
             lists = list(lists)
             if len(lists) != len(neutral_lists):
-                raise ValueError(f"snsr_fairllm: {attr}={value} has {len(lists)} lists but there are "
-                                 f"{len(neutral_lists)} neutral lists; they must be aligned per user")
+                raise ValueError(
+                    f"snsr_fairllm: {attr}={value} has {len(lists)} lists but there are "
+                    f"{len(neutral_lists)} neutral lists; they must be aligned per user"
+                )
             j = np.array([jaccard_at_k(a, b, k) for a, b in zip(lists, neutral_lists)], dtype=np.float64)
             defined = ~np.isnan(j)
             n_undef += int((~defined).sum())
             if defined.any():
                 sims[str(value)] = float(j[defined].mean())
         if len(sims) < 2:
-            out[attr] = {"value": None, "missing_reason": (
-                f"snsr_fairllm[{attr}]: {len(sims)} value(s) with a defined Jaccard similarity, two are "
-                f"needed ({len(by_value)} values given, {len(neutral_lists)} users, {n_undef} undefined pairs)")}
+            out[attr] = {
+                "value": None,
+                "missing_reason": (
+                    f"snsr_fairllm[{attr}]: {len(sims)} value(s) with a defined Jaccard similarity, two are "
+                    f"needed ({len(by_value)} values given, {len(neutral_lists)} users, {n_undef} undefined pairs)"
+                ),
+            }
             continue
         v = np.array(list(sims.values()))
-        out[attr] = {"snsr": float(v.max() - v.min()), "snsv": float(v.std(ddof=0)), "n_values": len(sims),
-                     "similarity": sims, "n_users": len(neutral_lists), "n_undefined": n_undef}
+        out[attr] = {
+            "snsr": float(v.max() - v.min()),
+            "snsv": float(v.std(ddof=0)),
+            "n_values": len(sims),
+            "similarity": sims,
+            "n_users": len(neutral_lists),
+            "n_undefined": n_undef,
+        }
     return out

@@ -1,4 +1,4 @@
-"""Ranking metrics: Recall@k, NDCG@k and the random-ranking floor (FACTER.md §4, §1.2 step 5).
+"""Ranking metrics: Recall@k, NDCG@k and the random-ranking floor (docs/FACTER.md §4, §1.2 step 5).
 
 Definitions (binary relevance, rank r counted from 1):
 
@@ -21,10 +21,11 @@ so a hit behind two unmapped titles counts at rank 1 (MetricsConfig.ndcg_positio
 docs/PROTOCOL.md).  :func:`compact_ranking` gives that list; fed to these functions it gives REPRO's
 values.
 """
+
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from itertools import chain
-from typing import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -114,7 +115,7 @@ def _hits(ranked_ids, rel: set, k: int) -> np.ndarray:
 
 
 def recall_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable], k: int = 10) -> float:
-    """Recall@k of one row (FACTER.md §4): ``|top-k ∩ R| / |R|``.
+    """Recall@k of one row (docs/FACTER.md §4): ``|top-k ∩ R| / |R|``.
 
     ``ranked_ids`` is the output, best first (``-1``/``None`` = unmapped, never matches);
     ``relevant_ids`` is ``R`` (``[target]`` for "single", the relevance set for "multi").
@@ -132,7 +133,7 @@ def recall_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable]
 
 
 def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable], k: int = 10) -> float:
-    """NDCG@k of one row with binary gain (FACTER.md §4).
+    """NDCG@k of one row with binary gain (docs/FACTER.md §4).
 
     ``DCG@k = sum_{r<=k, item_r in R} 1/log2(r+1)``; ``IDCG@k = sum_{r=1}^{min(|R|,k)} 1/log2(r+1)``.
 
@@ -206,12 +207,11 @@ def _codes(ranked, relevant, k):
     n_unique = max(len(uniques), 1)
     mat = np.full((n, k), -1, dtype=np.int64)
     mat[r_row, r_col] = codes_all[: len(r_arr)]
-    return mat, codes_all[len(r_arr):].astype(np.int64), g_row, n_unique
+    return mat, codes_all[len(r_arr) :].astype(np.int64), g_row, n_unique
 
 
-def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Sequence[Hashable]],
-                    k: int = 10) -> dict:
-    """Vectorised Recall@k and NDCG@k over rows (FACTER.md §4).
+def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Sequence[Hashable]], k: int = 10) -> dict:
+    """Vectorised Recall@k and NDCG@k over rows (docs/FACTER.md §4).
 
     Same formulas as :func:`recall_at_k` and :func:`ndcg_at_k`, computed for all rows at once.
     ``ranked[i]`` is row i's output (item ids, best first; ``-1``/``None`` unmapped, may be shorter
@@ -262,9 +262,10 @@ def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Seq
     }
 
 
-def random_ranking_floor(candidates: Sequence[Sequence[Hashable]], relevant: Sequence[Sequence[Hashable]],
-                         k: int = 10) -> dict:
-    """Exact expected NDCG@k and Recall@k of a uniformly random ranking (FACTER.md §1.2 step 5).
+def random_ranking_floor(
+    candidates: Sequence[Sequence[Hashable]], relevant: Sequence[Sequence[Hashable]], k: int = 10
+) -> dict:
+    """Exact expected NDCG@k and Recall@k of a uniformly random ranking (docs/FACTER.md §1.2 step 5).
 
     For a row with N distinct candidates of which m are in R, a uniformly random permutation puts a
     relevant item at each rank r with probability m/N, so (by linearity of expectation)

@@ -10,15 +10,16 @@ Key of a prediction (:func:`request_key`)::
 Values are JSON (never pickle).  Two processes may write at once: WAL journal, a busy timeout and a
 retry loop on ``database is locked``.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -38,9 +39,17 @@ def request_key(fingerprint: str, req: PromptRequest) -> str:
     >>> request_key("m", r) == request_key("m", r), request_key("m", r) == request_key("n", r)
     (True, False)
     """
-    blob = json.dumps([fingerprint, int(req.seed), [list(m) for m in req.messages],
-                       None if req.candidates is None else list(req.candidates), int(req.k)],
-                      ensure_ascii=False, separators=(",", ":"))
+    blob = json.dumps(
+        [
+            fingerprint,
+            int(req.seed),
+            [list(m) for m in req.messages],
+            None if req.candidates is None else list(req.candidates),
+            int(req.k),
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -69,21 +78,25 @@ class _SqliteKV:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
-        self._conn = sqlite3.connect(str(self.path), timeout=_BUSY_MS / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        self._conn = sqlite3.connect(
+            str(self.path), timeout=_BUSY_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         self._conn.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
         _retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        _retry(lambda: self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"))
+        _retry(
+            lambda: self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
+            )
+        )
 
     def get_many(self, keys: Sequence[str]) -> dict:
         out = {}
         keys = list(dict.fromkeys(keys))
         for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
+            chunk = keys[i : i + 500]
             q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update(_retry(lambda: self._conn.execute(q, chunk).fetchall()))
+            out.update(_retry(lambda q=q, chunk=chunk: self._conn.execute(q, chunk).fetchall()))
         return out
 
     def put_many(self, items: Iterable[tuple]) -> None:
@@ -112,12 +125,14 @@ class _SqliteKV:
 class PredictionCache(_SqliteKV):
     """Predictions keyed by :func:`request_key`; default file ``cache_dir()/llm_cache.sqlite``."""
 
-    def __init__(self, path: Optional[Path] = None):
+    def __init__(self, path: Path | None = None):
         super().__init__(Path(path) if path is not None else cache_dir() / "llm_cache.sqlite", "predictions")
 
     def get_predictions(self, keys: Sequence[str]) -> dict:
-        return {k: Prediction(**{**json.loads(v), "titles": tuple(json.loads(v)["titles"])})
-                for k, v in self.get_many(keys).items()}
+        return {
+            k: Prediction(**{**json.loads(v), "titles": tuple(json.loads(v)["titles"])})
+            for k, v in self.get_many(keys).items()
+        }
 
     def put_predictions(self, pairs: Iterable[tuple]) -> None:
         self.put_many((k, json.dumps(asdict(p), ensure_ascii=False)) for k, p in pairs)
@@ -126,7 +141,7 @@ class PredictionCache(_SqliteKV):
 class EmbeddingCache(_SqliteKV):
     """float32 vectors keyed by :func:`text_key`; default file ``cache_dir()/embeddings.sqlite``."""
 
-    def __init__(self, path: Optional[Path] = None):
+    def __init__(self, path: Path | None = None):
         super().__init__(Path(path) if path is not None else cache_dir() / "embeddings.sqlite", "embeddings")
 
     def get_vectors(self, keys: Sequence[str]) -> dict:
@@ -144,7 +159,7 @@ class CachedRecommender:
     are written to the cache right after it is generated.  Same fingerprint as ``inner``.
     """
 
-    def __init__(self, inner, cache: Optional[PredictionCache] = None, batch_size: int = 8, progress: bool = False):
+    def __init__(self, inner, cache: PredictionCache | None = None, batch_size: int = 8, progress: bool = False):
         self.inner = inner
         self.fingerprint = inner.fingerprint
         self.cache = cache if cache is not None else PredictionCache()
@@ -171,7 +186,7 @@ class CachedRecommender:
             if hasattr(self.inner, "plan_batches"):
                 batches = [[todo[j] for j in b] for b in self.inner.plan_batches(sub)]
             else:
-                batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+                batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
             it = batches
             if self.progress:
                 from tqdm.auto import tqdm

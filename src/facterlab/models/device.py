@@ -1,12 +1,11 @@
-"""Device and dtype resolution for the model backends (FACTER.md §5: bf16 on GPUs).
+"""Device and dtype resolution for the model backends (docs/FACTER.md §5: bf16 on GPUs).
 
 ``device="auto"`` picks CUDA when available (bf16 there), else CPU with float32.  The function takes
 an explicit ``cuda_available`` so that it is testable on machines without a GPU; when it is ``None``
 torch is asked (imported lazily).
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 __all__ = ["resolve_device", "torch_dtype", "DTYPES"]
 
@@ -21,8 +20,7 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_device(device: str = "auto", dtype: str = "auto",
-                   cuda_available: Optional[bool] = None) -> tuple:
+def resolve_device(device: str = "auto", dtype: str = "auto", cuda_available: bool | None = None) -> tuple:
     """Resolve ``(device, dtype)`` names to concrete ones: ``("cpu"|"cuda"|"cuda:N", dtype_name)``.
 
     Rule: ``auto`` device -> ``cuda`` if available else ``cpu``; ``auto`` dtype -> ``bfloat16`` on

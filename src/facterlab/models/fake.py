@@ -2,7 +2,7 @@
 
 - :class:`HashEncoder` implements the ``Encoder`` protocol without torch: hashed word tokens and
   character trigrams summed into ``dim`` signed buckets and L2-normalised, so titles that share words
-  or spelling are similar (FACTER.md §2 uses an encoder f only through cosines and L2 distances).
+  or spelling are similar (docs/FACTER.md §2 uses an encoder f only through cosines and L2 distances).
 - :class:`FakeRecommender` implements the ``Recommender`` protocol from ``PromptRequest.meta`` (user
   attributes, history item ids / features, candidate ids) and the item table given at construction.
   Modes: ``"history"`` (recommend items sharing the history's features), ``"biased"`` (adds a
@@ -18,12 +18,13 @@
 >>> bool(e[0] @ e[1] > e[0] @ e[2])
 True
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
 from collections import Counter
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -140,7 +141,7 @@ class FakeRecommender:
         obey_rules: bool = False,
         seed: int = 0,
         noise: float = 0.3,
-        bias_features: Optional[Mapping] = None,
+        bias_features: Mapping | None = None,
     ):
         if mode not in self.MODES:
             raise ValueError(f"unknown FakeRecommender mode {mode!r}; choose one of {self.MODES}")
@@ -151,7 +152,7 @@ class FakeRecommender:
         self.titles = tbl["title"].astype(str).tolist()
         self.features = [tuple(f) if f is not None else () for f in tbl["features"]]
         self._pos = {int(i): p for p, i in enumerate(self.item_ids)}
-        self._title_pos = {}
+        self._title_pos: dict[str, int] = {}
         for p, t in enumerate(self.titles):
             self._title_pos.setdefault(t, p)
         self.protocol, self.mode, self.bias, self.bias_share = protocol, mode, float(bias), float(bias_share)
@@ -173,6 +174,7 @@ class FakeRecommender:
         return []
 
     def _history_features(self, meta: Mapping, hist_pos: list) -> Counter:
+        c: Counter
         if hist_pos:  # the catalogue's own features of the history items
             c = Counter()
             for p in hist_pos:
@@ -180,7 +182,7 @@ class FakeRecommender:
             return c
         for key in ("history_features", "features"):
             if key in meta and meta[key] is not None:
-                c: Counter = Counter()
+                c = Counter()
                 for f in meta[key]:
                     if isinstance(f, (list, tuple)):
                         c.update(f)
@@ -226,7 +228,8 @@ class FakeRecommender:
                 pushed = set(self.bias_features[gender])
                 score += np.array([self.bias * bool(pushed & set(self.features[p])) for p in pool])
         if self.obey_rules:
-            avoid_feat, avoid_title = set(), set()
+            avoid_feat: set[str] = set()
+            avoid_title: set[str] = set()
             for attr, value, target, kind in parse_avoid_rules(system):
                 if attr != "tuple" and attr in meta and str(meta[attr]) != value:
                     continue

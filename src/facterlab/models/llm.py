@@ -1,4 +1,4 @@
-"""A causal LM with batch-independent sampling and shared-prefix likelihood scoring (FACTER.md §5).
+"""A causal LM with batch-independent sampling and shared-prefix likelihood scoring (docs/FACTER.md §5).
 
 Generation (REPRO decoding: temperature 0.7, top-p 0.95, repetition penalty 1.2, 250 new tokens)
 runs our own decode loop over the KV cache so that the output for ``(messages, seed)`` does not
@@ -29,12 +29,13 @@ Likelihood scoring of candidates ``c = (c_1..c_m)`` given prompt ``x``:
 candidates are packed into one row after it, each seeing the prompt and its own earlier tokens only
 (a 4-D attention mask); the vocabulary log-softmax is taken only at candidate positions.
 """
+
 from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from facterlab.models.device import resolve_device, torch_dtype
 from facterlab.models.registry import ResolvedModel, resolve_llm
@@ -44,7 +45,7 @@ __all__ = ["CausalLM", "DecodingParams", "load_lm", "bucket_length", "merge_syst
 
 @dataclass(frozen=True)
 class DecodingParams:
-    """Decoding settings (FACTER.md §5); ``temperature == 0`` means greedy."""
+    """Decoding settings (docs/FACTER.md §5); ``temperature == 0`` means greedy."""
 
     temperature: float = 0.7
     top_p: float = 0.95
@@ -99,9 +100,16 @@ def merge_system_into_user(messages: Sequence[dict]) -> list:
 class CausalLM:
     """A loaded tokenizer + causal LM (transformers), with the decode loop and scorers above."""
 
-    def __init__(self, resolved: ResolvedModel, device: str = "auto", dtype: str = "auto",
-                 trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2,
-                 pad_full_batches: Optional[bool] = None):
+    def __init__(
+        self,
+        resolved: ResolvedModel,
+        device: str = "auto",
+        dtype: str = "auto",
+        trust_remote_code: bool = False,
+        bucket: int = 32,
+        min_decode_rows: int = 2,
+        pad_full_batches: bool | None = None,
+    ):
         import torch
 
         self.resolved = resolved
@@ -149,8 +157,9 @@ class CausalLM:
         except Exception:  # noqa: BLE001 - jinja TemplateError / ValueError differ across tokenizers
             if not any(m["role"] == "system" for m in messages):
                 raise
-            text = self.tokenizer.apply_chat_template(merge_system_into_user(messages), tokenize=False,
-                                                      add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                merge_system_into_user(messages), tokenize=False, add_generation_prompt=True
+            )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ---------------------------------------------------------------- generation
@@ -178,8 +187,9 @@ class CausalLM:
         probs = torch.softmax(z, dim=-1)
         return int(torch.multinomial(probs, 1, generator=gen))
 
-    def generate_ids(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams,
-                     min_rows: int = 1) -> list:
+    def generate_ids(
+        self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams, min_rows: int = 1
+    ) -> list:
         """Generate for prompts of ONE bucket; returns the new token ids per row (EOS excluded).
 
         All rows are left-padded to the same bucket length; raises if the rows' buckets differ.
@@ -198,8 +208,8 @@ class CausalLM:
         ids = torch.full((b, L), self.pad_id, dtype=torch.long)
         mask = torch.zeros((b, L), dtype=torch.long)
         for i, p in enumerate(rows):
-            ids[i, L - len(p):] = torch.tensor(list(p), dtype=torch.long)
-            mask[i, L - len(p):] = 1
+            ids[i, L - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, L - len(p) :] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         dev = self.device
         ids, mask, pos = ids.to(dev), mask.to(dev), pos.to(dev)
@@ -210,8 +220,14 @@ class CausalLM:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
-        res = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                            logits_to_keep=1, **{self._cache_kw: cache})
+        res = self._forward(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kw: cache},
+        )
         last_pos = pos[:, -1:]
         for step in range(params.max_new_tokens):
             logits = res.logits[:, -1, :]
@@ -230,8 +246,14 @@ class CausalLM:
                 break
             mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=dev)], dim=1)
             last_pos = last_pos + 1
-            res = self._forward(input_ids=torch.tensor(nxt, device=dev).view(b, 1), attention_mask=mask,
-                                position_ids=last_pos, use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
+            res = self._forward(
+                input_ids=torch.tensor(nxt, device=dev).view(b, 1),
+                attention_mask=mask,
+                position_ids=last_pos,
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kw: cache},
+            )
         return out
 
     def plan(self, lengths: Sequence[int], batch_size: int) -> list:
@@ -239,15 +261,20 @@ class CausalLM:
         groups: dict = {}
         for i, n in enumerate(lengths):
             groups.setdefault(bucket_length(n, self.bucket), []).append(i)
-        return [g[j:j + batch_size] for g in groups.values() for j in range(0, len(g), batch_size)]
+        return [g[j : j + batch_size] for g in groups.values() for j in range(0, len(g), batch_size)]
 
-    def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams,
-                 batch_size: int = 8) -> list:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], params: DecodingParams, batch_size: int = 8
+    ) -> list:
         """Generate text for any prompts: bucketed, batched; returns decoded strings in input order."""
         texts: list = [None] * len(prompts)
         for b in self.plan([len(p) for p in prompts], batch_size):
-            new = self.generate_ids([prompts[i] for i in b], [seeds[i] for i in b], params,
-                                    min_rows=batch_size if self.pad_full_batches else 1)
+            new = self.generate_ids(
+                [prompts[i] for i in b],
+                [seeds[i] for i in b],
+                params,
+                min_rows=batch_size if self.pad_full_batches else 1,
+            )
             for i, t in zip(b, new):
                 texts[i] = self.tokenizer.decode(t, skip_special_tokens=True)
         return texts
@@ -256,8 +283,7 @@ class CausalLM:
     def candidate_ids(self, text: str) -> list:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def score_candidates(self, prompt_ids: Sequence[int], candidates: Sequence[Sequence[int]],
-                         chunk: int = 40) -> list:
+    def score_candidates(self, prompt_ids: Sequence[int], candidates: Sequence[Sequence[int]], chunk: int = 40) -> list:
         """Summed log-probabilities ``log p(c | prompt)`` of token sequences, sharing the prompt cache.
 
         Returns a list of ``(sum_logprob, n_tokens)``.  The prompt is run once (one row).  Then up to
@@ -278,15 +304,19 @@ class CausalLM:
         P = len(prompt_ids)
         cache = DynamicCache(config=self.model.config)
         with torch.inference_mode():
-            res = self._forward(input_ids=torch.tensor([list(prompt_ids)], device=dev), use_cache=True,
-                                logits_to_keep=1, **{self._cache_kw: cache})
+            res = self._forward(
+                input_ids=torch.tensor([list(prompt_ids)], device=dev),
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_kw: cache},
+            )
         lp0 = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
         base = self.model.base_model
         head = self.model.get_output_embeddings()
         dtype = next(self.model.parameters()).dtype
-        out = []
+        out: list[tuple[float, int]] = []
         for s in range(0, len(candidates), chunk):
-            cands = [list(c) for c in candidates[s:s + chunk]]
+            cands = [list(c) for c in candidates[s : s + chunk]]
             heads = [float(lp0[c[0]]) for c in cands]
             segs = [c[:-1] for c in cands]  # a candidate's last token is only ever a target
             T = sum(len(x) for x in segs)
@@ -302,8 +332,13 @@ class CausalLM:
             targets = torch.tensor([t for c in cands for t in c[1:]])
             c_cache = copy.deepcopy(cache) if s + chunk < len(candidates) else cache
             with torch.inference_mode():
-                h = base(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=(P + within).view(1, T).to(dev),
-                         use_cache=True, **{self._cache_kw: c_cache}).last_hidden_state[0]
+                h = base(
+                    input_ids=ids.to(dev),
+                    attention_mask=mask.to(dev),
+                    position_ids=(P + within).view(1, T).to(dev),
+                    use_cache=True,
+                    **{self._cache_kw: c_cache},
+                ).last_hidden_state[0]
                 lp = torch.log_softmax(head(h).float(), dim=-1)
                 tok = lp.gather(1, targets.to(dev).view(-1, 1))[:, 0].double().cpu()
             sums = torch.zeros(len(cands), dtype=torch.float64).index_add_(0, seg, tok)
@@ -317,7 +352,7 @@ class CausalLM:
         P = len(prompt_ids)
         ids = torch.tensor([list(prompt_ids) + list(cand)], device=self.device)
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, use_cache=False).logits[0, P - 1: P + len(cand) - 1].float()
+            logits = self.model(input_ids=ids, use_cache=False).logits[0, P - 1 : P + len(cand) - 1].float()
             lp = torch.log_softmax(logits, dim=-1)
             return float(lp.gather(1, torch.tensor(list(cand), device=self.device).view(-1, 1)).sum())
 
@@ -342,14 +377,15 @@ def _load_weights(resolved: ResolvedModel, device: str, dtype_name: str, trust_r
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kw = {"trust_remote_code": bool(trust_remote_code)}
+    kw: dict[str, bool | str] = {"trust_remote_code": bool(trust_remote_code)}
     if resolved.gguf_file:
         kw["gguf_file"] = resolved.gguf_file
     if resolved.is_local:
         kw["local_files_only"] = True
     tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
     model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(dtype_name), **kw)
-    model.to(device).eval()
+    # transformers wraps PreTrainedModel.to with functools.wraps, which mypy cannot bind to the instance
+    model.to(device).eval()  # type: ignore[arg-type]
     with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
         for prm in model.parameters():
             prm.data = prm.data.clone(memory_format=torch.contiguous_format)
@@ -369,14 +405,28 @@ def _resolved_after_download(resolved: ResolvedModel) -> ResolvedModel:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_lm_cached(key: tuple, resolved: ResolvedModel, device: str, dtype: str, trust_remote_code: bool,
-                    bucket: int, min_decode_rows: int, pad_full_batches: Optional[bool]) -> CausalLM:
+def _load_lm_cached(
+    key: tuple,
+    resolved: ResolvedModel,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+    bucket: int,
+    min_decode_rows: int,
+    pad_full_batches: bool | None,
+) -> CausalLM:
     return CausalLM(resolved, device, dtype, trust_remote_code, bucket, min_decode_rows, pad_full_batches)
 
 
-def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto",
-            trust_remote_code: bool = False, bucket: int = 32, min_decode_rows: int = 2,
-            pad_full_batches: Optional[bool] = None) -> CausalLM:
+def load_lm(
+    name: str = "smollm2-135m",
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    bucket: int = 32,
+    min_decode_rows: int = 2,
+    pad_full_batches: bool | None = None,
+) -> CausalLM:
     """Load (once per process) the LLM ``name``: a registry name, local path, ``.gguf`` or hub id.
 
     The weights are loaded once per model identity (a local model's content fingerprint, a hub
@@ -389,8 +439,16 @@ def load_lm(name: str = "smollm2-135m", device: str = "auto", dtype: str = "auto
     resolved = resolve_llm(name)
     dev, dt = resolve_device(device, dtype)
     key = _weights_key(resolved, dev, dt, bool(trust_remote_code))
-    return _load_lm_cached(key, resolved if resolved.is_local else _hub_first(key, resolved), dev, dt,
-                           bool(trust_remote_code), int(bucket), int(min_decode_rows), pad_full_batches)
+    return _load_lm_cached(
+        key,
+        resolved if resolved.is_local else _hub_first(key, resolved),
+        dev,
+        dt,
+        bool(trust_remote_code),
+        int(bucket),
+        int(min_decode_rows),
+        pad_full_batches,
+    )
 
 
 _HUB_FIRST: dict = {}
@@ -399,4 +457,3 @@ _HUB_FIRST: dict = {}
 def _hub_first(key: tuple, resolved: ResolvedModel) -> ResolvedModel:
     """The first resolution of a hub model in this process (so the memo above hits on later calls)."""
     return _HUB_FIRST.setdefault(key, resolved)
-

@@ -1,4 +1,4 @@
-"""Parsing an LLM's recommendation list out of its generated text (FACTER.md §1.3, §5).
+"""Parsing an LLM's recommendation list out of its generated text (docs/FACTER.md §1.3, §5).
 
 The prompts ask for ONLY a JSON array of titles; small models often add prose, code fences, numbered
 or bulleted lines instead.  :func:`parse_titles` tries, in order:
@@ -18,12 +18,12 @@ Titles are kept as the model wrote them minus list markup and surrounding quotes
 such as ``(1995)`` is kept: stripping it is the catalogue mapper's job), de-duplicated
 case-insensitively (first occurrence wins) and capped at ``k``.
 """
+
 from __future__ import annotations
 
 import json
 import numbers
 import re
-from typing import Optional
 
 from facterlab.metrics.catalogue import normalise_title
 from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
@@ -35,12 +35,22 @@ __all__ = ["parse_titles", "parse_with_reason", "clean_title", "PARSER_VERSION",
 PARSER_VERSION = 2
 
 _SMART = {
-    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u00ab": '"', "\u00bb": '"',
-    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u201e": '"',
+    "\u201f": '"',
+    "\u00ab": '"',
+    "\u00bb": '"',
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201a": "'",
+    "\u201b": "'",
 }
 _SMART_RE = re.compile("|".join(map(re.escape, _SMART)))
 _FENCE_RE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
-_LIST_LINE_RE = re.compile(r"^\s*(?:(?:\d{1,3}|[a-zA-Z])[.):]|#\d{1,3}[.):]?|[-*\u2022\u2023\u25e6\u2013+])\s+(.*\S)\s*$")
+_LIST_LINE_RE = re.compile(
+    r"^\s*(?:(?:\d{1,3}|[a-zA-Z])[.):]|#\d{1,3}[.):]?|[-*\u2022\u2023\u25e6\u2013+])\s+(.*\S)\s*$"
+)
 _QUOTED_RE = re.compile(r'"((?:[^"\\]|\\.)+)"')
 _BRACKETS = ("[", "]")
 
@@ -76,8 +86,14 @@ def _dedup_cap(titles, k: int) -> tuple:
             if isinstance(t, (int, float)) and not isinstance(t, bool):
                 t = str(t)
             elif isinstance(t, dict):  # {"title": ...} objects
-                t = next((v for key, v in t.items() if str(key).lower() in ("title", "name", "movie", "item")
-                          and isinstance(v, str)), None)
+                t = next(
+                    (
+                        v
+                        for key, v in t.items()
+                        if str(key).lower() in ("title", "name", "movie", "item") and isinstance(v, str)
+                    ),
+                    None,
+                )
                 if t is None:
                     continue
             else:
@@ -105,7 +121,7 @@ class _Notes:
         self.capped = False
 
 
-def _json_arrays(text: str, notes: Optional[_Notes] = None):
+def _json_arrays(text: str, notes: _Notes | None = None):
     """Yield every JSON array that parses, scanning each ``[`` in order (at most
     :data:`MAX_ARRAY_STARTS` of them).  Brackets nested deeper than the interpreter's recursion limit
     are skipped (the JSON decoder raises RecursionError on them), with the run of ``[`` that caused it."""
@@ -133,7 +149,7 @@ def _json_arrays(text: str, notes: Optional[_Notes] = None):
         i = text.find("[", nxt)
 
 
-def _from_json(text: str, k: int, notes: Optional[_Notes] = None) -> Optional[tuple]:
+def _from_json(text: str, k: int, notes: _Notes | None = None) -> tuple | None:
     for arr in _json_arrays(text, notes):
         # a list of lists (e.g. [["a", "b"]]) -> flatten one level
         if arr and all(isinstance(x, list) for x in arr):
@@ -151,7 +167,7 @@ def _from_lines(text: str, k: int) -> tuple:
         return _dedup_cap(marked, k)
     # an unterminated array or quoted strings separated by commas: take the quoted strings
     if "[" in text:
-        quoted = _QUOTED_RE.findall(text[text.index("["):])
+        quoted = _QUOTED_RE.findall(text[text.index("[") :])
         if quoted:
             return _dedup_cap(quoted, k)
     return ()

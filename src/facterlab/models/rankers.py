@@ -1,4 +1,4 @@
-"""LLM recommenders for the open and re-ranking protocols (FACTER.md §1.3, §5).
+"""LLM recommenders for the open and re-ranking protocols (docs/FACTER.md §1.3, §5).
 
 * ``protocol="open"``: generate, parse up to ``k`` titles (:func:`~facterlab.models.parsing.parse_titles`).
 * ``protocol="rank"``, ``ranker="generate"`` (REPRO): the LLM writes a ranked JSON list of candidate
@@ -16,24 +16,33 @@ the prompt is re-rendered until it fits; ``Prediction.n_truncated_history`` coun
 titles are taken from the request's ``meta["history_titles"]`` when present (oldest first), else from
 the numbered/bulleted lines that follow a line mentioning "history" in the user message.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from facterlab.config import ModelConfig
 from facterlab.metrics.catalogue import normalise_title
 from facterlab.models.parsing import PARSER_VERSION, parse_titles
 from facterlab.types import PARSE_NA, Prediction, PromptRequest
 
-__all__ = ["LLMRecommender", "make_recommender", "match_to_candidates", "truncate_history",
-           "PROMPT_TOO_LONG_MSG", "FUZZY_CUTOFF"]
+__all__ = [
+    "LLMRecommender",
+    "make_recommender",
+    "match_to_candidates",
+    "truncate_history",
+    "PROMPT_TOO_LONG_MSG",
+    "FUZZY_CUTOFF",
+]
 
 FUZZY_CUTOFF = 85.0
-PROMPT_TOO_LONG_MSG = ("the prompt has {n} tokens, more than the limit of {limit} (max_prompt_tokens or the "
-                       "context window minus the generation budget), even after dropping all {h} history titles")
+PROMPT_TOO_LONG_MSG = (
+    "the prompt has {n} tokens, more than the limit of {limit} (max_prompt_tokens or the "
+    "context window minus the generation budget), even after dropping all {h} history titles"
+)
 PROTOCOLS = ("open", "rank")
 
 _HIST_HEAD_RE = re.compile(r"history", re.I)
@@ -76,8 +85,8 @@ def _history_from_text(user: str) -> list:
     lines = user.splitlines()
     for i, ln in enumerate(lines):
         if _HIST_HEAD_RE.search(ln) and not _ITEM_LINE_RE.match(ln):
-            items = []
-            for nxt in lines[i + 1:]:
+            items: list[str] = []
+            for nxt in lines[i + 1 :]:
                 m = _ITEM_LINE_RE.match(nxt)
                 if not m:
                     if items or nxt.strip():
@@ -139,8 +148,14 @@ def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprin
     """What a recommender's answers depend on: the model files and dtype (``lm_fingerprint``), the
     protocol, the ranker, the decoding parameters, the prompt limit and the parser version."""
     ranker = effective_ranker(model_cfg, protocol)
-    dec = (f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
-           f"r={model_cfg.repetition_penalty},bucket={bucket}") if ranker == "generate" else "loglik-packed"
+    dec = (
+        (
+            f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
+            f"r={model_cfg.repetition_penalty},bucket={bucket}"
+        )
+        if ranker == "generate"
+        else "loglik-packed"
+    )
     ident = f"{lm_fingerprint}|{protocol}|{ranker}|{dec}|mpt={model_cfg.max_prompt_tokens}|parser={PARSER_VERSION}"
     return f"{model_cfg.llm}:{protocol}:{ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
 
@@ -168,8 +183,9 @@ class LLMRecommender:
         self.cfg = model_cfg
         self.protocol = protocol
         self.ranker = effective_ranker(model_cfg, protocol)
-        self.params = DecodingParams(model_cfg.temperature, model_cfg.top_p, model_cfg.max_new_tokens,
-                                     model_cfg.repetition_penalty)
+        self.params = DecodingParams(
+            model_cfg.temperature, model_cfg.top_p, model_cfg.max_new_tokens, model_cfg.repetition_penalty
+        )
         self.batch_size = int(model_cfg.batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
@@ -239,20 +255,30 @@ class LLMRecommender:
                 titles, status = parse_titles(text, r.k)
                 out.append(Prediction(titles=titles, parse_status=status, raw=text, n_truncated_history=nd))
             else:
+                assert r.candidates is not None  # checked at the top for protocol "rank"
                 titles, status = parse_titles(text, len(r.candidates))
                 perm, n = match_to_candidates(titles, r.candidates)
-                out.append(Prediction(titles=perm, parse_status=status, raw=text, n_model_positions=n,
-                                      n_truncated_history=nd))
+                out.append(
+                    Prediction(titles=perm, parse_status=status, raw=text, n_model_positions=n, n_truncated_history=nd)
+                )
         return out
 
     def _likelihood(self, req: PromptRequest, ids: list, n_drop: int) -> Prediction:
+        if req.candidates is None:
+            raise ValueError("the likelihood ranker needs PromptRequest.candidates (candidate titles)")
         cands = list(req.candidates)
         scores = self.lm.score_candidates(ids, [self.lm.candidate_ids(c) for c in cands])
         order = sorted(range(len(cands)), key=lambda i: (-scores[i][0], i))
-        raw = json.dumps({"sum_logprob": [round(s, 6) for s, _ in scores],
-                          "mean_logprob": [round(s / n, 6) for s, n in scores]})
-        return Prediction(titles=tuple(cands[i] for i in order), parse_status=PARSE_NA, raw=raw,
-                          n_model_positions=len(cands), n_truncated_history=n_drop)
+        raw = json.dumps(
+            {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
+        )
+        return Prediction(
+            titles=tuple(cands[i] for i in order),
+            parse_status=PARSE_NA,
+            raw=raw,
+            n_model_positions=len(cands),
+            n_truncated_history=n_drop,
+        )
 
 
 def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress: bool = False):
@@ -272,6 +298,6 @@ def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress
     rec = LLMRecommender(lm, model_cfg, protocol)
     if cache is False or cache is None:
         return rec
-    store: Optional[PredictionCache]
+    store: PredictionCache | None
     store = cache if isinstance(cache, PredictionCache) else PredictionCache(None if cache is True else cache)
     return CachedRecommender(rec, store, batch_size=model_cfg.batch_size, progress=progress)

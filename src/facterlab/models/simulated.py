@@ -37,13 +37,14 @@ and the system prompt change an answer only through the bias, the Fair share and
 item, the top-k set, how many of the top k carry a pushed feature with and without the bias, and how
 many rules were honoured.  The same facts go into ``Prediction.raw`` as JSON.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,16 @@ from facterlab.config import SimulatorConfig
 from facterlab.models.fake import parse_avoid_rules
 from facterlab.types import PARSE_NA, Prediction, PromptRequest
 
-__all__ = ["BIAS_TABLE", "SimulatedRecommender", "simulated_from_config", "SIMULATED_MODEL", "fit_preferences", "training_pairs",
-           "bias_table_markdown", "SIM_VERSION"]
+__all__ = [
+    "BIAS_TABLE",
+    "SimulatedRecommender",
+    "simulated_from_config",
+    "SIMULATED_MODEL",
+    "fit_preferences",
+    "training_pairs",
+    "bias_table_markdown",
+    "SIM_VERSION",
+]
 
 SIMULATED_MODEL = "simulated"
 SIM_VERSION = "sim-v1"
@@ -101,7 +110,7 @@ _YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
 N_VARIANTS = 3
 
 
-def bias_table_markdown(table: Optional[Mapping] = None) -> str:
+def bias_table_markdown(table: Mapping | None = None) -> str:
     """The bias table as Markdown (docs/SIMULATED.md embeds this text; a test keeps them equal).
 
     >>> print(bias_table_markdown({"gender": {"F": ("Romance",)}}))
@@ -132,9 +141,14 @@ def training_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     [[1, 10], [1, 11]]
     """
     users = rows["user_id"].to_numpy(dtype=np.int64)
-    hist = pd.DataFrame({"user_id": np.repeat(users, [len(h) for h in rows["history"]]),
-                         "item_id": np.concatenate([np.asarray(h, dtype=np.int64) for h in rows["history"]])
-                         if len(rows) else np.zeros(0, dtype=np.int64)})
+    hist = pd.DataFrame(
+        {
+            "user_id": np.repeat(users, [len(h) for h in rows["history"]]),
+            "item_id": np.concatenate([np.asarray(h, dtype=np.int64) for h in rows["history"]])
+            if len(rows)
+            else np.zeros(0, dtype=np.int64),
+        }
+    )
     held = [(int(u), int(t)) for u, t in zip(users, rows["target"])]
     if "relevant" in rows.columns:
         held += [(int(u), int(i)) for u, rel in zip(users, rows["relevant"]) for i in rel]
@@ -155,15 +169,17 @@ def fit_preferences(pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int
     from scipy.sparse import csr_matrix
     from sklearn.decomposition import TruncatedSVD
 
-    item_ids = np.asarray(item_ids, dtype=np.int64)
-    pos = pd.Series(np.arange(len(item_ids)), index=item_ids)
+    ids = np.asarray(item_ids, dtype=np.int64)
+    pos = pd.Series(np.arange(len(ids)), index=ids)
     keep = pairs[pairs["item_id"].isin(pos.index)]
     if len(keep) == 0:
-        raise ValueError("the simulated recommender has no training interactions: the rows' histories are empty "
-                         "after removing targets and relevant items; increase data.n_rows or data.history_len")
+        raise ValueError(
+            "the simulated recommender has no training interactions: the rows' histories are empty "
+            "after removing targets and relevant items; increase data.n_rows or data.history_len"
+        )
     users = pd.factorize(keep["user_id"])[0]
     cols = pos.loc[keep["item_id"].to_numpy()].to_numpy()
-    X = csr_matrix((np.ones(len(keep), dtype=np.float64), (users, cols)), shape=(int(users.max()) + 1, len(item_ids)))
+    X = csr_matrix((np.ones(len(keep), dtype=np.float64), (users, cols)), shape=(int(users.max()) + 1, len(ids)))
     f = int(min(n_factors, min(X.shape) - 1))
     if f < 1:
         raise ValueError(f"too few training users/items ({X.shape}) for a preference model")
@@ -194,14 +210,27 @@ class SimulatedRecommender:
     bias_table : attribute -> value -> features (default :data:`BIAS_TABLE`).
     """
 
-    def __init__(self, items: pd.DataFrame, train: pd.DataFrame, protocol: str = "open", beta: float = 1.0,
-                 sigma: float = 0.5, rho: float = 1.0, h: float = 0.0, phi: float = 0.3, demote: float = 1.0, n_factors: int = 16,
-                 seed: int = 0, bias_table: Optional[Mapping] = None):
+    def __init__(
+        self,
+        items: pd.DataFrame,
+        train: pd.DataFrame,
+        protocol: str = "open",
+        beta: float = 1.0,
+        sigma: float = 0.5,
+        rho: float = 1.0,
+        h: float = 0.0,
+        phi: float = 0.3,
+        demote: float = 1.0,
+        n_factors: int = 16,
+        seed: int = 0,
+        bias_table: Mapping | None = None,
+    ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
         # one owner for the ranges: the config section (raises ValueError naming the field)
-        SimulatorConfig(beta=beta, sigma=sigma, rho=rho, h=h, phi=phi, demote=demote, n_factors=int(n_factors),
-                        seed=int(seed))
+        SimulatorConfig(
+            beta=beta, sigma=sigma, rho=rho, h=h, phi=phi, demote=demote, n_factors=int(n_factors), seed=int(seed)
+        )
         tbl = items.reset_index() if "item_id" not in items.columns else items
         self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
         self.titles = tbl["title"].astype(str).tolist()
@@ -214,13 +243,17 @@ class SimulatedRecommender:
         self.beta, self.sigma, self.rho, self.h, self.phi = float(beta), float(sigma), float(rho), float(h), float(phi)
         self.demote = float(demote)
         self.n_factors, self.seed = int(n_factors), int(seed)
-        self.bias_table = {a: {str(v): tuple(f) for v, f in vals.items()}
-                           for a, vals in (BIAS_TABLE if bias_table is None else bias_table).items()}
+        self.bias_table = {
+            a: {str(v): tuple(f) for v, f in vals.items()}
+            for a, vals in (BIAS_TABLE if bias_table is None else bias_table).items()
+        }
         catalogue_feats = {f for fs in self.features for f in fs}
         named = {f for vals in self.bias_table.values() for fs in vals.values() for f in fs}
         if self.beta > 0 and not (named & catalogue_feats):
-            raise ValueError("simulated recommender: no feature of the bias table occurs in this catalogue "
-                             f"(catalogue features: {sorted(catalogue_feats)[:12]}...); pass a bias_table for it")
+            raise ValueError(
+                "simulated recommender: no feature of the bias table occurs in this catalogue "
+                f"(catalogue features: {sorted(catalogue_feats)[:12]}...); pass a bias_table for it"
+            )
         # item x feature incidence, and per (attr, value) the pushed-item mask
         self._feat_index = {f: i for i, f in enumerate(sorted(catalogue_feats))}
         inc = np.zeros((len(self.item_ids), max(1, len(self._feat_index))), dtype=bool)
@@ -233,8 +266,10 @@ class SimulatedRecommender:
         self.V = fit_preferences(train, self.item_ids, self.n_factors, self.seed)
         data_tag = hashlib.sha256(np.ascontiguousarray(train.to_numpy(dtype=np.int64)).tobytes()).hexdigest()[:10]
         table_tag = hashlib.sha256(json.dumps(self.bias_table, sort_keys=True).encode()).hexdigest()[:6]
-        self.fingerprint = (f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{self.beta:g}-s{self.sigma:g}-r{self.rho:g}"
-                            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-f{self.n_factors}-seed{self.seed}-bt{table_tag}-train{data_tag}")
+        self.fingerprint = (
+            f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{self.beta:g}-s{self.sigma:g}-r{self.rho:g}"
+            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-f{self.n_factors}-seed{self.seed}-bt{table_tag}-train{data_tag}"
+        )
         self._parsed: dict = {}
         self._push_memo: dict = {}
         self._mask_memo: dict = {}
@@ -246,7 +281,7 @@ class SimulatedRecommender:
         cols = [self._feat_index[f] for f in feats if f in self._feat_index]
         if not cols:
             return np.zeros(len(self.item_ids), dtype=bool)
-        return self._inc[:, cols].any(axis=1)
+        return np.asarray(self._inc[:, cols].any(axis=1))
 
     def _parse_system(self, system: str) -> _Parsed:
         got = self._parsed.get(system)
@@ -278,7 +313,9 @@ class SimulatedRecommender:
             if ids:
                 missing = [int(i) for i in ids if int(i) not in self._pos]
                 if missing:
-                    raise ValueError(f"candidate item id(s) {missing[:5]} are not in the simulated recommender's catalogue")
+                    raise ValueError(
+                        f"candidate item id(s) {missing[:5]} are not in the simulated recommender's catalogue"
+                    )
                 return np.asarray([self._pos[int(i)] for i in ids], dtype=np.int64)
             if req.candidates:
                 return np.asarray([self._title_pos[t] for t in req.candidates], dtype=np.int64)
@@ -350,7 +387,10 @@ class SimulatedRecommender:
             if not self._rule_applies(attr, value, attrs):
                 continue
             n_applicable += 1
-            if self.rho < 1.0 and np.random.default_rng(_hash64("rule", attr, value, target, kind, *key)).random() >= self.rho:
+            if (
+                self.rho < 1.0
+                and np.random.default_rng(_hash64("rule", attr, value, target, kind, *key)).random() >= self.rho
+            ):
                 continue
             n_honoured += 1
             if named is None:
@@ -369,7 +409,9 @@ class SimulatedRecommender:
         order0 = pool[self._top(unbiased, k)] if strength > 0 else order[:k]
         top, top0 = order[:k], order0[:k]
         return {
-            "order": order, "k": k, "rng": rng,
+            "order": order,
+            "k": k,
+            "rng": rng,
             "truth": {
                 "bias_strength": float(strength),
                 "n_pushed_attrs": int(sum(1 for a, v in attrs.items() if (a, v) in self._push)),
@@ -379,8 +421,10 @@ class SimulatedRecommender:
                 "n_pushed_topk": int(pushed_full[top].sum()),
                 "n_pushed_topk_unbiased": int(pushed_full[top0].sum()),
                 "top1_unbiased": int(self.item_ids[top0[0]]),
-                "n_rules": int(len(parsed.rules)), "n_rules_applicable": int(n_applicable),
-                "n_rules_honoured": int(n_honoured), "fair_prompt": bool(parsed.fair),
+                "n_rules": int(len(parsed.rules)),
+                "n_rules_applicable": int(n_applicable),
+                "n_rules_honoured": int(n_honoured),
+                "fair_prompt": bool(parsed.fair),
             },
         }
 
@@ -399,10 +443,10 @@ class SimulatedRecommender:
             a = int(rng.integers(len(self.titles)))
             wa = _YEAR.sub("", title).split()
             wb = _YEAR.sub("", self.titles[a]).split()
-            words = (wa[: max(1, len(wa) // 2)] + wb[len(wb) // 2:]) or ["Untitled"]
+            words = (wa[: max(1, len(wa) // 2)] + wb[len(wb) // 2 :]) or ["Untitled"]
             return "invented", f"{' '.join(words)} ({int(rng.integers(1930, 2001))})"
         base = _YEAR.sub("", title)
-        year = title[len(base):]
+        year = title[len(base) :]
         if len(base) < 3:
             return "typo", base + base[-1:] + year
         i = int(rng.integers(len(base) - 1))
@@ -417,10 +461,14 @@ class SimulatedRecommender:
         ex = self._explain(req)
         order, k, rng, truth = ex["order"], ex["k"], ex["rng"], ex["truth"]
         if self.protocol == "rank":
-            titles = tuple(self.titles[p] for p in order)
+            ranked = tuple(self.titles[p] for p in order)
             truth["n_corrupted"] = 0
-            return Prediction(titles=titles, parse_status=PARSE_NA, raw=json.dumps(truth, sort_keys=True),
-                              n_model_positions=len(titles))
+            return Prediction(
+                titles=ranked,
+                parse_status=PARSE_NA,
+                raw=json.dumps(truth, sort_keys=True),
+                n_model_positions=len(ranked),
+            )
         top = [int(p) for p in order[:k]]
         titles = [self.titles[p] for p in top]
         corrupted = 0
@@ -450,5 +498,16 @@ def simulated_from_config(cfg, inter) -> SimulatedRecommender:
     protocol), fitted on the training histories of ``inter``'s calibration and test rows."""
     rows = pd.concat([inter.calib, inter.test], ignore_index=True)
     s = cfg.sim
-    return SimulatedRecommender(inter.items, training_pairs(rows), protocol=cfg.protocol, beta=s.beta, sigma=s.sigma,
-                                rho=s.rho, h=s.h, phi=s.phi, demote=s.demote, n_factors=s.n_factors, seed=s.seed)
+    return SimulatedRecommender(
+        inter.items,
+        training_pairs(rows),
+        protocol=cfg.protocol,
+        beta=s.beta,
+        sigma=s.sigma,
+        rho=s.rho,
+        h=s.h,
+        phi=s.phi,
+        demote=s.demote,
+        n_factors=s.n_factors,
+        seed=s.seed,
+    )

@@ -18,12 +18,14 @@ collides with a real model's.
 >>> run_config(ranker="likelihood").model.ranker, run_config(protocol="rank", ranker="likelihood").model.ranker
 ('generate', 'likelihood')
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
 
@@ -31,10 +33,22 @@ FAKE_MODEL = "fake"
 FAKE_ENCODER = "hash-encoder"
 
 
-def run_config(dataset: str = "auto", model: str = "smollm2-135m", protocol: str = "open",
-               preset_name: str = "repro", seed: int = 0, n_rows: Optional[int] = None, passes: int = 3,
-               cfr_rows: int = 200, max_new_tokens: int = 250, batch_size: int = 8, device: str = "auto",
-               encoder: str = "all-MiniLM-L6-v2", ranker: str = "generate", **overrides: Any) -> RunConfig:
+def run_config(
+    dataset: str = "auto",
+    model: str = "smollm2-135m",
+    protocol: str = "open",
+    preset_name: str = "repro",
+    seed: int = 0,
+    n_rows: int | None = None,
+    passes: int = 3,
+    cfr_rows: int = 200,
+    max_new_tokens: int = 250,
+    batch_size: int = 8,
+    device: str = "auto",
+    encoder: str = "all-MiniLM-L6-v2",
+    ranker: str = "generate",
+    **overrides: Any,
+) -> RunConfig:
     """The run config of a notebook's parameters (``section__field`` keys in ``overrides``).
 
     ``seed`` seeds both the row sample (``data.seed``) and the run (``seed``: LLM sampling, CFR rows),
@@ -45,10 +59,21 @@ def run_config(dataset: str = "auto", model: str = "smollm2-135m", protocol: str
         encoder = FAKE_ENCODER
     if protocol != "rank":
         ranker = "generate"
-    kw = dict(protocol=protocol, seed=int(seed), data__dataset=dataset, data__n_rows=n_rows,
-              data__seed=int(seed), facter__passes=int(passes), metrics__cfr_rows=int(cfr_rows),
-              model__llm=model, model__encoder=encoder, model__max_new_tokens=int(max_new_tokens),
-              model__batch_size=int(batch_size), model__device=device, model__ranker=ranker)
+    kw = dict(
+        protocol=protocol,
+        seed=int(seed),
+        data__dataset=dataset,
+        data__n_rows=n_rows,
+        data__seed=int(seed),
+        facter__passes=int(passes),
+        metrics__cfr_rows=int(cfr_rows),
+        model__llm=model,
+        model__encoder=encoder,
+        model__max_new_tokens=int(max_new_tokens),
+        model__batch_size=int(batch_size),
+        model__device=device,
+        model__ranker=ranker,
+    )
     kw.update(overrides)
     return preset(preset_name, **kw)
 
@@ -89,7 +114,7 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
     return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp}
 
 
-def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: Optional[os.PathLike | str] = None) -> Optional[Path]:
+def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | None = None) -> Path | None:
     """The folder of a finished run of ``cfg`` on the current data with the current models:
     ``<results>/runs/<run_id>/`` where the run id hashes the config, the interactions' content hash and
     the model fingerprints (model files, dtype, decoding, parser version), with all its files; else None.
@@ -130,12 +155,18 @@ def load_saved_run(path: os.PathLike | str):
     metrics = json.loads((path / "metrics.json").read_text())
     rows = {m: pd.read_parquet(path / f"rows_{m}.parquet") for m in ("neutral", "fair", "facter")}
     timings = json.loads((path / "timings.json").read_text()) if (path / "timings.json").is_file() else {}
-    return RunResult(run_id=metrics.get("run_id", path.name), config=config, metrics=metrics, rows=rows,
-                     calibration=pd.read_parquet(path / "calibration.parquet"), out_dir=path, timings=timings)
+    return RunResult(
+        run_id=metrics.get("run_id", path.name),
+        config=config,
+        metrics=metrics,
+        rows=rows,
+        calibration=pd.read_parquet(path / "calibration.parquet"),
+        out_dir=path,
+        timings=timings,
+    )
 
 
-def run(cfg: RunConfig, data_dir: Optional[os.PathLike | str] = None, progress: bool = True,
-        reuse: bool = True, **kw):
+def run(cfg: RunConfig, data_dir: os.PathLike | str | None = None, progress: bool = True, reuse: bool = True, **kw):
     """Run one experiment, or read it back when a finished run of the same config, data and model
     fingerprints exists (``reuse``); fake models are built here for ``llm="fake"``.
 
@@ -197,7 +228,7 @@ def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
     }
 
 
-def load_run_metrics(run_id: str, out_dir: Optional[os.PathLike | str] = None) -> dict:
+def load_run_metrics(run_id: str, out_dir: os.PathLike | str | None = None) -> dict:
     """The saved ``metrics.json`` of a run id (for tables built after the fact)."""
     base = Path(out_dir) if out_dir is not None else results_dir() / "runs"
     path = base / run_id / "metrics.json"
@@ -206,8 +237,9 @@ def load_run_metrics(run_id: str, out_dir: Optional[os.PathLike | str] = None) -
     return json.loads(path.read_text())
 
 
-def flat_json(metrics: dict, methods: Sequence[str] = ("neutral", "fair", "facter"),
-              keys: Optional[Sequence[str]] = None) -> dict:
+def flat_json(
+    metrics: dict, methods: Sequence[str] = ("neutral", "fair", "facter"), keys: Sequence[str] | None = None
+) -> dict:
     """``method -> {flat key: number | {"value": None, "missing_reason": ...}}`` of one run's
     metrics (keys of :func:`facterlab.reporting.tables.flatten_method_metrics`; ``keys`` selects).
 
@@ -223,9 +255,12 @@ def flat_json(metrics: dict, methods: Sequence[str] = ("neutral", "fair", "facte
             continue
         flat = flatten_method_metrics(block)
         sel = keys if keys is not None else list(flat)
-        out[method] = {k: (flat[k].to_json() if isinstance(flat.get(k), MissingValue) else flat[k])
-                       if k in flat else MissingValue(f"{k} not recorded in metrics.json").to_json()
-                       for k in sel}
+        out[method] = {
+            k: (flat[k].to_json() if isinstance(flat.get(k), MissingValue) else flat[k])
+            if k in flat
+            else MissingValue(f"{k} not recorded in metrics.json").to_json()
+            for k in sel
+        }
     return out
 
 
@@ -255,7 +290,7 @@ def calibration_columns(cal) -> dict:
 
 
 def calibration_summary(cal, metrics: dict) -> dict:
-    """Calibration read-outs (FACTER.md §2): alpha, Q0, k, n, score quantiles, mean d and Delta,
+    """Calibration read-outs (docs/FACTER.md §2): alpha, Q0, k, n, score quantiles, mean d and Delta,
     neighbour counts, share of rows without counterfactual neighbour, corr(d, Delta)."""
     import numpy as np
 
@@ -264,16 +299,30 @@ def calibration_summary(cal, metrics: dict) -> dict:
     d = cal["d"].to_numpy(dtype=float)
     delta = cal["delta"].to_numpy(dtype=float)
     nb = cal["n_neighbours"].to_numpy(dtype=float)
-    out = {k: c.get(k) for k in ("alpha", "q0", "k_index", "n", "mean_neighbours", "share_no_neighbour",
-                                 "test_mean_neighbours", "test_share_no_neighbour")}
+    out = {
+        k: c.get(k)
+        for k in (
+            "alpha",
+            "q0",
+            "k_index",
+            "n",
+            "mean_neighbours",
+            "share_no_neighbour",
+            "test_mean_neighbours",
+            "test_share_no_neighbour",
+        )
+    }
     for q in (0.1, 0.5, 0.9):
         out[f"score_q{int(q * 100)}"] = float(np.quantile(S, q)) if len(S) else None
     out["mean_d"] = float(d.mean()) if len(d) else None
     out["mean_delta"] = float(delta.mean()) if len(delta) else None
     out["max_neighbours"] = int(nb.max()) if len(nb) else 0
     with_nb = delta[nb > 0]
-    out["mean_delta_with_neighbours"] = float(with_nb.mean()) if len(with_nb) else \
-        {"value": None, "missing_reason": "no calibration row has a counterfactual neighbour"}
+    out["mean_delta_with_neighbours"] = (
+        float(with_nb.mean())
+        if len(with_nb)
+        else {"value": None, "missing_reason": "no calibration row has a counterfactual neighbour"}
+    )
     if len(d) > 2 and np.std(d) > 0 and np.std(delta) > 0:
         out["corr_d_delta"] = float(np.corrcoef(d, delta)[0, 1])
     else:
@@ -312,6 +361,8 @@ def rank_rows_with_groups(result, cfg: RunConfig, head_share: float = 0.2, data_
     groups = popularity_groups(ds.ratings, ds.items["item_id"], head_share)
     out = {}
     for method, rec in result.rows.items():
-        last = rec[rec["pass"] == rec["pass"].max()][["row_id", "mapped_ids"]].rename(columns={"mapped_ids": "ranked_ids"})
+        last = rec[rec["pass"] == rec["pass"].max()][["row_id", "mapped_ids"]].rename(
+            columns={"mapped_ids": "ranked_ids"}
+        )
         out[method] = last.merge(test, on="row_id", how="inner", validate="one_to_one")
     return out, groups

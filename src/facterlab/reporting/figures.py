@@ -4,11 +4,11 @@ Figures are named after the paper artefact (``fig1_violations_by_pass``, ``simps
 ``figures/`` (or ``$FACTERLAB_FIGURES``).  matplotlib is imported inside the functions so that
 importing facterlab stays light.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 PALETTE = {
     "neutral": "#7f7f7f",
@@ -21,7 +21,7 @@ PALETTE = {
 }
 
 
-def figures_dir(explicit: Optional[os.PathLike | str] = None) -> Path:
+def figures_dir(explicit: os.PathLike | str | None = None) -> Path:
     """``explicit``, else ``$FACTERLAB_FIGURES``, else ``./figures``; created if missing."""
     path = Path(explicit) if explicit is not None else Path(os.environ.get("FACTERLAB_FIGURES", "figures"))
     path.mkdir(parents=True, exist_ok=True)
@@ -38,11 +38,18 @@ def apply_style() -> None:
         sns.set_theme(style="whitegrid", context="notebook")
     except ImportError:  # seaborn is optional for the style
         pass
-    mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "figure.autolayout": True,
-                         "pdf.fonttype": 42, "axes.titlesize": "medium"})
+    mpl.rcParams.update(
+        {
+            "figure.dpi": 100,
+            "savefig.dpi": 150,
+            "figure.autolayout": True,
+            "pdf.fonttype": 42,
+            "axes.titlesize": "medium",
+        }
+    )
 
 
-def save_figure(fig, name: str, directory: Optional[os.PathLike | str] = None) -> list:
+def save_figure(fig, name: str, directory: os.PathLike | str | None = None) -> list:
     """Save ``fig`` as ``<name>.png`` and ``<name>.pdf``; return the two paths."""
     out = figures_dir(directory)
     paths = []

@@ -13,11 +13,12 @@ turns saved runs into the notebook's checks:
   item the bias changed, for a grid of lambda and tau_rho (scores recomputed from the saved top-1
   items; no recommender call).
 """
+
 from __future__ import annotations
 
 import json
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,9 +26,26 @@ import pandas as pd
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.types import MissingValue
 
-__all__ = ["clopper_pearson", "truth_frame", "records_with_reasons", "coverage_table", "repair_table", "fairness_table",
-           "detector_table", "sim_label", "clearly_below", "coverage_checks", "repair_checks", "fairness_checks",
-           "detector_checks", "checks_frame", "plot_coverage", "plot_repair", "plot_fairness", "plot_detector"]
+__all__ = [
+    "clopper_pearson",
+    "truth_frame",
+    "records_with_reasons",
+    "coverage_table",
+    "repair_table",
+    "fairness_table",
+    "detector_table",
+    "sim_label",
+    "clearly_below",
+    "coverage_checks",
+    "repair_checks",
+    "fairness_checks",
+    "detector_checks",
+    "checks_frame",
+    "plot_coverage",
+    "plot_repair",
+    "plot_fairness",
+    "plot_detector",
+]
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.99) -> tuple:
@@ -76,7 +94,9 @@ def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, index=records.index)
 
 
-def coverage_table(results: Sequence, alphas: Sequence[float] = (0.05, 0.1, 0.2, 0.3), level: float = 0.99) -> pd.DataFrame:
+def coverage_table(
+    results: Sequence, alphas: Sequence[float] = (0.05, 0.1, 0.2, 0.3), level: float = 0.99
+) -> pd.DataFrame:
     """Exceedance of the Neutral test rows over Q0(alpha), pooled over ``results`` (one row per alpha).
 
     Columns: alpha, n_calib (per run), n_test (pooled), exceed, rate, ci_lo, ci_hi (Clopper-Pearson at
@@ -99,9 +119,21 @@ def coverage_table(results: Sequence, alphas: Sequence[float] = (0.05, 0.1, 0.2,
             n_cal.append(len(cal))
         lo, hi = clopper_pearson(exceed, n, level)
         nc = min(n_cal)
-        out.append({"alpha": float(a), "n_calib": nc, "n_test": n, "exceed": exceed, "rate": exceed / n,
-                    "ci_lo": lo, "ci_hi": hi, "bound_lo": float(a) - 1.0 / (nc + 1), "bound_hi": float(a),
-                    "holds": bool(lo <= float(a)), "per_run_rates": per_run})
+        out.append(
+            {
+                "alpha": float(a),
+                "n_calib": nc,
+                "n_test": n,
+                "exceed": exceed,
+                "rate": exceed / n,
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "bound_lo": float(a) - 1.0 / (nc + 1),
+                "bound_hi": float(a),
+                "holds": bool(lo <= float(a)),
+                "per_run_rates": per_run,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -115,12 +147,22 @@ def repair_table(results: Sequence) -> pd.DataFrame:
         truth = truth_frame(rec)
         for p, g in rec.groupby("pass", sort=True):
             t = truth.loc[g.index]
-            out.append({"beta": s["beta"], "rho": s["rho"], "seed": s["seed_run"], "pass": int(p), "n": len(g),
-                        "V_adaptive": int(g["viol_adaptive"].sum()), "V_q0": int(g["viol_fixed"].sum()),
-                        "V_qstar": int(g["viol_q_star"].sum()), "mean_S": float(g["S"].mean()),
-                        "share_top1_biased": float(t["top1_changed"].mean()),
-                        "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
-                        "share_no_neighbour": float((g["n_neighbours"] == 0).mean())})
+            out.append(
+                {
+                    "beta": s["beta"],
+                    "rho": s["rho"],
+                    "seed": s["seed_run"],
+                    "pass": int(p),
+                    "n": len(g),
+                    "V_adaptive": int(g["viol_adaptive"].sum()),
+                    "V_q0": int(g["viol_fixed"].sum()),
+                    "V_qstar": int(g["viol_q_star"].sum()),
+                    "mean_S": float(g["S"].mean()),
+                    "share_top1_biased": float(t["top1_changed"].mean()),
+                    "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
+                    "share_no_neighbour": float((g["n_neighbours"] == 0).mean()),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -146,22 +188,38 @@ def fairness_table(results: Sequence, methods: Sequence[str] = ("neutral", "fair
             rec = r.rows[m]
             last = rec[rec["pass"] == rec["pass"].max()]
             snsr = flat.get("snsr_joint")
-            out.append({"beta": s["beta"], "rho": s["rho"], "seed": s["seed_run"], "method": m,
-                        "cfr_multi": _num(flat.get("cfr_multi")), "snsr_joint": _num(snsr),
-                        "snsr_missing": snsr.reason if isinstance(snsr, MissingValue) else "",
-                        "ndcg@10_multi": _num(flat.get("ndcg@10_multi")),
-                        "recall@10_multi": _num(flat.get("recall@10_multi")),
-                        "share_top1_biased": float(truth_frame(last)["top1_changed"].mean())})
+            out.append(
+                {
+                    "beta": s["beta"],
+                    "rho": s["rho"],
+                    "seed": s["seed_run"],
+                    "method": m,
+                    "cfr_multi": _num(flat.get("cfr_multi")),
+                    "snsr_joint": _num(snsr),
+                    "snsr_missing": snsr.reason if isinstance(snsr, MissingValue) else "",
+                    "ndcg@10_multi": _num(flat.get("ndcg@10_multi")),
+                    "recall@10_multi": _num(flat.get("recall@10_multi")),
+                    "share_top1_biased": float(truth_frame(last)["top1_changed"].mean()),
+                }
+            )
     return pd.DataFrame(out)
 
 
-def detector_table(result, encoder, items: pd.DataFrame, calib_rows: pd.DataFrame, test_rows: pd.DataFrame,
-                   lambdas: Sequence[float] = (0.0, 0.35, 0.7, 1.4), tau_rhos: Sequence[float] = (0.7, 0.8, 0.9),
-                   alpha: Optional[float] = None, method: str = "neutral") -> pd.DataFrame:
+def detector_table(
+    result,
+    encoder,
+    items: pd.DataFrame,
+    calib_rows: pd.DataFrame,
+    test_rows: pd.DataFrame,
+    lambdas: Sequence[float] = (0.0, 0.35, 0.7, 1.4),
+    tau_rhos: Sequence[float] = (0.7, 0.8, 0.9),
+    alpha: float | None = None,
+    method: str = "neutral",
+) -> pd.DataFrame:
     """Precision and recall of the violation flag S > Q0 as a detector of biased outputs, per (lambda,
     tau_rho), for ``method``'s first pass (Neutral by default: one static prompt, exchangeable with
     calibration).  Scores are recomputed from the saved top-1 items and raw titles of the calibration
-    and test rows with the run's own representation (FACTER.md §2); the truth is the simulator's
+    and test rows with the run's own representation (docs/FACTER.md §2); the truth is the simulator's
     ``top1_changed`` (the bias changed the top-1 item, the only item S looks at).
 
     Columns: lambda, tau_rho, q0, flagged, biased, true_pos, precision, recall, base_rate, lift
@@ -196,8 +254,15 @@ def detector_table(result, encoder, items: pd.DataFrame, calib_rows: pd.DataFram
         for lam in lambdas:
             sc = nonconformity_scores(cal_pred, cal_target, index, cal_pred, lam=float(lam))
             ct = ConformalThreshold(alpha).fit(sc["S"].to_numpy())
-            state = CalibrationState(q0=ct.threshold_, context_emb=cal_ctx, groups=cal_groups, pred_emb=cal_pred,
-                                     alpha=alpha, k_index=ct.k_index_, n=ct.n_)
+            state = CalibrationState(
+                q0=ct.threshold_,
+                context_emb=cal_ctx,
+                groups=cal_groups,
+                pred_emb=cal_pred,
+                alpha=alpha,
+                k_index=ct.k_index_,
+                n=ct.n_,
+            )
             scorer = OnlineScorer(state, test_ctx, test_groups, test_target, float(lam), float(tau), None)
             s = np.array([scorer.score(i, test_pred[i])[0] for i in range(len(rec))])
             flag = s > ct.threshold_
@@ -205,11 +270,21 @@ def detector_table(result, encoder, items: pd.DataFrame, calib_rows: pd.DataFram
             base = float(truth.mean()) if len(truth) else float("nan")
             prec = tp / int(flag.sum()) if flag.any() else float("nan")
             recall = tp / int(truth.sum()) if truth.any() else float("nan")
-            out.append({"lambda": float(lam), "tau_rho": float(tau), "q0": float(ct.threshold_),
-                        "flagged": int(flag.sum()), "biased": int(truth.sum()), "true_pos": tp,
-                        "precision": prec, "recall": recall, "base_rate": base,
-                        "lift": prec / base if base and not math.isnan(prec) else float("nan"),
-                        "share_no_neighbour": float((scorer.index.counts == 0).mean())})
+            out.append(
+                {
+                    "lambda": float(lam),
+                    "tau_rho": float(tau),
+                    "q0": float(ct.threshold_),
+                    "flagged": int(flag.sum()),
+                    "biased": int(truth.sum()),
+                    "true_pos": tp,
+                    "precision": prec,
+                    "recall": recall,
+                    "base_rate": base,
+                    "lift": prec / base if base and not math.isnan(prec) else float("nan"),
+                    "share_no_neighbour": float((scorer.index.counts == 0).mean()),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -237,9 +312,14 @@ def coverage_checks(cov: pd.DataFrame, label: str = "") -> list:
     out = []
     for r in cov.itertuples():
         ok = r.ci_lo <= r.alpha and r.ci_hi >= r.bound_lo
-        out.append(_check(f"coverage{label}: P(S > Q0) is at most alpha = {r.alpha:g} (and not far below it)",
-                          f"{r.exceed}/{r.n_test} = {r.rate:.3f}, 99% CI [{r.ci_lo:.3f}, {r.ci_hi:.3f}], "
-                          f"bounds [{r.bound_lo:.3f}, {r.alpha:.3f}]", ok))
+        out.append(
+            _check(
+                f"coverage{label}: P(S > Q0) is at most alpha = {r.alpha:g} (and not far below it)",
+                f"{r.exceed}/{r.n_test} = {r.rate:.3f}, 99% CI [{r.ci_lo:.3f}, {r.ci_hi:.3f}], "
+                f"bounds [{r.bound_lo:.3f}, {r.alpha:.3f}]",
+                ok,
+            )
+        )
     return out
 
 
@@ -255,11 +335,22 @@ def repair_checks(rep: pd.DataFrame) -> list:
         last_t = int(g.loc[g["pass"] == last, "V_adaptive"].sum())
         b1 = float(g.loc[g["pass"] == 1, "share_top1_biased"].mean())
         bl = float(g.loc[g["pass"] == last, "share_top1_biased"].mean())
-        out.append(_check(f"repair (beta={beta:g}, rho={rho:g}): violations against the fixed Q0 fall clearly "
-                          f"from pass 1 to pass {last}", f"V(Q0) {first_q0} -> {last_q0}; share of top-1 items the "
-                          f"bias changed {b1:.3f} -> {bl:.3f}", clearly_below(first_q0, last_q0)))
-        out.append(_check(f"repair (beta={beta:g}, rho={rho:g}): violations against the adaptive Q_t fall clearly "
-                          f"from pass 1 to pass {last}", f"V(t) {first_t} -> {last_t}", clearly_below(first_t, last_t)))
+        out.append(
+            _check(
+                f"repair (beta={beta:g}, rho={rho:g}): violations against the fixed Q0 fall clearly "
+                f"from pass 1 to pass {last}",
+                f"V(Q0) {first_q0} -> {last_q0}; share of top-1 items the bias changed {b1:.3f} -> {bl:.3f}",
+                clearly_below(first_q0, last_q0),
+            )
+        )
+        out.append(
+            _check(
+                f"repair (beta={beta:g}, rho={rho:g}): violations against the adaptive Q_t fall clearly "
+                f"from pass 1 to pass {last}",
+                f"V(t) {first_t} -> {last_t}",
+                clearly_below(first_t, last_t),
+            )
+        )
     return out
 
 
@@ -272,8 +363,13 @@ def fairness_checks(fair: pd.DataFrame) -> list:
         m = g.groupby("method")["cfr_multi"].mean()
         sd = g.groupby("method")["cfr_multi"].std(ddof=1) if g["seed"].nunique() > 1 else None
         txt = ", ".join(f"{k} {m[k]:.3f}" + (f" (sd {sd[k]:.3f})" if sd is not None else "") for k in m.index)
-        out.append(_check(f"fairness (beta={beta:g}): FACTER's CFR is below Fair's and Neutral's", txt,
-                          m.get("facter", np.nan) < min(m.get("fair", np.nan), m.get("neutral", np.nan))))
+        out.append(
+            _check(
+                f"fairness (beta={beta:g}): FACTER's CFR is below Fair's and Neutral's",
+                txt,
+                m.get("facter", np.nan) < min(m.get("fair", np.nan), m.get("neutral", np.nan)),
+            )
+        )
     return out
 
 
@@ -284,16 +380,25 @@ def detector_checks(det_by_beta: pd.DataFrame) -> list:
     out = []
     if len(d) >= 2:
         rec = d["recall"].tolist()
-        out.append(_check("detector: recall of S > Q0 for outputs the bias changed rises with beta",
-                          ", ".join(f"beta={b:g}: {r:.3f}" for b, r in zip(d["beta"], rec)),
-                          all(b > a for a, b in zip(rec, rec[1:]))))
+        out.append(
+            _check(
+                "detector: recall of S > Q0 for outputs the bias changed rises with beta",
+                ", ".join(f"beta={b:g}: {r:.3f}" for b, r in zip(d["beta"], rec)),
+                all(b > a for a, b in zip(rec, rec[1:])),
+            )
+        )
     for r in d.itertuples():
         k, n = int(r.true_pos), int(r.flagged)
         lo = clopper_pearson(k, n, 0.99)[0] if n else float("nan")
-        out.append(_check(f"detector (beta={r.beta:g}): flagged outputs are biased more often than outputs in "
-                          "general (99% lower bound of precision above the base rate)",
-                          f"precision {k}/{n} = {r.precision:.3f} (99% lower bound {lo:.3f}), base rate "
-                          f"{r.base_rate:.3f}, lift {r.lift:.2f}", None if not n else lo > r.base_rate))
+        out.append(
+            _check(
+                f"detector (beta={r.beta:g}): flagged outputs are biased more often than outputs in "
+                "general (99% lower bound of precision above the base rate)",
+                f"precision {k}/{n} = {r.precision:.3f} (99% lower bound {lo:.3f}), base rate "
+                f"{r.base_rate:.3f}, lift {r.lift:.2f}",
+                None if not n else lo > r.base_rate,
+            )
+        )
     return out
 
 
@@ -324,19 +429,33 @@ def plot_coverage(cov: pd.DataFrame, dataset: str, is_synthetic: bool, profile: 
     fig, ax = plt.subplots(figsize=(5.6, 4.4))
     a = cov["alpha"].to_numpy()
     lim = float(max(a.max(), cov["ci_hi"].max())) * 1.1
-    ax.fill_between([0, lim], [0 - 1.0 / (cov["n_calib"].min() + 1), lim - 1.0 / (cov["n_calib"].min() + 1)],
-                    [0, lim], color="#2ca02c", alpha=0.15, label="conformal band [alpha - 1/(n+1), alpha]")
+    ax.fill_between(
+        [0, lim],
+        [0 - 1.0 / (cov["n_calib"].min() + 1), lim - 1.0 / (cov["n_calib"].min() + 1)],
+        [0, lim],
+        color="#2ca02c",
+        alpha=0.15,
+        label="conformal band [alpha - 1/(n+1), alpha]",
+    )
     ax.plot([0, lim], [0, lim], color="#2ca02c", lw=1)
-    ax.errorbar(a, cov["rate"], yerr=[cov["rate"] - cov["ci_lo"], cov["ci_hi"] - cov["rate"]], fmt="o",
-                color="#d62728", capsize=3, label="measured P(S > Q0), 99% CI")
+    ax.errorbar(
+        a,
+        cov["rate"],
+        yerr=[cov["rate"] - cov["ci_lo"], cov["ci_hi"] - cov["rate"]],
+        fmt="o",
+        color="#d62728",
+        capsize=3,
+        label="measured P(S > Q0), 99% CI",
+    )
     ax.set_xlim(0, lim)
     ax.set_ylim(0, lim)
     ax.set_xlabel("alpha")
     ax.set_ylabel("share of test rows with S > Q0")
     ax.legend(loc="upper left", fontsize=8, frameon=True)
     n = int(cov["n_test"].iloc[0])
-    ax.set_title(_fig_title(f"Coverage of Q0 (Neutral test rows, n = {n}{note})", dataset, is_synthetic, profile),
-                 fontsize=9)
+    ax.set_title(
+        _fig_title(f"Coverage of Q0 (Neutral test rows, n = {n}{note})", dataset, is_synthetic, profile), fontsize=9
+    )
     fig.tight_layout()
     return fig
 
@@ -357,13 +476,24 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
         g = rep[rep["beta"] == beta]
         ax, bx = axes[0, j], axes[1, j]
         for rho in rhos:
-            h = g[g["rho"] == rho].groupby("pass").agg(V_q0=("V_q0", "sum"), V_t=("V_adaptive", "sum"), n=("n", "sum"),
-                                                      biased=("share_top1_biased", "mean"), seeds=("seed", "nunique"))
+            h = (
+                g[g["rho"] == rho]
+                .groupby("pass")
+                .agg(
+                    V_q0=("V_q0", "sum"),
+                    V_t=("V_adaptive", "sum"),
+                    n=("n", "sum"),
+                    biased=("share_top1_biased", "mean"),
+                    seeds=("seed", "nunique"),
+                )
+            )
             if h.empty:
                 continue
             ax.plot(h.index, h["V_q0"] / h["n"], "-o", color=colours[rho], label=f"rho={rho:g}: V(Q0)")
             ax.plot(h.index, h["V_t"] / h["n"], "--s", color=colours[rho], label=f"rho={rho:g}: V(t)", alpha=0.8)
-            bx.plot(h.index, h["biased"], "-o", color=colours[rho], label=f"rho={rho:g} ({int(h['seeds'].max())} seed(s))")
+            bx.plot(
+                h.index, h["biased"], "-o", color=colours[rho], label=f"rho={rho:g} ({int(h['seeds'].max())} seed(s))"
+            )
         ax.set_title(f"beta = {beta:g}", fontsize=9)
         ax.set_ylabel("violations / test rows" if j == 0 else "")
         bx.set_ylabel("share of top-1 changed by bias" if j == 0 else "")
@@ -373,8 +503,15 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
         bx.set_ylim(0, max(0.05, float(rep["share_top1_biased"].max()) * 1.15))
     axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     axes[1, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.suptitle(_fig_title("FACTER's repair loop against a recommender that listens with probability rho",
-                            dataset, is_synthetic, profile), fontsize=9)
+    fig.suptitle(
+        _fig_title(
+            "FACTER's repair loop against a recommender that listens with probability rho",
+            dataset,
+            is_synthetic,
+            profile,
+        ),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -388,22 +525,45 @@ def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile:
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.9))
     n_seeds = int(fair["seed"].nunique())
-    for ax, col, label in ((axes[0], "cfr_multi", "CFR (multi-attribute flip)"), (axes[1], "snsr_joint", "SNSR (joint groups)")):
+    for ax, col, label in (
+        (axes[0], "cfr_multi", "CFR (multi-attribute flip)"),
+        (axes[1], "snsr_joint", "SNSR (joint groups)"),
+    ):
         for k, (method, g) in enumerate(fair.groupby("method", sort=False)):
             s = g.groupby("beta")[col].agg(["mean", "std", "count"])
             x = s.index.to_numpy(dtype=float) + (k - 1) * 0.03
-            ax.errorbar(x, s["mean"], yerr=s["std"].fillna(0.0) if n_seeds > 1 else None, fmt="-o", capsize=3,
-                        color=PALETTE.get(method), label=method.capitalize() if method != "facter" else "FACTER")
+            ax.errorbar(
+                x,
+                s["mean"],
+                yerr=s["std"].fillna(0.0) if n_seeds > 1 else None,
+                fmt="-o",
+                capsize=3,
+                color=PALETTE.get(method),
+                label=method.capitalize() if method != "facter" else "FACTER",
+            )
         ax.set_xlabel("bias strength beta (score SDs)")
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
     missing = fair.loc[fair["snsr_joint"].isna(), "snsr_missing"].unique()
     if len(missing):
-        axes[1].text(0.02, 0.95, "n/a: " + "; ".join(str(m) for m in missing)[:90], transform=axes[1].transAxes,
-                     fontsize=7, va="top")
+        axes[1].text(
+            0.02,
+            0.95,
+            "n/a: " + "; ".join(str(m) for m in missing)[:90],
+            transform=axes[1].transAxes,
+            fontsize=7,
+            va="top",
+        )
     axes[0].legend(fontsize=8)
-    fig.suptitle(_fig_title(f"Counterfactual fairness against the true bias ({n_seeds} seed(s); bars: +-1 sd)",
-                            dataset, is_synthetic, profile), fontsize=9)
+    fig.suptitle(
+        _fig_title(
+            f"Counterfactual fairness against the true bias ({n_seeds} seed(s); bars: +-1 sd)",
+            dataset,
+            is_synthetic,
+            profile,
+        ),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -420,8 +580,13 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     ax = axes[0]
     for k, (tau, g) in enumerate(det.groupby("tau_rho", sort=True)):
         c = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"][k % 4]
-        ax.plot(g["lambda"], g["precision"], "-o", color=c, label=f"precision, tau_rho={tau:g} "
-                f"({g['share_no_neighbour'].iloc[0]:.0%} rows w/o neighbour)")
+        ax.plot(
+            g["lambda"],
+            g["precision"],
+            "-o",
+            color=c,
+            label=f"precision, tau_rho={tau:g} ({g['share_no_neighbour'].iloc[0]:.0%} rows w/o neighbour)",
+        )
         ax.plot(g["lambda"], g["recall"], "--s", color=c, label=f"recall, tau_rho={tau:g}")
     ax.axhline(float(det["base_rate"].iloc[0]), color="k", ls=":", lw=1, label="base rate (share biased)")
     ax.set_xlabel("lambda (weight of the fairness penalty)")
@@ -438,8 +603,10 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     bx.set_ylim(0, 1)
     bx.legend(fontsize=8)
     bx.set_title("Detector vs beta (run's lambda, tau_rho)", fontsize=9)
-    fig.suptitle(_fig_title("Violations as a detector of outputs the bias changed (top-1)", dataset, is_synthetic,
-                            profile), fontsize=9)
+    fig.suptitle(
+        _fig_title("Violations as a detector of outputs the bias changed (top-1)", dataset, is_synthetic, profile),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -447,8 +614,12 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
 def records_with_reasons(df: pd.DataFrame) -> list:
     """``df.to_dict("records")`` with every NaN replaced by an explicit missing value and its reason
     (a rate whose denominator is empty, SNSR without groups large enough), never a bare null."""
-    reasons = {"precision": "no row was flagged (empty denominator)", "recall": "no row was biased (empty denominator)",
-               "lift": "precision or base rate undefined", "snsr_joint": "SNSR undefined"}
+    reasons = {
+        "precision": "no row was flagged (empty denominator)",
+        "recall": "no row was biased (empty denominator)",
+        "lift": "precision or base rate undefined",
+        "snsr_joint": "SNSR undefined",
+    }
     out = []
     for rec in df.to_dict("records"):
         row = {}

@@ -1,4 +1,4 @@
-"""Simpson's paradox check on an LLM re-ranker's outputs (SIMPSON.md §1-§2 applied to FACTER §1.2 step 5).
+"""Simpson's paradox check on an LLM re-ranker's outputs (docs/SIMPSON.md §1-§2 applied to FACTER §1.2 step 5).
 
 A rank-protocol run gives, per interaction row, a ranking of its 40 candidates; its relevance set is
 the row's ``relevant`` list. We treat each row as one "user" of Prost et al. (choice: a user with
@@ -23,11 +23,12 @@ Both views are also computed within each demographic group of the users.
 >>> popularity_groups(ratings, [1, 2, 3, 4, 5, 6], head_share=0.2).to_dict()
 {1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 1}
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -50,7 +51,7 @@ def popularity_groups(ratings: pd.DataFrame, item_ids: Sequence[int], head_share
     return pd.Series(group, index=ids, name="group")
 
 
-def _ranked_column(rows: pd.DataFrame, ranked_col: Optional[str]) -> str:
+def _ranked_column(rows: pd.DataFrame, ranked_col: str | None) -> str:
     if ranked_col is not None:
         if ranked_col not in rows.columns:
             raise ValueError(f"rows have no column {ranked_col!r}; columns: {list(rows.columns)}")
@@ -61,8 +62,9 @@ def _ranked_column(rows: pd.DataFrame, ranked_col: Optional[str]) -> str:
     raise ValueError(f"rows have none of the ranked-id columns {RANKED_COLUMNS}; columns: {list(rows.columns)}")
 
 
-def ranking_long_table(rows: pd.DataFrame, item_group: pd.Series, ranked_col: Optional[str] = None,
-                       unit_col: str = "row_id") -> pd.DataFrame:
+def ranking_long_table(
+    rows: pd.DataFrame, item_group: pd.Series, ranked_col: str | None = None, unit_col: str = "row_id"
+) -> pd.DataFrame:
     """Long table ``user, item, group, relevant, position`` from rank-protocol rows.
 
     Positions are 1-based over the row's candidates: the model's ranked ids first (ids not among the
@@ -91,12 +93,19 @@ def ranking_long_table(rows: pd.DataFrame, item_group: pd.Series, ranked_col: Op
 
 def history_popular_share(rows: pd.DataFrame, item_group: pd.Series) -> np.ndarray:
     """Share of popular (group 0) items in each row's history: the user variable V."""
-    return np.array([np.mean([item_group.get(int(i), 1) == 0 for i in h]) if len(h) else 0.0
-                     for h in rows["history"]], dtype=float)
+    return np.array(
+        [np.mean([item_group.get(int(i), 1) == 0 for i in h]) if len(h) else 0.0 for h in rows["history"]], dtype=float
+    )
 
 
-def shown_item_experiment(table: pd.DataFrame, rows: pd.DataFrame, item_group: pd.Series, seed: int = 0,
-                          exposure: str = "log", unit_col: str = "row_id") -> SimpleNamespace:
+def shown_item_experiment(
+    table: pd.DataFrame,
+    rows: pd.DataFrame,
+    item_group: pd.Series,
+    seed: int = 0,
+    exposure: str = "log",
+    unit_col: str = "row_id",
+) -> SimpleNamespace:
     """The random experiment: one candidate per row drawn uniformly (seeded); its relevance, group,
     exposure (f of its position), and the row's user variables."""
     from facterlab.simpson.exposure import get_exposure
@@ -118,11 +127,12 @@ def shown_item_experiment(table: pd.DataFrame, rows: pd.DataFrame, item_group: p
         if attr in rows.columns:
             demo.append(pd.get_dummies(rows[attr].astype(str)).to_numpy(dtype=float))
     emb = np.column_stack([v, *demo]) if demo else v[:, None]
-    return SimpleNamespace(relevant=np.array(rel), group=np.array(grp), exposure=np.array(expo),
-                           user_feature=v, user_embedding=emb)
+    return SimpleNamespace(
+        relevant=np.array(rel), group=np.array(grp), exposure=np.array(expo), user_feature=v, user_embedding=emb
+    )
 
 
-def _val(x) -> dict:
+def _val(x) -> float | None:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
     return float(x)
@@ -134,11 +144,13 @@ def _gap_block(table: pd.DataFrame, exposure: str) -> dict:
     pu, ag = gaps_from_table(table, exposure)
     out = {
         "n_users": int(pu.n_users),
-        "per_user_gap": _val(pu.value) if pu.missing_reason is None else
-        {"value": None, "missing_reason": pu.missing_reason},
+        "per_user_gap": _val(pu.value)
+        if pu.missing_reason is None
+        else {"value": None, "missing_reason": pu.missing_reason},
         "share_defined": _val(pu.share_defined),
-        "aggregate_gap": _val(ag.value) if ag.missing_reason is None else
-        {"value": None, "missing_reason": ag.missing_reason},
+        "aggregate_gap": _val(ag.value)
+        if ag.missing_reason is None
+        else {"value": None, "missing_reason": ag.missing_reason},
         "mean_exposure_popular": _val(ag.mean_exposure_0),
         "mean_exposure_long_tail": _val(ag.mean_exposure_1),
         "n_relevant_popular": int(ag.n_pairs_0),
@@ -156,22 +168,36 @@ def _gap_block(table: pd.DataFrame, exposure: str) -> dict:
 
 def _estimate_block(est) -> dict:
     if est.missing_reason is not None or not math.isfinite(est.value):
-        return {"value": None, "missing_reason": est.missing_reason or "not finite",
-                "n_observed_popular": int(est.n_0), "n_observed_long_tail": int(est.n_1)}
+        return {
+            "value": None,
+            "missing_reason": est.missing_reason or "not finite",
+            "n_observed_popular": int(est.n_0),
+            "n_observed_long_tail": int(est.n_1),
+        }
     return {"value": float(est.value), "n_observed_popular": int(est.n_0), "n_observed_long_tail": int(est.n_1)}
 
 
-def llm_simpson_report(rows: pd.DataFrame, item_group: pd.Series, exposure: str = "log", seed: int = 0,
-                       by: Sequence[str] = ("gender", "age"), ranked_col: Optional[str] = None,
-                       n_bins: int = 5) -> dict:
+def llm_simpson_report(
+    rows: pd.DataFrame,
+    item_group: pd.Series,
+    exposure: str = "log",
+    seed: int = 0,
+    by: Sequence[str] = ("gender", "age"),
+    ranked_col: str | None = None,
+    n_bins: int = 5,
+) -> dict:
     """Per-user vs aggregate exposure gap (popular minus long tail) of one method's ranked rows,
     overall and within each demographic group, plus the naive and IPS estimates from one random
     shown item per row.  Returns a JSON-ready dict (missing values carry their reason)."""
     from facterlab.simpson.ips import ips_estimate, naive_estimate
 
     table = ranking_long_table(rows, item_group, ranked_col)
-    out = {"exposure": exposure, "unit": "interaction row", "groups": dict(GROUP_NAMES),
-           "overall": _gap_block(table, exposure)}
+    out = {
+        "exposure": exposure,
+        "unit": "interaction row",
+        "groups": dict(GROUP_NAMES),
+        "overall": _gap_block(table, exposure),
+    }
     exp = shown_item_experiment(table, rows, item_group, seed, exposure)
     out["random_experiment"] = {
         "n_rows": int(len(exp.relevant)),
@@ -197,12 +223,21 @@ def report_frame(reports: dict) -> pd.DataFrame:
     for method, rep in reports.items():
         blocks = {"all rows": rep["overall"], **rep.get("by_user_group", {})}
         for grp, b in blocks.items():
+
             def num(x):
                 return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-            recs.append({"method": method, "users": grp, "n_rows": b["n_users"],
-                         "per_user_gap": num(b["per_user_gap"]), "aggregate_gap": num(b["aggregate_gap"]),
-                         "share_defined": b["share_defined"],
-                         "signs_disagree": b["signs_disagree"] if isinstance(b["signs_disagree"], bool) else None})
+
+            recs.append(
+                {
+                    "method": method,
+                    "users": grp,
+                    "n_rows": b["n_users"],
+                    "per_user_gap": num(b["per_user_gap"]),
+                    "aggregate_gap": num(b["aggregate_gap"]),
+                    "share_defined": b["share_defined"],
+                    "signs_disagree": b["signs_disagree"] if isinstance(b["signs_disagree"], bool) else None,
+                }
+            )
     return pd.DataFrame(recs)
 
 
@@ -219,8 +254,10 @@ def verdict(report: dict) -> str:
         why = pv.get("missing_reason") if isinstance(pv, dict) else av.get("missing_reason")
         return f"UNDETERMINED: a gap is undefined ({why})."
     word = "DISAGREE" if o["signs_disagree"] else "AGREE in sign"
-    text = (f"{word}: per-user gap {pv:+.4f} (defined for {o['share_defined']:.0%} of rows) vs aggregate gap "
-            f"{av:+.4f} (popular minus long tail).")
+    text = (
+        f"{word}: per-user gap {pv:+.4f} (defined for {o['share_defined']:.0%} of rows) vs aggregate gap "
+        f"{av:+.4f} (popular minus long tail)."
+    )
     ips = (report.get("random_experiment") or {}).get("ips_counts")
     if isinstance(ips, dict) and ips.get("value") is not None:
         text += f" IPS (counts) estimate of the per-user gap from one shown item per row: {ips['value']:+.4f}."

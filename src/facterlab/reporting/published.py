@@ -1,4 +1,4 @@
-"""Published FACTER numbers to put beside ours (FACTER.md §6), as data.
+"""Published FACTER numbers to put beside ours (docs/FACTER.md §6), as data.
 
 Two sources:
 
@@ -13,7 +13,7 @@ violation keys without a pass suffix are the count of the last pass (REPRO's hea
 its last-pass counts, e.g. FACTER ML-1M open adaptive 15.3, 10.3, **9.0**).
 
 Caveat recorded with the data: REPRO counted the baselines' violations with test-set neighbours
-and a corrected threshold, FACTER's adaptively; those numbers are not like-for-like (FACTER.md §3),
+and a corrected threshold, FACTER's adaptively; those numbers are not like-for-like (docs/FACTER.md §3),
 so they carry a ``note``.  REPRO's "fixed (corrected)" counts use its count-based correction,
 our ``repro_count`` variant, hence the key ``violations_repro_count``.
 
@@ -26,10 +26,10 @@ True
 >>> published_value("ORIG", "ml-1m", "unknown", "open", "neutral", "violations_fixed_q0")
 112.0
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 SOURCES = {
     "REPRO": "Reproducing FACTER (github.com/oscar-omlf/facter-repr), mean of 3 seeds, alpha 0.10",
@@ -43,8 +43,10 @@ PUBLISHED_MODELS = {
     "mistral-7b": "Mistral-7B-Instruct-v0.2",
 }
 
-_BASELINE_NOTE = ("REPRO counted baseline violations with test-set neighbours and a corrected "
-                  "threshold: not like-for-like with FACTER's adaptive count")
+_BASELINE_NOTE = (
+    "REPRO counted baseline violations with test-set neighbours and a corrected "
+    "threshold: not like-for-like with FACTER's adaptive count"
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ class PublishedValue:
     method: str
     metric: str
     value: float
-    sd: Optional[float] = None
-    pass_index: Optional[int] = None
+    sd: float | None = None
+    pass_index: int | None = None
     note: str = ""
 
 
@@ -71,8 +73,9 @@ def _rows() -> list:
     out: list = []
 
     def add(source, dataset, model, protocol, method, metric, value, pass_index=None, note=""):
-        out.append(PublishedValue(source, dataset, model, protocol, method, metric, float(value),
-                                  None, pass_index, note))
+        out.append(
+            PublishedValue(source, dataset, model, protocol, method, metric, float(value), None, pass_index, note)
+        )
 
     methods = ("neutral", "fair", "facter")
     # REPRO, ML-1M, Llama-3-8B, open generation.
@@ -87,8 +90,16 @@ def _rows() -> list:
     add("REPRO", "ml-1m", "llama3-8b", "open", "neutral", "violations_repro_count", 42.7, note=_BASELINE_NOTE)
     add("REPRO", "ml-1m", "llama3-8b", "open", "fair", "violations_repro_count", 41.0, note=_BASELINE_NOTE)
     add("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive", 9.0)
-    add("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_repro_count", 35.3,
-        note="REPRO's 'fixed (corrected)' count")
+    add(
+        "REPRO",
+        "ml-1m",
+        "llama3-8b",
+        "open",
+        "facter",
+        "violations_repro_count",
+        35.3,
+        note="REPRO's 'fixed (corrected)' count",
+    )
     for p, v in enumerate((15.3, 10.3, 9.0)):
         add("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive_pass", v, p)
     for p, v in enumerate((57.0, 59.7, 53.7)):
@@ -104,16 +115,14 @@ def _rows() -> list:
         for method, v in zip(methods, values):
             add("REPRO", "ml-1m", "llama3-8b", "rank", method, metric, v)
     add("REPRO", "ml-1m", "llama3-8b", "rank", "facter", "violations_adaptive", 7.7)
-    add("REPRO", "ml-1m", "llama3-8b", "rank", "facter", "violations_repro_count", 60.3,
-        note="REPRO's 'fixed' count")
+    add("REPRO", "ml-1m", "llama3-8b", "rank", "facter", "violations_repro_count", 60.3, note="REPRO's 'fixed' count")
     # REPRO, Amazon, Llama-3-8B, open generation (the spec gives one NDCG/Valid value, no method split).
     amazon_note = "spec §6 gives one value for all methods"
     for method in methods:
         add("REPRO", "amazon", "llama3-8b", "open", method, "ndcg@10_multi", 0.004, note=amazon_note)
         add("REPRO", "amazon", "llama3-8b", "open", method, "valid@10", 0.90, note=amazon_note)
     add("REPRO", "amazon", "llama3-8b", "open", "facter", "violations_adaptive", 3.0)
-    add("REPRO", "amazon", "llama3-8b", "open", "facter", "violations_repro_count", 110.7,
-        note="REPRO's 'fixed' count")
+    add("REPRO", "amazon", "llama3-8b", "open", "facter", "violations_repro_count", 110.7, note="REPRO's 'fixed' count")
     # ORIG Table 1, ML-1M (backbone as in the paper's table; "Zero-Shot" is our Neutral).
     orig_note = "ORIG's violation count; threshold and neighbour set as in the paper (unspecified)"
     add("ORIG", "ml-1m", "*", "open", "neutral", "violations_fixed_q0", 112, note="Zero-Shot; " + orig_note)
@@ -128,8 +137,9 @@ def _rows() -> list:
 PUBLISHED: tuple = tuple(_rows())
 
 
-def published_records(source: Optional[str] = None, dataset: Optional[str] = None,
-                      model: Optional[str] = None, protocol: Optional[str] = None) -> list:
+def published_records(
+    source: str | None = None, dataset: str | None = None, model: str | None = None, protocol: str | None = None
+) -> list:
     """The :class:`PublishedValue` records matching the filters (None matches all; model ``*`` in a
     record matches any model).
 
@@ -154,8 +164,9 @@ def published_records(source: Optional[str] = None, dataset: Optional[str] = Non
     return out
 
 
-def published_value(source: str, dataset: str, model: str, protocol: str, method: str, metric: str,
-                    pass_index: Optional[int] = None) -> Optional[float]:
+def published_value(
+    source: str, dataset: str, model: str, protocol: str, method: str, metric: str, pass_index: int | None = None
+) -> float | None:
     """The published number for this setting, or ``None`` when the source does not report it."""
     for r in published_records(source, dataset, model, protocol):
         if r.method == method and r.metric == metric and r.pass_index == pass_index:
@@ -163,8 +174,9 @@ def published_value(source: str, dataset: str, model: str, protocol: str, method
     return None
 
 
-def published_frame(source: Optional[str] = None, dataset: Optional[str] = None,
-                    model: Optional[str] = None, protocol: Optional[str] = None):
+def published_frame(
+    source: str | None = None, dataset: str | None = None, model: str | None = None, protocol: str | None = None
+):
     """The matching records as a pandas DataFrame (one row per number)."""
     import dataclasses
 

@@ -20,6 +20,7 @@ with its cell error and exits non-zero. Wall times go to ``results/reproduce_tim
 >>> sorted(PROFILES)
 ['default', 'paper', 'smoke']
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,9 +29,9 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
 
 PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
 
@@ -77,8 +78,8 @@ class NotebookRun:
     output: str
     parameters: dict = field(default_factory=dict)
     skipped_parameters: list = field(default_factory=list)
-    error: Optional[str] = None
-    threads: Optional[str] = None  # the kernel's CPU thread settings (facterlab.threads)
+    error: str | None = None
+    threads: str | None = None  # the kernel's CPU thread settings (facterlab.threads)
 
 
 def numeric_order(paths: Iterable[Path]) -> list:
@@ -87,6 +88,7 @@ def numeric_order(paths: Iterable[Path]) -> list:
     >>> [p.name for p in numeric_order([Path("10_a.ipynb"), Path("2_b.ipynb"), Path("00_q.ipynb")])]
     ['00_q.ipynb', '2_b.ipynb', '10_a.ipynb']
     """
+
     def key(p: Path):
         m = re.match(r"(\d+)", p.name)
         return (int(m.group(1)) if m else 10**9, p.name)
@@ -94,7 +96,7 @@ def numeric_order(paths: Iterable[Path]) -> list:
     return sorted(paths, key=key)
 
 
-def discover_notebooks(notebooks_dir: Path, only: Optional[str] = None) -> list:
+def discover_notebooks(notebooks_dir: Path, only: str | None = None) -> list:
     """The ``*.ipynb`` files of ``notebooks_dir`` (checkpoints excluded) in numeric order,
     filtered by ``only`` (a glob such as ``0[3-5]*``, or a substring of the name)."""
     import fnmatch
@@ -104,8 +106,7 @@ def discover_notebooks(notebooks_dir: Path, only: Optional[str] = None) -> list:
         raise FileNotFoundError(f"no notebooks directory at {notebooks_dir}; run from the repository root")
     paths = [p for p in notebooks_dir.glob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
     if only:
-        paths = [p for p in paths if fnmatch.fnmatch(p.name, only) or fnmatch.fnmatch(p.stem, only)
-                 or only in p.name]
+        paths = [p for p in paths if fnmatch.fnmatch(p.name, only) or fnmatch.fnmatch(p.stem, only) or only in p.name]
     return numeric_order(paths)
 
 
@@ -123,7 +124,7 @@ def filter_parameters(params: dict, declared: Iterable[str]) -> tuple:
     return passed, sorted(k for k in params if k not in declared)
 
 
-def profile_parameters(profile: str, extra: Optional[dict] = None) -> dict:
+def profile_parameters(profile: str, extra: dict | None = None) -> dict:
     """All parameters a profile passes (before per-notebook filtering): PROFILE, SMOKE, overrides,
     then ``extra`` (``--set KEY=VALUE``) on top.
 
@@ -146,10 +147,17 @@ def _error_text(exc: BaseException) -> str:
     return f"{where}: {ename}: {evalue}".strip()
 
 
-def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir: Optional[str] = None,
-                  out: os.PathLike | str = "build/notebooks", notebooks_dir: os.PathLike | str = "notebooks",
-                  cwd: Optional[os.PathLike | str] = None, extra: Optional[dict] = None,
-                  timings_path: Optional[os.PathLike | str] = None, log=print) -> list:
+def run_notebooks(
+    profile: str = "default",
+    only: str | None = None,
+    data_dir: str | None = None,
+    out: os.PathLike | str = "build/notebooks",
+    notebooks_dir: os.PathLike | str = "notebooks",
+    cwd: os.PathLike | str | None = None,
+    extra: dict | None = None,
+    timings_path: os.PathLike | str | None = None,
+    log=print,
+) -> list:
     """Execute the notebooks with papermill; return one :class:`NotebookRun` each (never raises on
     a notebook's failure: the caller decides).  Writes ``results/reproduce_timings.json``."""
     import papermill
@@ -186,16 +194,28 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
             log(f"[reproduce] {nb.name} kernel: {plan.describe()}")
             t0 = time.perf_counter()
             try:
-                papermill.execute_notebook(str(nb), str(target), parameters=passed, kernel_name="python3",
-                                           cwd=str(cwd), progress_bar=False, log_output=False)
+                papermill.execute_notebook(
+                    str(nb),
+                    str(target),
+                    parameters=passed,
+                    kernel_name="python3",
+                    cwd=str(cwd),
+                    progress_bar=False,
+                    log_output=False,
+                )
                 status, error = "ok", None
             except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
                 status, error = "failed", _error_text(exc)
                 log(f"[reproduce] FAILED {nb.name}: {error}")
-            runs.append(NotebookRun(nb.stem, time.perf_counter() - t0, status, str(target),
-                                    passed, skipped, error, plan.describe()))
-            log(f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
-                f"(total {time.perf_counter() - t_all:.1f} s)")
+            runs.append(
+                NotebookRun(
+                    nb.stem, time.perf_counter() - t0, status, str(target), passed, skipped, error, plan.describe()
+                )
+            )
+            log(
+                f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
+                f"(total {time.perf_counter() - t_all:.1f} s)"
+            )
     finally:
         _set_env(saved_env)
     total = time.perf_counter() - t_all  # unrounded: the total is never below the sum of its parts
@@ -203,11 +223,20 @@ def run_notebooks(profile: str = "default", only: Optional[str] = None, data_dir
     if not path.is_absolute():
         path = cwd / path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "profile": profile, "profile_description": PROFILES[profile]["description"],
-        "parameters": params, "data_dir": os.environ.get("FACTERLAB_DATA"),
-        "total_seconds": total, "notebooks": [asdict(r) for r in runs],
-    }, indent=2, default=str))
+    path.write_text(
+        json.dumps(
+            {
+                "profile": profile,
+                "profile_description": PROFILES[profile]["description"],
+                "parameters": params,
+                "data_dir": os.environ.get("FACTERLAB_DATA"),
+                "total_seconds": total,
+                "notebooks": [asdict(r) for r in runs],
+            },
+            indent=2,
+            default=str,
+        )
+    )
     return runs
 
 
@@ -232,7 +261,7 @@ def timings_table(runs: list, profile: str = "") -> str:
     return "\n".join(lines)
 
 
-def _parse_set(items: Optional[list]) -> dict:
+def _parse_set(items: list | None) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
@@ -246,8 +275,9 @@ def _parse_set(items: Optional[list]) -> dict:
 
 
 def _cmd(args) -> int:
-    runs = run_notebooks(profile=args.profile, only=args.only, data_dir=args.data_dir, out=args.out,
-                         extra=_parse_set(args.set))
+    runs = run_notebooks(
+        profile=args.profile, only=args.only, data_dir=args.data_dir, out=args.out, extra=_parse_set(args.set)
+    )
     print(timings_table(runs, args.profile))
     failed = [r for r in runs if r.status != "ok"]
     if failed:
@@ -260,13 +290,22 @@ def _cmd(args) -> int:
 
 def register(subparsers) -> None:
     """Add ``facterlab reproduce`` to the CLI."""
-    p = subparsers.add_parser("reproduce", help="run every notebook with papermill (numeric order)",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                   help="; ".join(f"{k}: {v['description']}" for k, v in PROFILES.items()))
+    p = subparsers.add_parser(
+        "reproduce", help="run every notebook with papermill (numeric order)", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="; ".join(f"{k}: {v['description']}" for k, v in PROFILES.items()),
+    )
     p.add_argument("--only", default=None, help="run only notebooks matching this glob or substring")
     p.add_argument("--data-dir", default=None, help="data directory (sets FACTERLAB_DATA for the notebooks)")
     p.add_argument("--out", default="build/notebooks", help="where the executed notebooks go")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="extra parameter for every notebook that declares KEY (Python literal), repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra parameter for every notebook that declares KEY (Python literal), repeatable",
+    )
     p.set_defaults(func=_cmd)

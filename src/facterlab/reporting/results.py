@@ -1,17 +1,19 @@
 """Notebook outputs: ``results/<notebook>/metrics.json``."""
+
 from __future__ import annotations
 
 import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from facterlab.config import results_dir
 
 
 def _clean(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars to Python, NaN/inf to None."""
+    np: Any
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
@@ -31,7 +33,7 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def write_metrics(notebook: str, metrics: dict, directory: Optional[os.PathLike | str] = None) -> Path:
+def write_metrics(notebook: str, metrics: dict, directory: os.PathLike | str | None = None) -> Path:
     """Write ``metrics`` to ``<results>/<notebook>/metrics.json`` and return the path.
 
     >>> import tempfile, json

@@ -1,4 +1,4 @@
-"""Tables from FACTER runs' ``metrics.json`` (FACTER.md §4, §6): Markdown, CSV and LaTeX.
+"""Tables from FACTER runs' ``metrics.json`` (docs/FACTER.md §4, §6): Markdown, CSV and LaTeX.
 
 A table is built from one or more metrics dicts (the ``metrics.json`` schema of docs/CONTRACTS.md).
 Runs that agree on everything but the seed form one group; each cell of a group is
@@ -21,34 +21,61 @@ runs disagree becomes a row-label column, so that rows never mix variants silent
 >>> t.footnotes
 ['[1] no rows']
 """
+
 from __future__ import annotations
 
 import io
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from facterlab.types import MissingValue
 
 METHODS = ("neutral", "fair", "facter")
-METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER",
-                 "random_floor": "Random ranking (floor)"}
+METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER", "random_floor": "Random ranking (floor)"}
 VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count")
 ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
-VARIANT_KEYS = ("threshold_rule", "correction", "rule_keying", "mapping", "flip_strategy", "snsr",
-                "calibration_prompt", "ranker")
+VARIANT_KEYS = (
+    "threshold_rule",
+    "correction",
+    "rule_keying",
+    "mapping",
+    "flip_strategy",
+    "snsr",
+    "calibration_prompt",
+    "ranker",
+)
 #: The protocol switches (docs/PROTOCOL.md; config.PROTOCOL_SWITCHES): printed in their own header line
 #: ("Protocol: ...", also in the LaTeX caption) and "not recorded" for runs that predate them.
-PROTOCOL_KEYS = ("tie_order", "ndcg_positions", "snsr_items", "rule_tie_order", "top1", "empty_output_rule",
-                 "cfr_prompt", "gender_in_prompt")
+PROTOCOL_KEYS = (
+    "tie_order",
+    "ndcg_positions",
+    "snsr_items",
+    "rule_tie_order",
+    "top1",
+    "empty_output_rule",
+    "cfr_prompt",
+    "gender_in_prompt",
+)
 #: Run-level fields that identify a group besides the variants.
 RUN_KEYS = ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic")
 NOT_REPORTED = "not reported by the published source"
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+}
 
 
 @dataclass(frozen=True)
@@ -98,8 +125,10 @@ def run_level_values(metrics: dict) -> dict:
     """
     cal = metrics.get("calibration") or {}
     what = "share of rows without a counterfactual neighbour"
-    return {"no_neighbour_test": metric_value(cal.get("test_share_no_neighbour"), what),
-            "no_neighbour_calib": metric_value(cal.get("share_no_neighbour"), what)}
+    return {
+        "no_neighbour_test": metric_value(cal.get("test_share_no_neighbour"), what),
+        "no_neighbour_calib": metric_value(cal.get("share_no_neighbour"), what),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,8 +202,9 @@ def flatten_method_metrics(method: dict) -> dict:
             else:
                 miss = metric_value(block, f"snsr_{g}")
                 for pre in ("snsr", "snsv", "n_groups"):
-                    out[f"{pre}_{g}"] = miss if isinstance(miss, MissingValue) else MissingValue(
-                        f"snsr_{g} has no snsr/snsv fields")
+                    out[f"{pre}_{g}"] = (
+                        miss if isinstance(miss, MissingValue) else MissingValue(f"snsr_{g} has no snsr/snsv fields")
+                    )
     cfr = method.get("cfr_single")
     if isinstance(cfr, dict) and "value" not in cfr:
         for attr, val in cfr.items():
@@ -234,8 +264,8 @@ class Cell:
     """A table cell: the mean and sd over the values present, how many were present, and why the
     others were missing."""
 
-    mean: Optional[float]
-    sd: Optional[float]
+    mean: float | None
+    sd: float | None
     n: int
     n_total: int
     reasons: tuple = ()
@@ -266,7 +296,7 @@ def aggregate(values: Sequence[Any]) -> Cell:
     return Cell(mean, sd, len(present), len(values), reasons)
 
 
-def format_mean_sd(mean: float, sd: Optional[float], decimals: int = 3, pm: str = "±") -> str:
+def format_mean_sd(mean: float, sd: float | None, decimals: int = 3, pm: str = "±") -> str:
     """``mean ± sd`` at ``decimals`` places (the sd omitted when None).
 
     >>> format_mean_sd(0.03456, 0.0041), format_mean_sd(42.666, None, 1)
@@ -300,6 +330,7 @@ def render_cell(cell: Cell, decimals: int, notes: _Footnotes) -> str:
     if cell.missing:
         reason = "; ".join(cell.reasons) or "missing"
         return f"n/a {notes.mark(reason)}"
+    assert cell.mean is not None  # a cell with n > 0 values has a mean (see aggregate)
     text = format_mean_sd(cell.mean, cell.sd, decimals)
     if cell.n < cell.n_total:
         reason = f"{cell.n_total - cell.n} of {cell.n_total} seeds missing: " + "; ".join(cell.reasons)
@@ -334,6 +365,7 @@ class Table:
 
     def to_markdown(self) -> str:
         """GitHub Markdown: title, provenance lines, the table, footnotes."""
+
         def esc(s: str) -> str:
             return str(s).replace("|", "\\|")
 
@@ -365,13 +397,20 @@ class Table:
 
     def to_latex(self) -> str:
         """A ``table`` environment with booktabs rules; notes and footnotes below the tabular."""
+
         def tex(s: str) -> str:
             return "".join(_TEX.get(ch, ch) for ch in str(s))
 
         ncol = len(self.header)
-        lines = [r"\begin{table}[t]", r"\centering", r"\small",
-                 r"\begin{tabular}{" + "l" * ncol + "}", r"\toprule",
-                 " & ".join(tex(h) for h in self.header) + r" \\", r"\midrule"]
+        lines = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\begin{tabular}{" + "l" * ncol + "}",
+            r"\toprule",
+            " & ".join(tex(h) for h in self.header) + r" \\",
+            r"\midrule",
+        ]
         for row in self.rows:
             lines.append(" & ".join(tex(c) for c in row) + r" \\")
         lines.append(r"\bottomrule")
@@ -385,7 +424,7 @@ class Table:
         lines.append(r"\end{table}")
         return "\n".join(lines) + "\n"
 
-    def save(self, directory: Optional[os.PathLike | str] = None) -> dict:
+    def save(self, directory: os.PathLike | str | None = None) -> dict:
         """Write ``<name>.md``, ``<name>.csv`` and ``<name>.tex`` into ``figures/`` (or
         ``directory``); return ``{"md": path, "csv": path, "tex": path}``."""
         from facterlab.reporting.figures import figures_dir
@@ -403,7 +442,7 @@ class Table:
 # Provenance
 
 
-def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: Optional[str]) -> list:
+def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str | None) -> list:
     def values_of(key):
         vals = [run_field(m, key) for m in runs]
         return list(dict.fromkeys("n/a" if v is None else str(v) for v in vals))
@@ -453,15 +492,20 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: Opt
     shares = [s for s in shares if s[0] is not None]
     if shares:
         fmt = lambda xs: " / ".join(dict.fromkeys(f"{x:.1%}" for x in xs if x is not None)) or "n/a"  # noqa: E731
-        notes.append(f"Counterfactual neighbours: no neighbour for {fmt([s[0] for s in shares])} of calibration "
-                     f"rows and {fmt([s[1] for s in shares])} of test rows (Delta = 0 there: S = d alone).")
+        notes.append(
+            f"Counterfactual neighbours: no neighbour for {fmt([s[0] for s in shares])} of calibration "
+            f"rows and {fmt([s[1] for s in shares])} of test rows (Delta = 0 there: S = d alone)."
+        )
     return notes
 
 
 def _group_runs(runs: Sequence[dict], label_keys: Sequence[str]) -> list:
     """Group runs that agree on every run key and variant (i.e. differ only by seed)."""
-    keys = list(dict.fromkeys([*label_keys, *RUN_KEYS, *VARIANT_KEYS,
-                               *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    keys = list(
+        dict.fromkeys(
+            [*label_keys, *RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})]
+        )
+    )
     groups: dict = {}
     for m in runs:
         gk = tuple(str(run_field(m, k)) for k in keys)
@@ -471,15 +515,24 @@ def _group_runs(runs: Sequence[dict], label_keys: Sequence[str]) -> list:
 
 def varying_keys(runs: Sequence[dict]) -> list:
     """Run keys and variants that take more than one value across ``runs``."""
-    keys = list(dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS,
-                               *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    keys = list(
+        dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})])
+    )
     return [k for k in keys if len({str(run_field(m, k)) for m in runs}) > 1]
 
 
-def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
-                 columns: Sequence[Column] = OPEN_COLUMNS, methods: Sequence[str] = METHODS,
-                 row_by: Sequence[str] = ("dataset", "model"), profile: Optional[str] = None,
-                 published: Optional[Sequence[tuple]] = None, random_floor: bool = False) -> Table:
+def method_table(
+    runs: Iterable[dict] | dict,
+    *,
+    name: str,
+    title: str,
+    columns: Sequence[Column] = OPEN_COLUMNS,
+    methods: Sequence[str] = METHODS,
+    row_by: Sequence[str] = ("dataset", "model"),
+    profile: str | None = None,
+    published: Sequence[tuple] | None = None,
+    random_floor: bool = False,
+) -> Table:
     """One row per (group of seeds, method), plus published rows, plus the random-ranking floor.
 
     ``runs``: metrics.json dicts. Runs that differ only by seed are one group (mean ± sd).
@@ -499,8 +552,13 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
     label_keys = list(dict.fromkeys([*row_by, *[k for k in varying if k not in ("is_synthetic", "encoder")]]))
     notes = _provenance_notes(runs, label_keys, profile)
     foot = _Footnotes()
-    header = ["Source", *[k.replace("_", " ").capitalize() if k not in ("dataset", "model") else k.capitalize()
-                          for k in label_keys], "Method", "Seeds", *[c.label for c in columns]]
+    header = [
+        "Source",
+        *[k.replace("_", " ").capitalize() if k not in ("dataset", "model") else k.capitalize() for k in label_keys],
+        "Method",
+        "Seeds",
+        *[c.label for c in columns],
+    ]
     rows, long = [], []
 
     for group in _group_runs(runs, label_keys):
@@ -509,6 +567,7 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
         if random_floor:
             block_methods.append("random_floor")
         for method in block_methods:
+            flat: list[dict | None]
             if method == "random_floor":
                 flat = [{k: metric_value(v, k) for k, v in (m.get("random_floor") or {}).items()} for m in group]
                 if not any(flat):
@@ -517,8 +576,9 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
                 flat = []
                 for m in group:
                     block = (m.get("methods") or {}).get(method)
-                    flat.append({**run_level_values(m), **flatten_method_metrics(block)}
-                                if isinstance(block, dict) else None)
+                    flat.append(
+                        {**run_level_values(m), **flatten_method_metrics(block)} if isinstance(block, dict) else None
+                    )
                 if all(f is None for f in flat):
                     continue
             cells = []
@@ -535,28 +595,43 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
                         vals.append(MissingValue(f"{col.key} not recorded in metrics.json"))
                 cell = aggregate(vals)
                 cells.append(render_cell(cell, col.decimals, foot))
-                long.append({"source": "ours", **dict(zip(label_keys, labels)), "method": method,
-                             "column": col.key, "mean": cell.mean, "sd": cell.sd, "n": cell.n,
-                             "n_total": cell.n_total,
-                             "missing_reason": "; ".join(cell.reasons) if cell.reasons else None})
+                long.append(
+                    {
+                        "source": "ours",
+                        **dict(zip(label_keys, labels)),
+                        "method": method,
+                        "column": col.key,
+                        "mean": cell.mean,
+                        "sd": cell.sd,
+                        "n": cell.n,
+                        "n_total": cell.n_total,
+                        "missing_reason": "; ".join(cell.reasons) if cell.reasons else None,
+                    }
+                )
             rows.append(["ours", *labels, METHOD_LABELS.get(method, method), str(len(group)), *cells])
 
     if published is None:
-        protocols = {m.get("protocol") for m in runs}
+        run_protocols = {m.get("protocol") for m in runs}
         datasets = {m.get("dataset") for m in runs}
         settings = []
         for r in pub.PUBLISHED:
-            if r.protocol in protocols and r.dataset in datasets:
+            if r.protocol in run_protocols and r.dataset in datasets:
                 settings.append((r.source, r.dataset, r.model))
         if not settings:
-            settings = [(r.source, r.dataset, r.model) for r in pub.PUBLISHED
-                        if r.protocol in protocols and r.source == "REPRO" and r.dataset == "ml-1m"]
+            settings = [
+                (r.source, r.dataset, r.model)
+                for r in pub.PUBLISHED
+                if r.protocol in run_protocols and r.source == "REPRO" and r.dataset == "ml-1m"
+            ]
         published = list(dict.fromkeys(settings))
     protocols = sorted({str(m.get("protocol")) for m in runs})
     for source, dataset, model in published:
         for protocol in protocols:
-            recs = [r for r in pub.published_records(source, dataset, None, protocol)
-                    if r.model == model and r.pass_index is None]
+            recs = [
+                r
+                for r in pub.published_records(source, dataset, None, protocol)
+                if r.model == model and r.pass_index is None
+            ]
             if not recs:
                 continue
             for method in methods:
@@ -575,22 +650,36 @@ def method_table(runs: Iterable[dict] | dict, *, name: str, title: str,
                     cells.append(text)
                 label_vals = []
                 for k in label_keys:
-                    label_vals.append({"dataset": dataset, "model": pub.PUBLISHED_MODELS.get(model, model),
-                                       "protocol": protocol}.get(k, "n/a"))
-                rows.append([source, *label_vals, METHOD_LABELS.get(method, method), "3" if source == "REPRO" else "1",
-                             *cells])
+                    label_vals.append(
+                        {"dataset": dataset, "model": pub.PUBLISHED_MODELS.get(model, model), "protocol": protocol}.get(
+                            k, "n/a"
+                        )
+                    )
+                rows.append(
+                    [source, *label_vals, METHOD_LABELS.get(method, method), "3" if source == "REPRO" else "1", *cells]
+                )
     if any(r[0] != "ours" for r in rows):
-        notes.append("Published rows: " + "; ".join(f"{s} = {pub.SOURCES[s]}" for s in
-                                                      dict.fromkeys(r[0] for r in rows if r[0] != "ours"))
-                     + " (means only: the spec records no sd).")
+        notes.append(
+            "Published rows: "
+            + "; ".join(f"{s} = {pub.SOURCES[s]}" for s in dict.fromkeys(r[0] for r in rows if r[0] != "ours"))
+            + " (means only: the spec records no sd)."
+        )
     import pandas as pd
 
-    return Table(name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(),
-                 values=pd.DataFrame(long))
+    return Table(
+        name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(), values=pd.DataFrame(long)
+    )
 
 
-def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method: str = "facter",
-                   profile: Optional[str] = None, published: bool = True) -> Table:
+def per_pass_table(
+    runs: Iterable[dict] | dict,
+    *,
+    name: str,
+    title: str,
+    method: str = "facter",
+    profile: str | None = None,
+    published: bool = True,
+) -> Table:
     """Violations per pass (adaptive, fixed Q0, Q0 + repro_count correction, Q*) and the threshold after each pass,
     mean ± sd over the runs (seeds); REPRO's ML-1M open per-pass numbers as extra columns."""
     from facterlab.reporting import published as pub
@@ -603,8 +692,12 @@ def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method
     if n_pass == 0:
         raise ValueError(f"no per-pass violations recorded for method {method!r}")
     foot = _Footnotes()
-    cols = [("violations_adaptive_pass{p}", "V(t) adaptive", 1), ("violations_fixed_q0_pass{p}", "V(0) fixed Q0", 1),
-            ("violations_repro_count_pass{p}", "V Q0+repro_count", 1), ("violations_q_star_pass{p}", "V(Q*)", 1)]
+    cols = [
+        ("violations_adaptive_pass{p}", "V(t) adaptive", 1),
+        ("violations_fixed_q0_pass{p}", "V(0) fixed Q0", 1),
+        ("violations_repro_count_pass{p}", "V Q0+repro_count", 1),
+        ("violations_q_star_pass{p}", "V(Q*)", 1),
+    ]
     header = ["Pass", *[c[1] for c in cols], "Q after pass"]
     show_pub = published and any(m.get("protocol") == "open" for m in runs)
     if show_pub:
@@ -621,16 +714,28 @@ def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method
             cell = aggregate([f.get(k, MissingValue(f"{k} not recorded")) for f in flats])
             row.append(render_cell(cell, dec, foot))
             long.append({"pass": p, "column": k, "mean": cell.mean, "sd": cell.sd, "n": cell.n})
-        qv = [metric_value(path[p], "threshold") if len(path) > p else MissingValue(
-            f"threshold path shorter than {p + 1} entries") for path in paths]
+        qv = [
+            metric_value(path[p], "threshold")
+            if len(path) > p
+            else MissingValue(f"threshold path shorter than {p + 1} entries")
+            for path in paths
+        ]
         cell = aggregate(qv)
         row.append(render_cell(cell, 3, foot))
         long.append({"pass": p, "column": "threshold", "mean": cell.mean, "sd": cell.sd, "n": cell.n})
         if show_pub:
             vals = []
-            for metric, dec in (("violations_adaptive_pass", 1), ("violations_fixed_q0_pass", 1), ("threshold_path", 3)):
+            for metric, dec in (
+                ("violations_adaptive_pass", 1),
+                ("violations_fixed_q0_pass", 1),
+                ("threshold_path", 3),
+            ):
                 idx = p if metric == "threshold_path" else p - 1
-                v = pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", method, metric, idx) if idx >= 0 else None
+                v = (
+                    pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", method, metric, idx)
+                    if idx >= 0
+                    else None
+                )
                 if v is None:
                     vals.append("" if p == 0 and metric != "threshold_path" else f"n/a {foot.mark(NOT_REPORTED)}")
                 else:
@@ -640,15 +745,17 @@ def per_pass_table(runs: Iterable[dict] | dict, *, name: str, title: str, method
     notes = _provenance_notes(runs, [], profile)
     notes.append(f"Method: {METHOD_LABELS.get(method, method)}; counts are per pass over the test rows.")
     if show_pub:
-        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (FACTER.md §6).")
+        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §6).")
     import pandas as pd
 
-    return Table(name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(),
-                 values=pd.DataFrame(long))
+    return Table(
+        name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(), values=pd.DataFrame(long)
+    )
 
 
-def frame_table(df, *, name: str, title: str, notes: Sequence[str] = (), decimals: int = 3,
-                index: bool = False) -> Table:
+def frame_table(
+    df, *, name: str, title: str, notes: Sequence[str] = (), decimals: int = 3, index: bool = False
+) -> Table:
     """A :class:`Table` from a DataFrame whose cells are numbers, strings or MissingValue/None.
 
     Floats print at ``decimals`` places; missing cells print ``n/a [k]`` with the reason.
@@ -671,8 +778,7 @@ def frame_table(df, *, name: str, title: str, notes: Sequence[str] = (), decimal
                 row.append(f"n/a {foot.mark(f'{col}: value missing')}")
             elif isinstance(v, dict) and "value" in v:
                 mv = metric_value(v, str(col))
-                row.append(f"n/a {foot.mark(mv.reason)}" if isinstance(mv, MissingValue)
-                           else f"{mv:.{decimals}f}")
+                row.append(f"n/a {foot.mark(mv.reason)}" if isinstance(mv, MissingValue) else f"{mv:.{decimals}f}")
             elif isinstance(v, bool):
                 row.append(str(v))
             elif isinstance(v, int) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") in "iu"):
@@ -682,5 +788,12 @@ def frame_table(df, *, name: str, title: str, notes: Sequence[str] = (), decimal
             else:
                 row.append(str(v))
         rows.append(row)
-    return Table(name=name, title=title, header=[str(c) for c in df.columns], rows=rows, notes=list(notes),
-                 footnotes=foot.lines(), values=df.copy())
+    return Table(
+        name=name,
+        title=title,
+        header=[str(c) for c in df.columns],
+        rows=rows,
+        notes=list(notes),
+        footnotes=foot.lines(),
+        values=df.copy(),
+    )

@@ -9,11 +9,11 @@ slider classes ``simpson-slider-d1``, ``simpson-slider-sigma1``, ``simpson-slide
 (with element ids ``simpson-per-user-gap``, ``simpson-aggregate-gap``, ...), the figure
 ``simpson-figure`` (an ``<img>``), the status line ``simpson-status``.
 """
+
 from __future__ import annotations
 
 import html
 import io
-from typing import Optional
 
 from facterlab.simpson.simulate import SimConfig, run
 
@@ -35,8 +35,14 @@ NUMBER_ROWS = (
 )
 
 
-def explorer_numbers(d1: float = 1.5, sigma1: float = 0.0, bias: float = 0.03, n_users: int = 5_000,
-                     seed: int = 0, base: SimConfig = SimConfig()) -> dict:
+def explorer_numbers(
+    d1: float = 1.5,
+    sigma1: float = 0.0,
+    bias: float = 0.03,
+    n_users: int = 5_000,
+    seed: int = 0,
+    base: SimConfig = SimConfig(),
+) -> dict:
     """Run one simulation with these knobs and return its read-outs (raw units).
 
     >>> r = explorer_numbers(n_users=500)
@@ -51,14 +57,24 @@ def numbers_html(res: dict) -> str:
     rows = []
     for key, label, pp in NUMBER_ROWS:
         v = res.get(key)
-        txt = "n/a" if v is None or v != v else (f"{100 * v:+.3f}" if pp else (f"{v:.3f}" if isinstance(v, float) else str(v)))
-        rows.append(f"<tr><td>{html.escape(label)}</td>"
-                    f"<td id='simpson-{key.replace('_', '-')}' style='text-align:right'>{txt}</td></tr>")
-    cfg = f"d_1={res['d1']:.2f}, sigma_1={res['sigma1']:.2f}, b={res['bias']:.3f}, N={res['n_users']}, seed={res['seed']}"
+        txt = (
+            "n/a"
+            if v is None or v != v
+            else (f"{100 * v:+.3f}" if pp else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+        )
+        rows.append(
+            f"<tr><td>{html.escape(label)}</td>"
+            f"<td id='simpson-{key.replace('_', '-')}' style='text-align:right'>{txt}</td></tr>"
+        )
+    cfg = (
+        f"d_1={res['d1']:.2f}, sigma_1={res['sigma1']:.2f}, b={res['bias']:.3f}, N={res['n_users']}, seed={res['seed']}"
+    )
     if "noise" in res:
         cfg += f" (noise={res['noise']}, mu1={res['mu1']})"
-    return (f"<div class='simpson-numbers-inner'><b>{html.escape(cfg)}</b> [SYNTHETIC DATA]"
-            f"<table>{''.join(rows)}</table></div>")
+    return (
+        f"<div class='simpson-numbers-inner'><b>{html.escape(cfg)}</b> [SYNTHETIC DATA]"
+        f"<table>{''.join(rows)}</table></div>"
+    )
 
 
 def explorer_figure(res: dict, pyplot: bool = False):
@@ -88,9 +104,14 @@ def explorer_figure(res: dict, pyplot: bool = False):
     for i, v in enumerate(vals):
         ax.text(v, i, f" {v:+.2f}", va="center", ha="left" if v >= 0 else "right", fontsize=8)
     ax.set_xlabel("gap, group 0 - group 1 (pp)")
-    ax.set_title(title_with_provenance(
-        f"d1={res['d1']:.2f} sigma1={res['sigma1']:.1f} b={res['bias']:.3f} N={res['n_users']} seed={res['seed']}",
-        "simulation", True), fontsize=8)
+    ax.set_title(
+        title_with_provenance(
+            f"d1={res['d1']:.2f} sigma1={res['sigma1']:.1f} b={res['bias']:.3f} N={res['n_users']} seed={res['seed']}",
+            "simulation",
+            True,
+        ),
+        fontsize=8,
+    )
     fig.tight_layout()
     return fig
 
@@ -106,18 +127,29 @@ class Explorer:
     """The widget and its update callback.  ``widget`` is the box to display; ``update()``
     recomputes the numbers and redraws; ``last`` holds the last read-outs."""
 
-    def __init__(self, d1: float = DEFAULTS["d1"], sigma1: float = DEFAULTS["sigma1"], bias: float = DEFAULTS["bias"],
-                 n_users: int = DEFAULTS["n_users"], seed: int = DEFAULTS["seed"], base: Optional[SimConfig] = None):
+    def __init__(
+        self,
+        d1: float = DEFAULTS["d1"],
+        sigma1: float = DEFAULTS["sigma1"],
+        bias: float = DEFAULTS["bias"],
+        n_users: int = int(DEFAULTS["n_users"]),
+        seed: int = int(DEFAULTS["seed"]),
+        base: SimConfig | None = None,
+    ):
         import ipywidgets as w
 
         self.base = base or SimConfig()
-        common = {"continuous_update": False, "style": {"description_width": "120px"},
-                  "layout": w.Layout(width="480px")}
+        common = {
+            "continuous_update": False,
+            "style": {"description_width": "120px"},
+            "layout": w.Layout(width="480px"),
+        }
         self.sliders = {
             "d1": w.FloatSlider(value=d1, min=1.5, max=4.0, step=0.25, description="density d_1", **common),
             "sigma1": w.FloatSlider(value=sigma1, min=0.0, max=10.0, step=0.5, description="noise sigma_1", **common),
-            "bias": w.FloatSlider(value=bias, min=0.0, max=0.1, step=0.005, readout_format=".3f",
-                                  description="model bias b", **common),
+            "bias": w.FloatSlider(
+                value=bias, min=0.0, max=0.1, step=0.005, readout_format=".3f", description="model bias b", **common
+            ),
             "n_users": w.IntSlider(value=n_users, min=1_000, max=50_000, step=1_000, description="N users", **common),
             "seed": w.IntSlider(value=seed, min=0, max=20, step=1, description="seed", **common),
         }
@@ -133,8 +165,14 @@ class Explorer:
         self.n_updates = 0
         self.last: dict = {}
         row = w.HBox([self.numbers, self.image], layout=w.Layout(align_items="flex-start"))
-        self.widget = w.VBox([w.HTML("<b>Simpson's paradox explorer</b> (synthetic simulation)"),
-                              *self.sliders.values(), self.status, row])
+        self.widget = w.VBox(
+            [
+                w.HTML("<b>Simpson's paradox explorer</b> (synthetic simulation)"),
+                *self.sliders.values(),
+                self.status,
+                row,
+            ]
+        )
         self.widget.add_class("simpson-explorer")
         self.update()
 

@@ -1,4 +1,4 @@
-"""Exposure functions (Prost et al. 2022, §2 "Exposure"; SIMPSON.md §1).
+"""Exposure functions (Prost et al. 2022, §2 "Exposure"; docs/SIMPSON.md §1).
 
 ``Exp(i, u) = f(Position(i, u))`` with positions counted from 1 over the full ranked list.
 
@@ -7,17 +7,18 @@
 
 Any callable mapping an integer array of positions to floats may be passed instead of a name.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Union
+from collections.abc import Callable
 
 import numpy as np
 
-ExposureLike = Union[str, Callable[[np.ndarray], np.ndarray]]
+ExposureLike = str | Callable[[np.ndarray], np.ndarray]
 
 
 def log_discount(position) -> np.ndarray:
-    """f(p) = 1 / log2(1 + p) (SIMPSON.md §1, default exposure).
+    """f(p) = 1 / log2(1 + p) (docs/SIMPSON.md §1, default exposure).
 
     >>> log_discount(np.array([1, 3])).round(4).tolist()
     [1.0, 0.5]
@@ -68,7 +69,7 @@ def exposure_name(exposure: ExposureLike) -> str:
 def competition(n, exposure: ExposureLike = "log") -> np.ndarray:
     """Competition C(n) = (1/n) * sum_{p=1..n} f(p): the best mean exposure n relevant items can get.
 
-    SIMPSON.md §1 (three-factor decomposition).  C(0) is NaN (no relevant item: undefined).
+    docs/SIMPSON.md §1 (three-factor decomposition).  C(0) is NaN (no relevant item: undefined).
 
     >>> competition(np.array([1, 3]), "log").round(4).tolist()
     [1.0, 0.7103]

@@ -2,7 +2,7 @@
 
 Prost et al. (2022), "Simpson's Paradox in Recommender Fairness", §3 (definitions), the lemma
 (aggregate = difference of user mixtures), the matching theorem and the three-factor
-decomposition (competition, performance, per-user gap).  Formulas as fixed in SIMPSON.md §1.
+decomposition (competition, performance, per-user gap).  Formulas as fixed in docs/SIMPSON.md §1.
 
 Notation: D_u^s relevant items of group s for user u, n_s(u) = |D_u^s|, n(u) = n_0(u) + n_1(u),
 e_s(u) = mean exposure of D_u^s.  Sign convention: group 0 minus group 1.
@@ -19,10 +19,10 @@ Two inputs give the same :class:`UserStats`:
 >>> per_user_gap(st).value, per_user_gap(st).share_defined, aggregate_gap(st).value
 (-1.5, 0.5, -1.0)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,7 @@ class UserStats:
     sum0: np.ndarray
     sum1: np.ndarray
     exposure: ExposureLike = "log"
-    users: Optional[np.ndarray] = None
+    users: np.ndarray | None = None
 
     @property
     def n_users(self) -> int:
@@ -72,7 +72,7 @@ class UserStats:
 
     # ---------------------------------------------------------------------------------------
     @classmethod
-    def from_arrays(cls, positions, relevant, groups, exposure: ExposureLike = "log") -> "UserStats":
+    def from_arrays(cls, positions, relevant, groups, exposure: ExposureLike = "log") -> UserStats:
         """Statistics from dense arrays: positions (N x M, 1-based), relevance (N x M), groups (M,)."""
         positions = np.asarray(positions)
         relevant = np.asarray(relevant)
@@ -96,7 +96,7 @@ class UserStats:
         )
 
     @classmethod
-    def from_table(cls, table: pd.DataFrame, exposure: ExposureLike = "log") -> "UserStats":
+    def from_table(cls, table: pd.DataFrame, exposure: ExposureLike = "log") -> UserStats:
         """Statistics from a long table with columns ``user, item, group, relevant, position``.
 
         Every user appearing in the table counts in N, with or without relevant rows.
@@ -123,10 +123,15 @@ class UserStats:
             users=np.asarray(users),
         )
 
-    def concat(self, other: "UserStats") -> "UserStats":
+    def concat(self, other: UserStats) -> UserStats:
         """Stack the users of two statistics objects (same exposure), e.g. chunks of a simulation."""
-        return UserStats(*(np.concatenate([getattr(self, k), getattr(other, k)]) for k in ("n0", "n1", "sum0", "sum1")),
-                         exposure=self.exposure)
+        return UserStats(
+            n0=np.concatenate([self.n0, other.n0]),
+            n1=np.concatenate([self.n1, other.n1]),
+            sum0=np.concatenate([self.sum0, other.sum0]),
+            sum1=np.concatenate([self.sum1, other.sum1]),
+            exposure=self.exposure,
+        )
 
 
 @dataclass
@@ -138,7 +143,7 @@ class PerUserGap:
     n_defined: int
     n_users: int
     per_user: np.ndarray = field(repr=False)
-    missing_reason: Optional[str] = None
+    missing_reason: str | None = None
 
 
 @dataclass
@@ -150,13 +155,13 @@ class AggregateGap:
     mean_exposure_1: float
     n_pairs_0: int
     n_pairs_1: int
-    missing_reason: Optional[str] = None
+    missing_reason: str | None = None
 
 
 def per_user_gap(stats: UserStats) -> PerUserGap:
     """PerUserGap = (1/|U*|) sum_{u in U*} [e_0(u) - e_1(u)],  U* = {u : n_0(u) >= 1, n_1(u) >= 1}.
 
-    SIMPSON.md §1.  When U* is empty the value is NaN with ``missing_reason``.
+    docs/SIMPSON.md §1.  When U* is empty the value is NaN with ``missing_reason``.
 
     >>> st = UserStats(np.array([1, 2, 0]), np.array([1, 1, 3]), np.array([1., 3.]+[0.]), np.array([2., 4., 6.]), "position")
     >>> g = per_user_gap(st); g.value, g.n_defined, round(g.share_defined, 3)
@@ -167,15 +172,21 @@ def per_user_gap(stats: UserStats) -> PerUserGap:
     n_def = int(mask.sum())
     n = stats.n_users
     if n_def == 0:
-        return PerUserGap(float("nan"), 0.0 if n else float("nan"), 0, n, gaps,
-                          "no user has relevant items of both groups (U* is empty)")
+        return PerUserGap(
+            float("nan"),
+            0.0 if n else float("nan"),
+            0,
+            n,
+            gaps,
+            "no user has relevant items of both groups (U* is empty)",
+        )
     return PerUserGap(float(np.mean(gaps[mask])), n_def / n, n_def, n, gaps)
 
 
 def aggregate_gap(stats: UserStats) -> AggregateGap:
     """AggregateGap = sum_u S_0(u) / sum_u n_0(u) - sum_u S_1(u) / sum_u n_1(u), S_s the exposure sums.
 
-    SIMPSON.md §1 (pairs pooled across users).  NaN with ``missing_reason`` if a group has no pair.
+    docs/SIMPSON.md §1 (pairs pooled across users).  NaN with ``missing_reason`` if a group has no pair.
 
     >>> st = UserStats(np.array([1, 2]), np.array([1, 1]), np.array([1., 3.]), np.array([2., 4.]), "position")
     >>> aggregate_gap(st).value
@@ -183,8 +194,9 @@ def aggregate_gap(stats: UserStats) -> AggregateGap:
     """
     m0, m1 = int(stats.n0.sum()), int(stats.n1.sum())
     if m0 == 0 or m1 == 0:
-        return AggregateGap(float("nan"), float("nan"), float("nan"), m0, m1,
-                            f"no relevant pair of group {0 if m0 == 0 else 1}")
+        return AggregateGap(
+            float("nan"), float("nan"), float("nan"), m0, m1, f"no relevant pair of group {0 if m0 == 0 else 1}"
+        )
     a0 = float(stats.sum0.sum() / m0)
     a1 = float(stats.sum1.sum() / m1)
     return AggregateGap(a0 - a1, a0, a1, m0, m1)
@@ -194,7 +206,7 @@ def ips_estimand(stats: UserStats) -> float:
     """What IPS with the true weights 1/n_s(u) estimates: mean e_0(u) over users with n_0(u) >= 1
     minus mean e_1(u) over users with n_1(u) >= 1.  Equals the PerUserGap when every user with a
     relevant item has relevant items of both groups; otherwise the users lacking one group pull it
-    away (SIMPSON.md §2).  NaN when a group has no relevant pair.
+    away (docs/SIMPSON.md §2).  NaN when a group has no relevant pair.
 
     >>> st = UserStats(np.array([1, 1]), np.array([1, 0]), np.array([1., 3.]), np.array([2., 0.]), "position")
     >>> ips_estimand(st), per_user_gap(st).value  # (1 + 3)/2 - 2 vs 1 - 2
@@ -269,7 +281,7 @@ def reweighted_aggregate_gap(positions, relevant, groups, exposure: ExposureLike
 
 @dataclass
 class Decomposition:
-    """Three-factor decomposition of the AggregateGap (SIMPSON.md §1).
+    """Three-factor decomposition of the AggregateGap (docs/SIMPSON.md §1).
 
     ``competition_performance`` = E_{P_0}(C Perf) - E_{P_1}(C Perf);
     ``per_user_gap_term`` = E_{P_0}(pi_1 G) + E_{P_1}(pi_0 G); ``total`` is their sum.

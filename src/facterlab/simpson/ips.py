@@ -1,4 +1,4 @@
-"""Estimating the per-user gap from a random experiment (Prost et al. 2022, §4, eq. 1; SIMPSON.md §2).
+"""Estimating the per-user gap from a random experiment (Prost et al. 2022, §4, eq. 1; docs/SIMPSON.md §2).
 
 Each user is shown one uniformly drawn item; O_s = users whose shown item is relevant and of
 group s.  With user variables V:
@@ -20,10 +20,10 @@ group s.  With user variables V:
 Estimate = self-normalised weighted mean exposure over O_0 minus the same over O_1.
 The naive (unweighted) difference estimates the AggregateGap instead.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class Estimate:
     n_0: int
     n_1: int
     method: str
-    missing_reason: Optional[str] = None
+    missing_reason: str | None = None
 
 
 def _observed(exp, s):
@@ -66,8 +66,15 @@ def _weighted(exp, w, method) -> Estimate:
         ns.append(int(o.sum()))
         means.append(float(np.sum(w[o] * e[o]) / np.sum(w[o])) if o.any() else float("nan"))
     if min(ns) == 0:
-        return Estimate(float("nan"), means[0], means[1], ns[0], ns[1], method,
-                        f"no observed relevant item of group {0 if ns[0] == 0 else 1}")
+        return Estimate(
+            float("nan"),
+            means[0],
+            means[1],
+            ns[0],
+            ns[1],
+            method,
+            f"no observed relevant item of group {0 if ns[0] == 0 else 1}",
+        )
     return Estimate(means[0] - means[1], means[0], means[1], ns[0], ns[1], method)
 
 
@@ -158,7 +165,9 @@ def weights_oracle(exp, both_groups_only: bool = False) -> np.ndarray:
     for s, ns in ((0, n0), (1, n1)):
         o = rel & (grp == s)
         if np.any(ns[o] < 1):
-            raise ValueError(f"an observed relevant group-{s} item belongs to a user with n_{s}(u) = 0: counts do not match")
+            raise ValueError(
+                f"an observed relevant group-{s} item belongs to a user with n_{s}(u) = 0: counts do not match"
+            )
         w[o] = 1.0 / ns[o]
     if both_groups_only:
         o = rel & ~np.isnan(w)
@@ -166,8 +175,9 @@ def weights_oracle(exp, both_groups_only: bool = False) -> np.ndarray:
     return w
 
 
-def ips_estimate(exp, method: str = "counts", n_bins: int = 10, floor: float = 1e-3,
-                 features: str = "embedding") -> Estimate:
+def ips_estimate(
+    exp, method: str = "counts", n_bins: int = 10, floor: float = 1e-3, features: str = "embedding"
+) -> Estimate:
     """Self-normalised IPS estimate of the per-user gap (paper eq. 1):
     sum_{O_0} w e / sum_{O_0} w - sum_{O_1} w e / sum_{O_1} w.
 
@@ -189,13 +199,26 @@ def ips_estimate(exp, method: str = "counts", n_bins: int = 10, floor: float = 1
     for s in (0, 1):
         o = _observed(exp, s)
         if o.any() and np.isnan(w[o]).any():
-            return Estimate(float("nan"), float("nan"), float("nan"), int(_observed(exp, 0).sum()),
-                            int(_observed(exp, 1).sum()), method,
-                            f"weights undefined for group {s} (relevance constant among its shown rows)")
+            return Estimate(
+                float("nan"),
+                float("nan"),
+                float("nan"),
+                int(_observed(exp, 0).sum()),
+                int(_observed(exp, 1).sum()),
+                method,
+                f"weights undefined for group {s} (relevance constant among its shown rows)",
+            )
     est = _weighted(exp, np.nan_to_num(w), f"ips_{method}")
     for s in (0, 1):
         o = _observed(exp, s)
         if o.any() and not np.any(w[o] > 0):
-            return Estimate(float("nan"), float("nan"), float("nan"), est.n_0, est.n_1, est.method,
-                            f"every observed group-{s} row has weight 0")
+            return Estimate(
+                float("nan"),
+                float("nan"),
+                float("nan"),
+                est.n_0,
+                est.n_1,
+                est.method,
+                f"every observed group-{s} row has weight 0",
+            )
     return est

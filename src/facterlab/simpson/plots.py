@@ -4,6 +4,7 @@ matplotlib is imported inside the functions; every figure takes a ``title`` that
 build with :func:`facterlab.reporting.figures.title_with_provenance` (the data is synthetic).
 Gaps are drawn in percentage points (pp = 100 x difference of mean exposures), mean ± sd over seeds.
 """
+
 from __future__ import annotations
 
 from facterlab.reporting.figures import PALETTE
@@ -68,8 +69,9 @@ def plot_factors(summaries: dict, title: str = ""):
     return fig
 
 
-def plot_gap_sweeps(summaries: dict, series=("aggregate_gap", "per_user_gap"), title: str = "",
-                    params=("d1", "sigma1", "bias")):
+def plot_gap_sweeps(
+    summaries: dict, series=("aggregate_gap", "per_user_gap"), title: str = "", params=("d1", "sigma1", "bias")
+):
     """Fig 4 (and Fig 5 with the IPS series): gaps (pp) against each swept parameter."""
     import matplotlib.pyplot as plt
 
@@ -116,13 +118,26 @@ def plot_grid(df, table, title: str = "", seed=None):
     axes[0].set_title(f"seed {seed}" if seed is not None else "all runs", fontsize=9)
     axes[0].legend(fontsize=7)
     keys = [k for k in ("aggregate_gap", "ips_model", "ips_counts", "ips_oracle", "ips_estimand") if k in table.index]
-    short = {"aggregate_gap": "AggregateGap", "ips_model": "IPS model\n(paper's)", "ips_counts": "IPS counts",
-             "ips_oracle": "IPS oracle\n1/n_s(u)", "ips_estimand": "IPS estimand\n(no sampling)"}
+    short = {
+        "aggregate_gap": "AggregateGap",
+        "ips_model": "IPS model\n(paper's)",
+        "ips_counts": "IPS counts",
+        "ips_oracle": "IPS oracle\n1/n_s(u)",
+        "ips_estimand": "IPS estimand\n(no sampling)",
+    }
     x = np.arange(len(keys))
     m = table.loc[keys, "mean_abs_error_pp"].to_numpy()
     sd = table.loc[keys, "sd_over_seeds_pp"].fillna(0).to_numpy()
     ax = axes[1]
-    ax.bar(x - 0.2, m, 0.4, yerr=sd, capsize=3, color=[GAP_SERIES[k][1] for k in keys], label="facterlab (mean ± sd over seeds)")
+    ax.bar(
+        x - 0.2,
+        m,
+        0.4,
+        yerr=sd,
+        capsize=3,
+        color=[GAP_SERIES[k][1] for k in keys],
+        label="facterlab (mean ± sd over seeds)",
+    )
     paper = table.loc[keys, "paper_pp"].to_numpy()
     has = np.isfinite(paper)
     ax.bar(x[has] + 0.2, paper[has], 0.4, color="lightgrey", edgecolor="black", label="paper")
@@ -138,7 +153,9 @@ def plot_grid(df, table, title: str = "", seed=None):
     ax.set_xticks(x, [short[k] for k in keys], fontsize=8)
     ax.set_ylabel("mean |x - PerUserGap| (pp)")
     share = df["share_defined"]
-    ax.set_title(f"users with relevant items of both groups: mean {share.mean():.1%}, min {share.min():.1%}", fontsize=9)
+    ax.set_title(
+        f"users with relevant items of both groups: mean {share.mean():.1%}, min {share.min():.1%}", fontsize=9
+    )
     ax.legend(fontsize=7, loc="upper right")
     if title:
         fig.suptitle(title, fontsize=10)
@@ -181,8 +198,16 @@ def plot_variant_study(verdicts, title: str = ""):
     axes[0].set_yticks(y, names, fontsize=8)
     axes[0].set_xlabel("range of AggregateGap - PerUserGap over the knob (pp)")
     axes[0].legend(fontsize=8)
-    axes[1].barh(y - 0.2, verdicts["mean_abs_aggregate_error_pp"], 0.4, label="AggregateGap", color=GAP_SERIES["aggregate_gap"][1])
-    axes[1].barh(y + 0.2, verdicts["mean_abs_ips_model_error_pp"], 0.4, label="IPS model", color=GAP_SERIES["ips_model"][1])
+    axes[1].barh(
+        y - 0.2,
+        verdicts["mean_abs_aggregate_error_pp"],
+        0.4,
+        label="AggregateGap",
+        color=GAP_SERIES["aggregate_gap"][1],
+    )
+    axes[1].barh(
+        y + 0.2, verdicts["mean_abs_ips_model_error_pp"], 0.4, label="IPS model", color=GAP_SERIES["ips_model"][1]
+    )
     axes[1].set_yticks(y, [""] * len(names))
     axes[1].set_xlabel("mean |x - PerUserGap| (pp)")
     axes[1].legend(fontsize=8)

@@ -1,5 +1,5 @@
 """Vectorised, seeded simulation of the paper's synthetic recommender (Prost et al. 2022, §5;
-SIMPSON.md §3).
+docs/SIMPSON.md §3).
 
 - Users U_i: uniform on the unit sphere of R^r (choice), r = 8.
 - Items of group s: normalise(mu_s + Gaussian(0, (1/d_s) I)), mu_0 = [1, 0, ...], mu_1 by the
@@ -12,7 +12,7 @@ SIMPSON.md §3).
 - Full ranking by score (argsort of the N x M score matrix, chunked over users);
   Exp = f_exp(position), default 1/log2(1 + p).
 - Random experiment: one item per user, drawn uniformly and independently of the user.
-- Factor read-outs (SIMPSON.md §3): a hypothetical user u* = mu_1/|mu_1| (excluded from the gaps):
+- Factor read-outs (docs/SIMPSON.md §3): a hypothetical user u* = mu_1/|mu_1| (excluded from the gaps):
   competition n(u*) and C(u*), performance nDCG(u*) (choice: the mean over ``probe_draws``
   independent noise draws).
 
@@ -32,20 +32,20 @@ noise, experiment and probe their own streams (so that e.g. the items do not cha
 :func:`grid` hands every configuration its own child ``SeedSequence(seed).spawn(n)[k]``, so grids
 with different seeds are independent.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from facterlab.metrics.embeddings import normalise_rows
 from facterlab.simpson.exposure import competition, get_exposure
-from facterlab.simpson.gaps import (UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap,
-                                    per_user_gap)
+from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap, per_user_gap
 
 SWEEP_PARAMS = ("d1", "sigma1", "bias", "n_users", "d0", "sigma", "threshold", "rank", "n_items")
 NOISE_READINGS = ("item", "user")
@@ -105,10 +105,12 @@ class SimConfig:
         if self.mu1 not in MU1_READINGS:
             raise ValueError(f"unknown mu1 reading {self.mu1!r}; choose one of {', '.join(MU1_READINGS)}")
         if not all(isinstance(k, (int, np.integer)) and k >= 0 for k in self.stream):
-            raise ValueError(f"stream must be a tuple of non-negative ints (a SeedSequence spawn key), got {self.stream!r}")
+            raise ValueError(
+                f"stream must be a tuple of non-negative ints (a SeedSequence spawn key), got {self.stream!r}"
+            )
         get_exposure(self.exposure)
 
-    def replace(self, **kw) -> "SimConfig":
+    def replace(self, **kw) -> SimConfig:
         return dataclasses.replace(self, **kw)
 
     @property
@@ -154,8 +156,8 @@ class RandomExperiment:
     exposure: np.ndarray  # Exp the evaluated recommender gives the shown item
     user_feature: np.ndarray  # scalar x_i (for the counts cells)
     user_embedding: np.ndarray = field(repr=False)  # U_i (for the logistic model)
-    n_relevant_0: Optional[np.ndarray] = field(default=None, repr=False)  # true n_0(u) (oracle weights only)
-    n_relevant_1: Optional[np.ndarray] = field(default=None, repr=False)  # true n_1(u)
+    n_relevant_0: np.ndarray | None = field(default=None, repr=False)  # true n_0(u) (oracle weights only)
+    n_relevant_1: np.ndarray | None = field(default=None, repr=False)  # true n_1(u)
 
 
 def _mu(s: int, r: int, reading: str = "printed") -> np.ndarray:
@@ -173,7 +175,7 @@ def _mu(s: int, r: int, reading: str = "printed") -> np.ndarray:
     return mu
 
 
-def mu1_hat(cfg: "SimConfig") -> np.ndarray:
+def mu1_hat(cfg: SimConfig) -> np.ndarray:
     """mu_1/|mu_1| under the configuration's ``mu1`` reading."""
     mu = _mu(1, cfg.rank, cfg.mu1)
     return mu / np.linalg.norm(mu)
@@ -189,7 +191,7 @@ def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
     return sigma * (1.0 + sigma1 * (x + 1.0) / 2.0)
 
 
-def noise_scale(cfg: "SimConfig", users: np.ndarray, items: np.ndarray) -> np.ndarray:
+def noise_scale(cfg: SimConfig, users: np.ndarray, items: np.ndarray) -> np.ndarray:
     """The score noise's standard deviation, broadcastable to users x items: one value per user
     (``noise="user"``: x = U_i . mu_1/|mu_1|, shape N x 1) or per item (``noise="item"``:
     x = V_j . mu_1/|mu_1|, shape 1 x M), sd = sigma (1 + f(x)) (:func:`noise_sd`)."""
@@ -215,7 +217,7 @@ def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
 
 
 def simulate(cfg: SimConfig = SimConfig()) -> Simulation:
-    """Simulate users, items, relevance and the recommender's full rankings (SIMPSON.md §3).
+    """Simulate users, items, relevance and the recommender's full rankings (docs/SIMPSON.md §3).
 
     >>> sim = simulate(SimConfig(n_users=200, seed=1))
     >>> sim.positions.shape, int(sim.positions.min()), int(sim.positions.max()), int(sim.groups.sum())
@@ -236,20 +238,22 @@ def simulate(cfg: SimConfig = SimConfig()) -> Simulation:
     positions = np.empty((n, m), dtype=np.int16)
     relevant = np.empty((n, m), dtype=bool)
     for start in range(0, n, cfg.chunk_size):
-        u = users[start:start + cfg.chunk_size]
+        u = users[start : start + cfg.chunk_size]
         aff = u @ items.T
         sd = noise_scale(cfg, u, items)
         scores = aff + rng_noise.standard_normal(aff.shape, dtype=np.float32) * sd + bias[None, :]
-        positions[start:start + len(u)] = ranks_from_scores(scores)
-        relevant[start:start + len(u)] = aff > cfg.threshold
+        positions[start : start + len(u)] = ranks_from_scores(scores)
+        relevant[start : start + len(u)] = aff > cfg.threshold
     stats = _stats_chunked(positions, relevant, groups, cfg)
     probe = _probe(items, groups, bias, cfg, np.random.default_rng(s_probe))
     return Simulation(cfg, users, items, groups, positions, relevant, stats, probe)
 
 
 def _stats_chunked(positions, relevant, groups, cfg) -> UserStats:
-    parts = [UserStats.from_arrays(positions[s:s + cfg.chunk_size], relevant[s:s + cfg.chunk_size], groups, cfg.exposure)
-             for s in range(0, positions.shape[0], cfg.chunk_size)]
+    parts = [
+        UserStats.from_arrays(positions[s : s + cfg.chunk_size], relevant[s : s + cfg.chunk_size], groups, cfg.exposure)
+        for s in range(0, positions.shape[0], cfg.chunk_size)
+    ]
     out = parts[0]
     for p in parts[1:]:
         out = out.concat(p)
@@ -257,7 +261,7 @@ def _stats_chunked(positions, relevant, groups, cfg) -> UserStats:
 
 
 def _probe(items, groups, bias, cfg: SimConfig, rng) -> dict:
-    """Competition and performance of a hypothetical user aligned with mu_1 (SIMPSON.md §3)."""
+    """Competition and performance of a hypothetical user aligned with mu_1 (docs/SIMPSON.md §3)."""
     f = get_exposure(cfg.exposure)
     u = mu1_hat(cfg)
     aff = items @ u
@@ -273,12 +277,16 @@ def _probe(items, groups, bias, cfg: SimConfig, rng) -> dict:
         ndcg = float(np.mean(ebar / c))
     else:
         ndcg = float("nan")
-    return {"probe_n_relevant": n_rel, "probe_n_relevant_0": int((rel & (groups == 0)).sum()),
-            "probe_n_relevant_1": int((rel & (groups == 1)).sum()),
-            "probe_competition": c, "probe_ndcg": ndcg}
+    return {
+        "probe_n_relevant": n_rel,
+        "probe_n_relevant_0": int((rel & (groups == 0)).sum()),
+        "probe_n_relevant_1": int((rel & (groups == 1)).sum()),
+        "probe_competition": c,
+        "probe_ndcg": ndcg,
+    }
 
 
-def random_experiment(sim: Simulation, seed: Optional[int] = None) -> RandomExperiment:
+def random_experiment(sim: Simulation, seed: int | None = None) -> RandomExperiment:
     """Show each user one item drawn uniformly (independently of the user) and observe it.
 
     ``seed=None`` uses the simulation's own experiment stream; an int draws a fresh experiment
@@ -287,21 +295,26 @@ def random_experiment(sim: Simulation, seed: Optional[int] = None) -> RandomExpe
     if seed is None:
         rng = np.random.default_rng(sim.config.streams()[3])
     else:
-        rng = np.random.default_rng(np.random.SeedSequence([sim.config.seed, 7919, int(seed)],
-                                                           spawn_key=tuple(sim.config.stream)))
+        rng = np.random.default_rng(
+            np.random.SeedSequence([sim.config.seed, 7919, int(seed)], spawn_key=tuple(sim.config.stream))
+        )
     n, m = sim.positions.shape
-    shown = rng.integers(0, m, size=n)
+    shown = np.asarray(rng.integers(0, m, size=n))
     rows = np.arange(n)
     f = get_exposure(sim.config.exposure)
-    return RandomExperiment(shown=shown, group=sim.groups[shown].astype(np.int8),
-                            relevant=sim.relevant[rows, shown],
-                            exposure=f(sim.positions[rows, shown]),
-                            user_feature=sim.user_feature, user_embedding=sim.users,
-                            n_relevant_0=sim.stats.n0, n_relevant_1=sim.stats.n1)
+    return RandomExperiment(
+        shown=shown,
+        group=sim.groups[shown].astype(np.int8),
+        relevant=sim.relevant[rows, shown],
+        exposure=f(sim.positions[rows, shown]),
+        user_feature=sim.user_feature,
+        user_embedding=sim.users,
+        n_relevant_0=sim.stats.n0,
+        n_relevant_1=sim.stats.n1,
+    )
 
 
-def measure(sim: Simulation, experiment: Optional[RandomExperiment] = None, ips: bool = True,
-            n_bins: int = 10) -> dict:
+def measure(sim: Simulation, experiment: RandomExperiment | None = None, ips: bool = True, n_bins: int = 10) -> dict:
     """All read-outs of one simulation: true gaps, decomposition, factors and estimates (raw units)."""
     from facterlab.simpson import ips as ips_mod
 
@@ -310,12 +323,16 @@ def measure(sim: Simulation, experiment: Optional[RandomExperiment] = None, ips:
     agg = aggregate_gap(st)
     dec = decompose(st)
     out = {
-        "per_user_gap": pug.value, "share_defined": pug.share_defined,
-        "aggregate_gap": agg.value, "ips_estimand": ips_estimand(st), "lemma_aggregate_gap": lemma_aggregate_gap(st),
+        "per_user_gap": pug.value,
+        "share_defined": pug.share_defined,
+        "aggregate_gap": agg.value,
+        "ips_estimand": ips_estimand(st),
+        "lemma_aggregate_gap": lemma_aggregate_gap(st),
         "competition_performance_term": dec.competition_performance,
         "per_user_gap_term": dec.per_user_gap_term,
         "relevance_rate": float(sim.relevant.mean()),
-        "mean_n_relevant_0": float(st.n0.mean()), "mean_n_relevant_1": float(st.n1.mean()),
+        "mean_n_relevant_0": float(st.n0.mean()),
+        "mean_n_relevant_1": float(st.n1.mean()),
         "mean_ndcg": float(np.nanmean(dec.performance)),
     }
     out.update(sim.probe)
@@ -334,14 +351,22 @@ def measure(sim: Simulation, experiment: Optional[RandomExperiment] = None, ips:
 def run(cfg: SimConfig = SimConfig(), ips: bool = True) -> dict:
     """simulate + random experiment + measure: a flat dict with the config's knobs and read-outs."""
     sim = simulate(cfg)
-    res = {k: getattr(cfg, k) for k in ("n_users", "n_items", "rank", "d0", "d1", "sigma", "sigma1", "bias", "seed",
-                                        "noise", "mu1")}
+    res = {
+        k: getattr(cfg, k)
+        for k in ("n_users", "n_items", "rank", "d0", "d1", "sigma", "sigma1", "bias", "seed", "noise", "mu1")
+    }
     res.update(measure(sim, ips=ips))
     return res
 
 
-def sweep(param: str, values: Iterable, seeds: Sequence[int] = range(10), base: SimConfig = SimConfig(),
-          ips: bool = True, progress: bool = True) -> pd.DataFrame:
+def sweep(
+    param: str,
+    values: Iterable,
+    seeds: Sequence[int] = range(10),
+    base: SimConfig = SimConfig(),
+    ips: bool = True,
+    progress: bool = True,
+) -> pd.DataFrame:
     """One row per (value, seed): ``run(base.replace(param=value, seed=seed))``.
 
     >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimConfig(n_users=300), progress=False)
@@ -353,8 +378,10 @@ def sweep(param: str, values: Iterable, seeds: Sequence[int] = range(10), base: 
     from tqdm.auto import tqdm
 
     combos = list(itertools.product(list(values), list(seeds)))
-    rows = [run(base.replace(**{param: v, "seed": int(s)}), ips=ips)
-            for v, s in tqdm(combos, desc=f"sweep {param}", disable=not progress)]
+    rows = [
+        run(base.replace(**{param: v, "seed": int(s)}), ips=ips)
+        for v, s in tqdm(combos, desc=f"sweep {param}", disable=not progress)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -370,9 +397,15 @@ ESTIMATORS = {
 PAPER_GRID = {"aggregate_gap": 4.0, "ips_model": 0.9}  # pp; the paper's estimate is its model IPS
 
 
-def grid(sigma1_values=None, d1_values=None, base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
-         seed: int = 0, progress: bool = True, n_jobs: int = 1) -> pd.DataFrame:
-    """The 160-simulation grid (SIMPSON.md §3): sigma_1 in linspace(0,10,16) x d_1 in linspace(1.5,4,10),
+def grid(
+    sigma1_values=None,
+    d1_values=None,
+    base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
+    seed: int = 0,
+    progress: bool = True,
+    n_jobs: int = 1,
+) -> pd.DataFrame:
+    """The 160-simulation grid (docs/SIMPSON.md §3): sigma_1 in linspace(0,10,16) x d_1 in linspace(1.5,4,10),
     b = 0.03, one run each, N = 50,000 by default.
 
     Configuration k runs on the k-th child of ``SeedSequence(seed)`` (``spawn``), so grids with
@@ -383,8 +416,10 @@ def grid(sigma1_values=None, d1_values=None, base: SimConfig = SimConfig(n_users
     d_vals = np.linspace(1.5, 4, 10) if d1_values is None else np.asarray(d1_values, dtype=float)
     combos = list(itertools.product(s_vals, d_vals))
     children = np.random.SeedSequence(int(seed), spawn_key=tuple(base.stream)).spawn(len(combos))
-    cfgs = [base.replace(sigma1=float(s), d1=float(d), seed=int(seed), stream=tuple(child.spawn_key))
-            for (s, d), child in zip(combos, children)]
+    cfgs = [
+        base.replace(sigma1=float(s), d1=float(d), seed=int(seed), stream=tuple(child.spawn_key))
+        for (s, d), child in zip(combos, children)
+    ]
     rows = _run_many(cfgs, n_jobs, progress, f"grid seed {seed}")
     for k, res in enumerate(rows):
         res["configuration"] = k
@@ -404,17 +439,21 @@ def _run_many(cfgs: list, n_jobs: int = 1, progress: bool = False, desc: str = "
         return list(tqdm(pool.map(run, cfgs, chunksize=4), total=len(cfgs), desc=desc, disable=not progress))
 
 
-def grid_seeds(seeds: Sequence[int] = (0, 1, 2), sigma1_values=None, d1_values=None,
-               base: SimConfig = SimConfig(n_users=50_000, bias=0.03), progress: bool = True,
-               n_jobs: int = 1) -> pd.DataFrame:
+def grid_seeds(
+    seeds: Sequence[int] = (0, 1, 2),
+    sigma1_values=None,
+    d1_values=None,
+    base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
+    progress: bool = True,
+    n_jobs: int = 1,
+) -> pd.DataFrame:
     """:func:`grid` once per seed (independent grids), stacked; column ``seed`` tells them apart."""
-    return pd.concat([grid(sigma1_values, d1_values, base, int(s), progress, n_jobs) for s in seeds],
-                     ignore_index=True)
+    return pd.concat([grid(sigma1_values, d1_values, base, int(s), progress, n_jobs) for s in seeds], ignore_index=True)
 
 
 def grid_summary(df: pd.DataFrame) -> dict:
     """Mean absolute errors (pp) against the true PerUserGap, how often signs disagree, and the
-    acceptance rule per estimator (SIMPSON.md §3): an estimator passes when its mean |error| is at
+    acceptance rule per estimator (docs/SIMPSON.md §3): an estimator passes when its mean |error| is at
     most half the AggregateGap's (``passes_half_rule_<estimator>``; ``error_ratio_<estimator>`` is
     its error divided by the aggregate's)."""
     pu = df["per_user_gap"]
@@ -452,17 +491,27 @@ def comparison_table(df: pd.DataFrame) -> pd.DataFrame:
         errs = np.array([p[key] for p in per_seed])
         ratios = np.array([p.get(f"error_ratio_{k}", 1.0) for p in per_seed])
         sign = "sign_disagreement_aggregate" if k == "aggregate_gap" else f"sign_disagreement_{k}"
-        rows.append({"estimator": k, "label": label, "mean_abs_error_pp": errs.mean(),
-                     "sd_over_seeds_pp": errs.std(ddof=1) if len(errs) > 1 else float("nan"),
-                     "min_pp": errs.min(), "max_pp": errs.max(), "error_ratio_to_aggregate": ratios.mean(),
-                     "seeds_passing_half_rule": (None if k == "aggregate_gap"
-                                                 else int(sum(p[f"passes_half_rule_{k}"] for p in per_seed))),
-                     "n_seeds": len(per_seed), "sign_disagreement": float(np.mean([p[sign] for p in per_seed])),
-                     "paper_pp": PAPER_GRID.get(k, float("nan"))})
+        rows.append(
+            {
+                "estimator": k,
+                "label": label,
+                "mean_abs_error_pp": errs.mean(),
+                "sd_over_seeds_pp": errs.std(ddof=1) if len(errs) > 1 else float("nan"),
+                "min_pp": errs.min(),
+                "max_pp": errs.max(),
+                "error_ratio_to_aggregate": ratios.mean(),
+                "seeds_passing_half_rule": (
+                    None if k == "aggregate_gap" else int(sum(p[f"passes_half_rule_{k}"] for p in per_seed))
+                ),
+                "n_seeds": len(per_seed),
+                "sign_disagreement": float(np.mean([p[sign] for p in per_seed])),
+                "paper_pp": PAPER_GRID.get(k, float("nan")),
+            }
+        )
     return pd.DataFrame(rows).set_index("estimator")
 
 
-def summarise(df: pd.DataFrame, by: str, columns: Optional[Sequence[str]] = None) -> pd.DataFrame:
+def summarise(df: pd.DataFrame, by: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Mean and sd over seeds per value of ``by`` (columns ``<col>_mean``, ``<col>_sd``)."""
     cols = [c for c in (columns or df.columns) if c != by and c != "seed" and pd.api.types.is_numeric_dtype(df[c])]
     g = df.groupby(by)[cols]

@@ -10,10 +10,11 @@ claims, and the aggregate gap moving while the PerUserGap is held fixed (Prost e
   for one configuration; :func:`hold_per_user_gap` does so along a sweep, so the aggregate gap can be
   read against density or noise with the PerUserGap fixed.
 """
+
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,9 +31,15 @@ def variant_name(noise: str, mu1: str) -> str:
     return f"noise={noise}, mu1={mu1}"
 
 
-def variant_study(n_users: int = 10_000, seeds: Sequence[int] = range(3), n_points: int = 6, bias: float = 0.03,
-                  variants: Iterable[dict] = VARIANTS, base: Optional[SimConfig] = None,
-                  progress: bool = True) -> pd.DataFrame:
+def variant_study(
+    n_users: int = 10_000,
+    seeds: Sequence[int] = range(3),
+    n_points: int = 6,
+    bias: float = 0.03,
+    variants: Iterable[dict] = VARIANTS,
+    base: SimConfig | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """One row per (reading, swept knob, value, seed) with every read-out of :func:`run`.
 
     Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
@@ -41,10 +48,13 @@ def variant_study(n_users: int = 10_000, seeds: Sequence[int] = range(3), n_poin
     from tqdm.auto import tqdm
 
     base = (base or SimConfig()).replace(n_users=int(n_users), bias=float(bias))
-    sweeps = {"sigma1": ("d1", 1.5, np.linspace(0.0, 10.0, n_points)),
-              "d1": ("sigma1", 0.0, np.linspace(1.5, 4.0, n_points))}
-    jobs = [(v, knob, float(x), int(s)) for v in variants for knob, (_, _, xs) in sweeps.items()
-            for x in xs for s in seeds]
+    sweeps = {
+        "sigma1": ("d1", 1.5, np.linspace(0.0, 10.0, n_points)),
+        "d1": ("sigma1", 0.0, np.linspace(1.5, 4.0, n_points)),
+    }
+    jobs = [
+        (v, knob, float(x), int(s)) for v in variants for knob, (_, _, xs) in sweeps.items() for x in xs for s in seeds
+    ]
     rows = []
     for v, knob, x, s in tqdm(jobs, desc="variant study", disable=not progress):
         other, other_value, _ = sweeps[knob]
@@ -60,8 +70,11 @@ def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: floa
     knob's values) and its distance to the PerUserGap, how much sigma_1 lowers performance nDCG(u*),
     the mean errors of the aggregate and of both IPS estimates against the PerUserGap, and the two
     verdicts ``both_knobs_move_aggregate`` and ``model_ips_stays_close``."""
-    d = df.assign(agg_minus_pu_pp=100 * (df["aggregate_gap"] - df["per_user_gap"]),
-                  agg_pp=100 * df["aggregate_gap"], pu_pp=100 * df["per_user_gap"])
+    d = df.assign(
+        agg_minus_pu_pp=100 * (df["aggregate_gap"] - df["per_user_gap"]),
+        agg_pp=100 * df["aggregate_gap"],
+        pu_pp=100 * df["per_user_gap"],
+    )
     out = []
     for name, g in d.groupby("variant", sort=False):
         row = {"variant": name}
@@ -79,8 +92,9 @@ def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: floa
                 row[f"mean_abs_{k}_error_pp"] = float((100 * (g[k] - g["per_user_gap"])).abs().mean())
         row["model_error_ratio"] = row["mean_abs_ips_model_error_pp"] / agg_err if agg_err > 0 else float("nan")
         row["mean_share_defined"] = float(g["share_defined"].mean())
-        row["both_knobs_move_aggregate"] = bool(row["sigma1_range_agg_minus_pu_pp"] >= move_pp
-                                                and row["d1_range_agg_minus_pu_pp"] >= move_pp)
+        row["both_knobs_move_aggregate"] = bool(
+            row["sigma1_range_agg_minus_pu_pp"] >= move_pp and row["d1_range_agg_minus_pu_pp"] >= move_pp
+        )
         row["model_ips_stays_close"] = bool(row["model_error_ratio"] <= half_rule)
         out.append(row)
     return pd.DataFrame(out).set_index("variant")
@@ -104,21 +118,30 @@ def calibrate_bias(cfg: SimConfig, target: float = 0.0, bracket: tuple = (-0.5, 
 
     lo, hi = f(bracket[0]), f(bracket[1])
     if not (np.isfinite(lo) and np.isfinite(hi)) or np.sign(lo) == np.sign(hi):
-        raise ValueError(f"PerUserGap - target does not change sign for b in {bracket} "
-                         f"({lo:+.4f} .. {hi:+.4f}): widen the bracket or change the target")
+        raise ValueError(
+            f"PerUserGap - target does not change sign for b in {bracket} "
+            f"({lo:+.4f} .. {hi:+.4f}): widen the bracket or change the target"
+        )
     return float(brentq(f, bracket[0], bracket[1], xtol=xtol))
 
 
-def hold_per_user_gap(param: str, values: Iterable, seeds: Sequence[int] = range(3),
-                      base: SimConfig = SimConfig(), target: float = 0.0, progress: bool = True) -> pd.DataFrame:
+def hold_per_user_gap(
+    param: str,
+    values: Iterable,
+    seeds: Sequence[int] = range(3),
+    base: SimConfig = SimConfig(),
+    target: float = 0.0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
     ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target."""
     from tqdm.auto import tqdm
 
     rows = []
-    for v, s in tqdm(list(itertools.product(list(values), list(seeds))), desc=f"hold PerUserGap, {param}",
-                     disable=not progress):
+    for v, s in tqdm(
+        list(itertools.product(list(values), list(seeds))), desc=f"hold PerUserGap, {param}", disable=not progress
+    ):
         cfg = base.replace(**{param: float(v), "seed": int(s)})
         b = calibrate_bias(cfg, target)
         sim = simulate(cfg.replace(bias=b))

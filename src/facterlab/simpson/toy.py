@@ -1,4 +1,4 @@
-"""The paper's toy example (Prost et al. 2022, Fig. 2; SIMPSON.md §4), exposure f(p) = p.
+"""The paper's toy example (Prost et al. 2022, Fig. 2; docs/SIMPSON.md §4), exposure f(p) = p.
 
 Average position (lower is better).  The paper prints the aggregates (Orange 4.3, Blue 4.7) and
 describes the mechanism: the recommender *performs* better for the active user (its relevant items
@@ -20,6 +20,7 @@ Group 0 = Orange, group 1 = Blue, so gaps are Orange minus Blue.
 >>> t["aggregate_orange"] == 13 / 3, t["aggregate_blue"] == 14 / 3, t["reversal"]
 (True, True, True)
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -51,8 +52,16 @@ def toy_table(lists: dict = TOY_LISTS, include_grey: bool = False) -> pd.DataFra
                 raise ValueError(f"toy lists use 'O' (Orange), 'B' (Blue) and 'G' (Grey); got {c!r}")
             if c == "G" and not include_grey:
                 continue
-            rows.append({"user": user, "item": f"{user}-{p}", "group": TOY_GROUPS.get(c, -1), "relevant": c != "G",
-                         "position": p, "color": TOY_NAMES[c].split()[0]})
+            rows.append(
+                {
+                    "user": user,
+                    "item": f"{user}-{p}",
+                    "group": TOY_GROUPS.get(c, -1),
+                    "relevant": c != "G",
+                    "position": p,
+                    "color": TOY_NAMES[c].split()[0],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -66,23 +75,32 @@ def toy_gaps(lists: dict = TOY_LISTS) -> dict:
     st = UserStats.from_table(table, exposure="position")
     agg = aggregate_gap(st)
     pug = per_user_gap(st)
+    users = st.users
+    assert users is not None  # from_table always records the users
     exact = {}
     for g, name in ((0, "orange"), (1, "blue")):
         pos = table.loc[table["group"] == g, "position"]
         exact[name] = Fraction(int(pos.sum()), len(pos))
-    per_user = {u: {"orange": float(o), "blue": float(b)} for u, o, b in zip(st.users, st.e0, st.e1)}
+    per_user = {u: {"orange": float(o), "blue": float(b)} for u, o, b in zip(users, st.e0, st.e1)}
     reversal = bool(np.all(st.e1 < st.e0) and agg.mean_exposure_0 < agg.mean_exposure_1)
     dec = decompose(st)
-    return {"aggregate_orange": agg.mean_exposure_0, "aggregate_blue": agg.mean_exposure_1,
-            "aggregate_orange_exact": exact["orange"], "aggregate_blue_exact": exact["blue"],
-            "aggregate_gap": agg.value, "per_user_gap": pug.value, "per_user": per_user,
-            "reversal": reversal,
-            "n_relevant": {u: int(n) for u, n in zip(st.users, st.n)},
-            "share_blue": {u: float(p) for u, p in zip(st.users, dec.pi1)},
-            "competition": {u: float(c) for u, c in zip(st.users, dec.competition)},
-            "performance": {u: float(x) for u, x in zip(st.users, dec.performance)},
-            "competition_performance_term": dec.competition_performance, "per_user_gap_term": dec.per_user_gap_term,
-            "relevant_above_grey": {u: relevant_above_grey(lists[u]) for u in lists}}
+    return {
+        "aggregate_orange": agg.mean_exposure_0,
+        "aggregate_blue": agg.mean_exposure_1,
+        "aggregate_orange_exact": exact["orange"],
+        "aggregate_blue_exact": exact["blue"],
+        "aggregate_gap": agg.value,
+        "per_user_gap": pug.value,
+        "per_user": per_user,
+        "reversal": reversal,
+        "n_relevant": {u: int(n) for u, n in zip(users, st.n)},
+        "share_blue": {u: float(p) for u, p in zip(users, dec.pi1)},
+        "competition": {u: float(c) for u, c in zip(users, dec.competition)},
+        "performance": {u: float(x) for u, x in zip(users, dec.performance)},
+        "competition_performance_term": dec.competition_performance,
+        "per_user_gap_term": dec.per_user_gap_term,
+        "relevant_above_grey": {u: relevant_above_grey(lists[u]) for u in lists},
+    }
 
 
 def relevant_above_grey(seq: str) -> bool:
@@ -113,28 +131,49 @@ def draw_toy(ax=None, lists: dict = TOY_LISTS, title: str = ""):
     for row, user in enumerate(users):
         y = len(users) - 1 - row
         for p, c in enumerate(lists[user], start=1):
-            ax.add_patch(Rectangle((p - 1 + 0.05, y + 0.1), 0.9, 0.8, facecolor=TOY_COLORS[c], edgecolor="black", lw=0.6))
+            ax.add_patch(
+                Rectangle((p - 1 + 0.05, y + 0.1), 0.9, 0.8, facecolor=TOY_COLORS[c], edgecolor="black", lw=0.6)
+            )
             ax.text(p - 0.5, y + 0.5, str(p), ha="center", va="center", color="white", fontsize=9, fontweight="bold")
         pu = res["per_user"][user]
         ax.text(-0.3, y + 0.5, f"{user} user", ha="right", va="center", fontsize=10)
         above = "relevant above Grey" if res["relevant_above_grey"][user] else "Grey above relevant"
-        ax.text(width + 0.3, y + 0.5, f"Orange {pu['orange']:.2f}   Blue {pu['blue']:.2f}   ({above})",
-                ha="left", va="center", fontsize=9)
-    ax.text(width + 0.3, -0.5, f"aggregate: Orange {res['aggregate_orange']:.2f} ({res['aggregate_orange_exact']})"
-            f"   Blue {res['aggregate_blue']:.2f} ({res['aggregate_blue_exact']})", ha="left", va="center",
-            fontsize=9, fontweight="bold")
+        ax.text(
+            width + 0.3,
+            y + 0.5,
+            f"Orange {pu['orange']:.2f}   Blue {pu['blue']:.2f}   ({above})",
+            ha="left",
+            va="center",
+            fontsize=9,
+        )
+    ax.text(
+        width + 0.3,
+        -0.5,
+        f"aggregate: Orange {res['aggregate_orange']:.2f} ({res['aggregate_orange_exact']})"
+        f"   Blue {res['aggregate_blue']:.2f} ({res['aggregate_blue_exact']})",
+        ha="left",
+        va="center",
+        fontsize=9,
+        fontweight="bold",
+    )
     ax.set_xlim(-3.5, width + 13)
     ax.set_ylim(-1, len(users))
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.legend(handles=[Patch(color=TOY_COLORS[k], label=TOY_NAMES[k]) for k in ("O", "B", "G")],
-              loc="lower left", bbox_to_anchor=(0.0, 0.0), ncol=3, frameon=False, fontsize=9)
+    ax.legend(
+        handles=[Patch(color=TOY_COLORS[k], label=TOY_NAMES[k]) for k in ("O", "B", "G")],
+        loc="lower left",
+        bbox_to_anchor=(0.0, 0.0),
+        ncol=3,
+        frameon=False,
+        fontsize=9,
+    )
     if title:
         ax.set_title(title)
     return fig
 
 
-def _position_sums(seq: str) -> tuple:
+def _position_sums(seq: str | tuple[str, ...]) -> tuple[int, int, int, int]:
     """(sum of Orange positions, #Orange, sum of Blue positions, #Blue) of a list."""
     so = co = sb = cb = 0
     for p, c in enumerate(seq, start=1):
@@ -156,13 +195,13 @@ def find_toy_lists(max_active: int = 10, max_casual: int = 9, orange: float = 4.
     """
     import itertools
 
-    active = {}
+    active: dict[tuple[int, int, int, int], str] = {}
     for n in range(2, max_active + 1):
         for seq in itertools.product("OB", repeat=n):
             so, co, sb, cb = s = _position_sums(seq)
             if co and cb and Fraction(sb, cb) < Fraction(so, co):
                 active.setdefault(s, "".join(seq))
-    casual = {}
+    casual: dict[tuple[int, int, int, int], str] = {}
     for n in range(2, max_casual + 1):
         for seq in itertools.product("OBG", repeat=n):
             text = "".join(seq)

@@ -1,6 +1,7 @@
-"""Write notebooks from Python cell lists, so that notebook sources are reviewable in diffs.
+"""Write small throw-away notebooks from Python cell lists, for tests of the runner.
 
-Usage inside a generator script (``tools/make_notebooks_*.py``)::
+(The project's own notebooks are paired with py:percent sources by jupytext; see
+``tests/test_notebook_sources.py``.)  Usage::
 
     from nbgen import write_notebook, md, params, code
     write_notebook("notebooks/01_data_and_protocol.ipynb", [
@@ -9,6 +10,7 @@ Usage inside a generator script (``tools/make_notebooks_*.py``)::
 
 The first code cell must be ``params(...)`` (tagged ``parameters`` for papermill).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,0 +1,117 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 Calibration: scores, Q0, neighbours, d against Delta
+#
+# docs/FACTER.md §2.  For every calibration row the nonconformity score is
+# S = d + lambda * Delta, with d = 1 - cos(f(yhat), f(y)) (top-1 prediction against the target) and
+# Delta the largest embedding distance to the predictions of its counterfactual neighbours (rows with
+# cosine context similarity > tau_rho = 0.90 and a different protected tuple; 0 when none).  Q0 is the
+# k-th smallest score, k = ceil((1 - alpha)(n + 1)).
+#
+# The figure shows the score distribution with Q0, how many counterfactual neighbours the rows have
+# (with few neighbours Delta is mostly 0 and S is mostly d), and d against Delta.
+
+# %% tags=["parameters"]
+PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
+SMOKE = False  # True: tiny sizes, seconds per notebook
+DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
+MODEL = "smollm2-135m"  # registry name, local path, or "fake" (deterministic test model)
+PROTOCOL = "open"  # open | rank
+PRESET = "repro"  # repro (alpha 0.10) | paper (alpha 0.20)
+SEEDS = [0]
+N_INTERACTIONS = 40  # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
+PASSES = 3  # FACTER passes T
+CFR_ROWS = 3  # counterfactual rows per method (REPRO: 200)
+MAX_NEW_TOKENS = 112  # REPRO: 250
+BATCH_SIZE = 8
+DEVICE = "auto"
+SNSR_MIN_GROUP = 30  # groups with fewer rows are left out of SNSR (REPRO: 30)
+RANKER = "likelihood"  # rank protocol only: likelihood (fast, CPU default) | generate (REPRO)
+DATA_DIR = None  # None: $FACTERLAB_DATA
+
+# %%
+from IPython.display import Markdown, display
+
+from facterlab.reporting import experiments as ex
+from facterlab.reporting import facter_figures as ff
+from facterlab.reporting import tables as tb
+from facterlab.reporting.figures import save_figure
+from facterlab.reporting.results import write_metrics
+
+if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model
+    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)
+    CFR_ROWS, PASSES, MAX_NEW_TOKENS = min(CFR_ROWS, 2), min(PASSES, 2), min(MAX_NEW_TOKENS, 32)
+    SNSR_MIN_GROUP, SEEDS = min(SNSR_MIN_GROUP, 3), SEEDS[:1]
+
+
+def config(seed, dataset=None, model=None, protocol=None, **kw):
+    """This notebook's run config (same parameters -> same run id -> shared cached run)."""
+    return ex.run_config(
+        dataset=dataset or DATASET,
+        model=model or MODEL,
+        protocol=protocol or PROTOCOL,
+        preset_name=PRESET,
+        seed=seed,
+        n_rows=N_INTERACTIONS,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        batch_size=BATCH_SIZE,
+        device=DEVICE,
+        ranker=RANKER,
+        metrics__snsr_min_group=SNSR_MIN_GROUP,
+        **kw,
+    )
+
+
+def sim_config(seed, dataset=None, protocol=None):
+    """The simulated recommender's run beside the LLM's (docs/SIMULATED.md): same dataset, preset and
+    passes, the paper's n and 200 CFR rows (tiny sizes and the torch-free encoder under SMOKE)."""
+    return ex.run_config(
+        dataset=dataset or DATASET,
+        model="simulated",
+        protocol=protocol or PROTOCOL,
+        preset_name=PRESET,
+        seed=seed,
+        n_rows=min(SIM_N_INTERACTIONS, 300) if SMOKE else SIM_N_INTERACTIONS,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS if SMOKE else 200,
+        encoder="hash-encoder" if SMOKE else "all-MiniLM-L6-v2",
+        sim__beta=float(SIM_BETA),
+        metrics__snsr_min_group=SNSR_MIN_GROUP if SMOKE else 30,
+    )
+
+
+# %%
+result = ex.run(config(SEEDS[0]), data_dir=DATA_DIR)
+m = result.metrics
+cal = result.calibration
+summary = ex.calibration_summary(cal, m)
+display(
+    Markdown(
+        tb.frame_table(ex.summary_frame(summary), name="calibration_summary", title="Calibration summary").to_markdown()
+    )
+)
+
+# %%
+cols = ex.calibration_columns(cal)
+fig = ff.calibration_panels(
+    cal, m["calibration"]["q0"], "Calibration scores, neighbours, d vs Delta", m, PROFILE, **cols
+)
+
+# %%
+save_figure(fig, "calibration_scores")
+write_metrics("02_calibration", {**ex.provenance([result], PROFILE, "02_calibration"), "calibration": summary})

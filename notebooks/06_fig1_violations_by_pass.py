@@ -1,0 +1,146 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 Figure 1: violations by pass
+#
+# docs/FACTER.md §3 and §6.  Per pass over the test rows: violations against the adaptive threshold Q_t
+# (V(t), what FACTER's loop sees), against the fixed Q0 (V(0)), and against the final threshold Q* of
+# the last pass; plus the threshold path Q0 -> Q1 -> ... (right axis).  With the one-sided update
+# Q only rises, so V(t) falls partly because the bar moves: compare V(0), which keeps the bar fixed.
+# The figure shows counts as shares of the test rows, so that runs of different sizes compare;
+# REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed, of 750 test rows;
+# Q 1.004 -> 1.494) are drawn as hollow markers for reference.  The table keeps the counts.
+#
+# One column per source of answers: the LLM run, and (with `SIMULATED = True`) the simulated
+# recommender with known bias at the paper's n (docs/SIMULATED.md), so that the figure has a panel
+# with signal on a CPU.  Rates (top) and thresholds (bottom) have their own axes.
+
+# %% tags=["parameters"]
+PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
+SMOKE = False  # True: tiny sizes, seconds per notebook
+DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
+MODEL = "smollm2-135m"  # registry name, local path, or "fake" (deterministic test model)
+PROTOCOL = "open"  # open | rank
+PRESET = "repro"  # repro (alpha 0.10) | paper (alpha 0.20)
+SEEDS = [0]
+N_INTERACTIONS = 40  # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
+PASSES = 3  # FACTER passes T
+CFR_ROWS = 3  # counterfactual rows per method (REPRO: 200)
+MAX_NEW_TOKENS = 112  # REPRO: 250
+BATCH_SIZE = 8
+DEVICE = "auto"
+SNSR_MIN_GROUP = 30  # groups with fewer rows are left out of SNSR (REPRO: 30)
+RANKER = "likelihood"  # rank protocol only: likelihood (fast, CPU default) | generate (REPRO)
+DATA_DIR = None  # None: $FACTERLAB_DATA
+SIMULATED = True  # also run the simulated recommender with known bias beside the LLM (docs/SIMULATED.md)
+SIM_N_INTERACTIONS = 2500  # its rows: the paper size (seconds of CPU, not hours)
+SIM_BETA = 2.0  # its bias strength in score SDs (rules always honoured)
+
+# %%
+from IPython.display import Markdown, display
+
+from facterlab.reporting import experiments as ex
+from facterlab.reporting import facter_figures as ff
+from facterlab.reporting import tables as tb
+from facterlab.reporting.figures import save_figure
+from facterlab.reporting.results import write_metrics
+
+if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model
+    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)
+    CFR_ROWS, PASSES, MAX_NEW_TOKENS = min(CFR_ROWS, 2), min(PASSES, 2), min(MAX_NEW_TOKENS, 32)
+    SNSR_MIN_GROUP, SEEDS = min(SNSR_MIN_GROUP, 3), SEEDS[:1]
+
+
+def config(seed, dataset=None, model=None, protocol=None, **kw):
+    """This notebook's run config (same parameters -> same run id -> shared cached run)."""
+    return ex.run_config(
+        dataset=dataset or DATASET,
+        model=model or MODEL,
+        protocol=protocol or PROTOCOL,
+        preset_name=PRESET,
+        seed=seed,
+        n_rows=N_INTERACTIONS,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS,
+        max_new_tokens=MAX_NEW_TOKENS,
+        batch_size=BATCH_SIZE,
+        device=DEVICE,
+        ranker=RANKER,
+        metrics__snsr_min_group=SNSR_MIN_GROUP,
+        **kw,
+    )
+
+
+def sim_config(seed, dataset=None, protocol=None):
+    """The simulated recommender's run beside the LLM's (docs/SIMULATED.md): same dataset, preset and
+    passes, the paper's n and 200 CFR rows (tiny sizes and the torch-free encoder under SMOKE)."""
+    return ex.run_config(
+        dataset=dataset or DATASET,
+        model="simulated",
+        protocol=protocol or PROTOCOL,
+        preset_name=PRESET,
+        seed=seed,
+        n_rows=min(SIM_N_INTERACTIONS, 300) if SMOKE else SIM_N_INTERACTIONS,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS if SMOKE else 200,
+        encoder="hash-encoder" if SMOKE else "all-MiniLM-L6-v2",
+        sim__beta=float(SIM_BETA),
+        metrics__snsr_min_group=SNSR_MIN_GROUP if SMOKE else 30,
+    )
+
+
+# %%
+from facterlab.reporting.published import published_value
+
+results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
+sim_results = [ex.run(sim_config(seed), data_dir=DATA_DIR, progress=False) for seed in SEEDS] if SIMULATED else []
+runs = [r.metrics for r in results]
+sim_runs = [r.metrics for r in sim_results]
+table = tb.per_pass_table(
+    runs + sim_runs, name="fig1_violations_by_pass", title="Figure 1: FACTER violations by pass", profile=PROFILE
+)
+display(Markdown(table.to_markdown()))
+ref = {
+    k: [published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", key, i) for i in range(n)]
+    for k, key, n in (
+        ("adaptive", "violations_adaptive_pass", 3),
+        ("fixed_q0", "violations_fixed_q0_pass", 3),
+        ("threshold_path", "threshold_path", 4),
+    )
+}
+panels = [(f"LLM: {ex.model_label(MODEL)}", runs)]
+if sim_runs:
+    panels.append((f"simulated recommender, known bias (beta = {SIM_BETA:g}, rho = 1)", sim_runs))
+fig = ff.figure1(panels, "Figure 1: FACTER violations by pass", PROFILE, published=ref)
+
+# %%
+table.save()
+save_figure(fig, "fig1_violations_by_pass")
+write_metrics(
+    "06_fig1_violations_by_pass",
+    {
+        **ex.provenance(results + sim_results, PROFILE, "06_fig1_violations_by_pass"),
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "model": r.metrics["model_name"],
+                "violations": r.metrics["methods"]["facter"]["violations"],
+                "threshold_path": r.metrics["methods"]["facter"]["threshold_path"],
+                "baselines": {b: r.metrics["methods"][b]["violations"] for b in ("neutral", "fair")},
+            }
+            for r in results + sim_results
+        ],
+    },
+)
