@@ -165,7 +165,7 @@ def bench_online(
     # side by side: the first optimistic run, then batch 1, then the other lookaheads
     order = order[1:2] + order[:1] + order[2:]
     for name, bs, la in order:
-        mon = FacterMonitor(system_kind="facter", recommender=recs[bs], batch_size=bs, lookahead=la, **kw)
+        mon = FacterMonitor.from_keywords(system_kind="facter", recommender=recs[bs], batch_size=bs, lookahead=la, **kw)
         t0 = time.perf_counter()
         res = mon.run(passes)
         runs[name] = {"seconds": time.perf_counter() - t0, "result": res}

@@ -85,12 +85,13 @@ def data_facts(ds, cfg) -> list:
     ]
 
 
-def _values(metrics: dict) -> dict:
-    from facterlab.reporting.tables import flatten_method_metrics, run_level_values
+def _values(metrics) -> dict:
+    from facterlab.facter.record import as_metrics
 
+    m = as_metrics(metrics)
     out = {}
     for label, method, key, _ in COLUMNS:
-        flat = run_level_values(metrics) if method is None else flatten_method_metrics(metrics["methods"][method])
+        flat = m.run_level() if method is None else m.methods[method].flat()
         v = flat.get(key)
         out[label] = float(v) if isinstance(v, (int, float)) else None
     return out

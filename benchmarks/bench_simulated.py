@@ -37,8 +37,8 @@ cfg = run_config(dataset=sys.argv[1], model="simulated", protocol="open", n_rows
 r = run_experiment(cfg, out_dir=sys.argv[3], progress=False)
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "phases": r.timings, "dataset": r.metrics["dataset"],
-                  "n_calib": r.metrics["n_calib"], "n_test": r.metrics["n_test"]}))
+                  "phases": r.timings, "dataset": r.record.metrics.dataset,
+                  "n_calib": r.record.metrics.n_calib, "n_test": r.record.metrics.n_test}))
 """
 
 

@@ -31,7 +31,7 @@ SMOKE = False  # True: tiny sizes, seconds per notebook
 DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
 MODEL = "smollm2-135m"  # registry name, local path, or "fake" (deterministic test model)
 PROTOCOL = "open"  # open | rank
-PRESET = "repro"  # repro (alpha 0.10) | paper (alpha 0.20)
+PRESET = "repro"  # repro (alpha 0.10) | icml (alpha 0.20) | facterlab
 SEEDS = [0]
 N_INTERACTIONS = 40  # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
 PASSES = 3  # FACTER passes T
@@ -46,63 +46,24 @@ DATA_DIR = None  # None: $FACTERLAB_DATA
 # %%
 from IPython.display import Markdown, display
 
+from facterlab import notebook
 from facterlab.reporting import experiments as ex
 from facterlab.reporting import facter_figures as ff
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
 
-if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model
-    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)
-    CFR_ROWS, PASSES, MAX_NEW_TOKENS = min(CFR_ROWS, 2), min(PASSES, 2), min(MAX_NEW_TOKENS, 32)
-    SNSR_MIN_GROUP, SEEDS = min(SNSR_MIN_GROUP, 3), SEEDS[:1]
-
-
-def config(seed, dataset=None, model=None, protocol=None, **kw):
-    """This notebook's run config (same parameters -> same run id -> shared cached run)."""
-    return ex.run_config(
-        dataset=dataset or DATASET,
-        model=model or MODEL,
-        protocol=protocol or PROTOCOL,
-        preset_name=PRESET,
-        seed=seed,
-        n_rows=N_INTERACTIONS,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS,
-        max_new_tokens=MAX_NEW_TOKENS,
-        batch_size=BATCH_SIZE,
-        device=DEVICE,
-        ranker=RANKER,
-        metrics__snsr_min_group=SNSR_MIN_GROUP,
-        **kw,
-    )
-
-
-def sim_config(seed, dataset=None, protocol=None):
-    """The simulated recommender's run beside the LLM's (docs/SIMULATED.md): same dataset, preset and
-    passes, the paper's n and 200 CFR rows (tiny sizes and the torch-free encoder under SMOKE)."""
-    return ex.run_config(
-        dataset=dataset or DATASET,
-        model="simulated",
-        protocol=protocol or PROTOCOL,
-        preset_name=PRESET,
-        seed=seed,
-        n_rows=min(SIM_N_INTERACTIONS, 300) if SMOKE else SIM_N_INTERACTIONS,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS if SMOKE else 200,
-        encoder="hash-encoder" if SMOKE else "all-MiniLM-L6-v2",
-        sim__beta=float(SIM_BETA),
-        metrics__snsr_min_group=SNSR_MIN_GROUP if SMOKE else 30,
-    )
+P = notebook.parameters(globals(), smoke=notebook.FACTER_SMOKE)  # checks the parameters; PROFILE and SMOKE sizes
+config = P.config  # run configs of this notebook's parameters
 
 
 # %%
 cfg = config(SEEDS[0])
 result = ex.run(cfg, data_dir=DATA_DIR)
-m = result.metrics
+m = result.record.metrics  # the typed run record (docs/CONTRACTS.md)
 print(
-    f"run {result.run_id}: dataset {m['dataset']} (synthetic: {m['is_synthetic']}), model {m['model']}, "
-    f"{m['n_calib']} calibration / {m['n_test']} test rows, Q0 = {m['calibration']['q0']}"
+    f"run {result.run_id}: dataset {m.dataset} (synthetic: {m.is_synthetic}), model {m.model}, "
+    f"{m.n_calib} calibration / {m.n_test} test rows, Q0 = {m.calibration.q0}"
 )
 
 # %%
@@ -111,17 +72,10 @@ display(Markdown(table.to_markdown()))
 
 # %%
 fig = ff.method_bars(
-    m,
+    result.metrics,  # the figure code reads the record's JSON form
     ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
     "Quickstart: quality and fairness by method",
     PROFILE,
-    labels={
-        "ndcg@10_multi": "NDCG@10",
-        "recall@10_multi": "Recall@10",
-        "valid@10": "Valid@10",
-        "snsr_joint": "SNSR",
-        "cfr_multi": "CFR",
-    },
 )
 
 # %%
@@ -131,9 +85,9 @@ write_metrics(
     "00_quickstart",
     {
         **ex.provenance([result], PROFILE, "00_quickstart"),
-        "n_calib": m["n_calib"],
-        "n_test": m["n_test"],
-        "calibration": m["calibration"],
+        "n_calib": m.n_calib,
+        "n_test": m.n_test,
+        "calibration": m.calibration,
         "methods": ex.flat_json(m),
     },
 )

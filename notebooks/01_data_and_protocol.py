@@ -27,6 +27,7 @@ PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False  # True: a smaller sample, seconds
 DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
 N_ROWS = None  # None: the protocol's n (ML-1M 2,500; Amazon 3,750; others 2,500)
+N_INTERACTIONS = 40  # rows of the FACTER runs in notebooks 00-08, compared with N_ROWS below (None: the protocol's n)
 SEED = 0
 MIN_GROUP = 30  # SNSR's minimum rows per group (REPRO: 30)
 DATA_DIR = None  # None: $FACTERLAB_DATA
@@ -36,15 +37,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
+from facterlab import notebook
 from facterlab.config import DataConfig
 from facterlab.data import load_dataset, prompts, resolve_dataset
-from facterlab.data.protocol import group_sizes, load_or_build_interactions, summarize
+from facterlab.data.protocol import default_n_rows, group_sizes, load_or_build_interactions, summarize
+from facterlab.datatypes import Rule
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
+from facterlab.reporting.labels import add_caption
 from facterlab.reporting.results import write_metrics
-from facterlab.types import Rule
 
-if SMOKE:
-    N_ROWS = 500
+# checks the parameters; PROFILE, and under SMOKE a smaller sample (and the FACTER notebooks' smoke rows) unless passed
+P = notebook.parameters(globals(), smoke={"N_ROWS": 500, "N_INTERACTIONS": notebook.FACTER_SMOKE["N_INTERACTIONS"]})
 apply_style()
 
 # %% [markdown]
@@ -88,7 +91,14 @@ for ax, attr in zip(axes, ("gender", "age", "occupation")):
     dist.plot.bar(ax=ax, color="#1f77b4")
     ax.set_title(attr)
     ax.set_ylabel("users")
-fig.suptitle(title_with_provenance("Users per protected attribute value", ds.name, ds.is_synthetic, profile=PROFILE))
+fig.suptitle(
+    title_with_provenance(
+        f"Users per protected attribute value (n = {stats['n_users']:,} users, all of the dataset)",
+        ds.name,
+        ds.is_synthetic,
+        profile=PROFILE,
+    )
+)
 save_figure(fig, "data_attribute_distribution")
 plt.show()
 
@@ -126,8 +136,23 @@ for ax, attr in zip(axes, ("gender", "age", "occupation", "joint")):
     ax.set_ylabel("test rows")
 fig.suptitle(
     title_with_provenance(
-        "Test rows per protected group (green: enough for SNSR)", ds.name, ds.is_synthetic, profile=PROFILE
+        f"Test rows per protected group (green: enough for SNSR), computed on n = {len(inter.rows):,} rows "
+        f"({len(inter.test):,} test)",
+        ds.name,
+        ds.is_synthetic,
+        profile=PROFILE,
     )
+)
+run_rows = N_INTERACTIONS or default_n_rows(name)
+run_test = run_rows - round(0.7 * run_rows)
+largest = max(int(gs[a]["n_rows"].max()) for a in ("gender", "age", "occupation", "joint") if len(gs[a]))
+add_caption(
+    fig,
+    f"Computed on {len(inter.rows):,} interaction rows ({len(inter.test):,} test rows; N_ROWS = {N_ROWS}). "
+    f"The FACTER runs of this profile use N_INTERACTIONS = {run_rows:,} rows ({run_test:,} test rows): "
+    f"{run_rows / len(inter.rows):.1%} of these, so their groups hold about that share of the counts drawn here "
+    f"(the largest group here has {largest:,} test rows, i.e. about {largest * run_test / len(inter.test):.0f} "
+    f"in such a run){'; no group can reach ' + str(MIN_GROUP) + ' there' if run_test < MIN_GROUP else ''}.",
 )
 save_figure(fig, "data_group_sizes")
 plt.show()

@@ -33,10 +33,10 @@ PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False  # True: tiny sizes and the torch-free hash encoder, seconds
 DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
 PROTOCOL = "open"  # open | rank
-PRESET = "repro"  # repro (alpha 0.10) | paper (alpha 0.20)
+PRESET = "repro"  # repro (alpha 0.10) | icml (alpha 0.20) | facterlab
 ENCODER = "all-MiniLM-L6-v2"  # the measurement apparatus (contexts, items); "hash-encoder": torch-free
 SEEDS = [0, 1, 2]  # independent repetitions (rows and recommender noise)
-N_INTERACTIONS = 2500  # the paper's n: 1,750 calibration / 750 test rows
+N_INTERACTIONS = 2500  # the paper's n: 1,750 calibration / 750 test rows; None: the dataset's REPRO size
 PASSES = 3  # FACTER passes T
 CFR_ROWS = 200  # REPRO: 200
 BETAS = [0.0, 2.0, 6.0]  # bias strengths (score SDs): none, mid, high
@@ -53,20 +53,27 @@ DATA_DIR = None  # None: $FACTERLAB_DATA
 # %%
 from IPython.display import Markdown, display
 
+from facterlab import notebook
 from facterlab.reporting import experiments as ex
 from facterlab.reporting import ground_truth as gt
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
 
-if SMOKE:  # tiny sizes, torch-free encoder
-    N_INTERACTIONS, SEEDS, CFR_ROWS, PASSES = min(N_INTERACTIONS, 300), SEEDS[:1], min(CFR_ROWS, 20), min(PASSES, 2)
-    BETAS, RHOS, ENCODER = (
-        [b for b in BETAS if b in (0.0, max(BETAS))],
-        [r for r in RHOS if r in (0.0, 1.0)],
-        "hash-encoder",
-    )
-    LAMBDAS, TAU_RHOS = LAMBDAS[-2:], TAU_RHOS[-1:]
+P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
+    globals(),
+    smoke={  # tiny sizes, torch-free encoder
+        "N_INTERACTIONS": 300,
+        "SEEDS": lambda seeds: seeds[:1],
+        "CFR_ROWS": 20,
+        "PASSES": 2,
+        "BETAS": lambda betas: [b for b in betas if b in (0.0, max(betas))],
+        "RHOS": lambda rhos: [r for r in rhos if r in (0.0, 1.0)],
+        "ENCODER": "hash-encoder",
+        "LAMBDAS": lambda lambdas: lambdas[-2:],
+        "TAU_RHOS": lambda taus: taus[-1:],
+    },
+)
 
 
 def config(seed, beta, rho, **kw):
@@ -101,12 +108,12 @@ by_rho = {
     if rho != 1.0
 }
 by_rho.update({(beta, 1.0): listening[(SEEDS[0], beta)] for beta in BETAS})
-first = listening[(SEEDS[0], BETAS[0])].metrics
-DATASET_NAME, SYNTHETIC = first["dataset"], bool(first["is_synthetic"])
+first = listening[(SEEDS[0], BETAS[0])].record.metrics  # the typed run record (docs/CONTRACTS.md)
+DATASET_NAME, SYNTHETIC = first.dataset, bool(first.is_synthetic)
 print(
     f"{len(listening) + len(by_rho) - len(BETAS)} simulated runs on {DATASET_NAME} (synthetic: {SYNTHETIC}): "
-    f"{first['n_calib']} calibration / {first['n_test']} test rows, encoder {ENCODER}, "
-    f"share of calibration rows without a counterfactual neighbour {first['calibration']['share_no_neighbour']:.3f}"
+    f"{first.n_calib} calibration / {first.n_test} test rows, encoder {ENCODER}, "
+    f"share of calibration rows without a counterfactual neighbour {first.calibration.share_no_neighbour:.3f}"
 )
 checks = []
 

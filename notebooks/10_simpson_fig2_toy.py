@@ -36,9 +36,12 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
 
+# checks the parameters (PROFILE, SMOKE)
+P = notebook.parameters(globals())
 apply_style()
 T0 = time.time()
 
@@ -78,7 +81,12 @@ fixed = {"active": TOY_LISTS["active"], "casual": TOY_LISTS["casual"].replace("G
 print(
     "counterfactual: casual user's Grey items moved below its relevant ones -> reversal:", toy_gaps(fixed)["reversal"]
 )
-fig = draw_toy(title=title("Fig 2: per-user vs aggregate average position (performance differs between users)"))
+fig = draw_toy(
+    title=title(
+        "Fig 2: per-user vs aggregate average position (performance differs between users; "
+        "n = 2 users, 6 relevant items each)"
+    )
+)
 save_figure(fig, "simpson_fig2_toy")
 plt.show()
 

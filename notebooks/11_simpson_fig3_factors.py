@@ -39,10 +39,13 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
 from facterlab.simpson import SimConfig, plots, summarise, sweep
 
+# checks the parameters; PROFILE, and under SMOKE these sizes unless passed
+P = notebook.parameters(globals(), smoke={"N_USERS": 1_000, "N_SEEDS": 2, "N_POINTS": 4, "N_READING_USERS": 500})
 apply_style()
 T0 = time.time()
 
@@ -52,8 +55,6 @@ def title(text):
 
 
 # %%
-if SMOKE:
-    N_USERS, N_SEEDS, N_POINTS = 1_000, 2, 4
 base = SimConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
 print("reading:", base.variant)
 grids = {
@@ -68,22 +69,24 @@ summaries = {p: summarise(df, p) for p, df in raw.items()}
 cols = ["probe_n_relevant", "probe_competition", "probe_ndcg", "mean_ndcg", "per_user_gap", "share_defined"]
 display(pd.concat({p: s.set_index(p)[[c + "_mean" for c in cols]] for p, s in summaries.items()}).round(4))
 fig = plots.plot_factors(
-    summaries, title=title(f"Fig 3: parameters -> factors ({base.variant}; N={N_USERS}, {N_SEEDS} seeds)")
+    summaries,
+    title=title(f"Fig 3: parameters -> factors ({base.variant}; N={N_USERS}, {N_SEEDS} seeds)"),
+    n_seeds=N_SEEDS,
+    n_users=N_USERS,
 )
 save_figure(fig, "simpson_fig3_factors")
 plt.show()
 
 # %%
-from facterlab.simpson.simulate import run
+from facterlab.simpson.simulate import simulate_and_measure
 from facterlab.simpson.study import VARIANTS
 
-if SMOKE:
-    N_READING_USERS = 500
 perf_rows = []
 for v in VARIANTS:
     for s1 in (0.0, 10.0):
         vals = [
-            run(base.replace(n_users=N_READING_USERS, sigma1=s1, seed=seed, **v), ips=False) for seed in range(N_SEEDS)
+            simulate_and_measure(base.replace(n_users=N_READING_USERS, sigma1=s1, seed=seed, **v), ips=False)
+            for seed in range(N_SEEDS)
         ]
         perf_rows.append(
             {

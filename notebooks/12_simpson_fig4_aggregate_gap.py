@@ -51,10 +51,26 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
 from facterlab.simpson import SimConfig, plots, summarise, sweep
 
+# checks the parameters; PROFILE, and under SMOKE these sizes unless passed
+P = notebook.parameters(
+    globals(),
+    smoke={
+        "STUDY_USERS": 1_000,
+        "STUDY_SEEDS": 2,
+        "STUDY_POINTS": 3,
+        "N_USERS": 1_000,
+        "N_SEEDS": 2,
+        "N_POINTS": 4,
+        "HELD_USERS": 800,
+        "HELD_SEEDS": 2,
+        "HELD_POINTS": 3,
+    },
+)
 apply_style()
 T0 = time.time()
 
@@ -66,21 +82,20 @@ def title(text):
 # %%
 from facterlab.simpson.study import HALF_RULE, MOVE_PP, hold_per_user_gap, variant_study, variant_verdicts
 
-if SMOKE:
-    STUDY_USERS, STUDY_SEEDS, STUDY_POINTS = 1_000, 2, 3
 study = variant_study(n_users=STUDY_USERS, seeds=range(STUDY_SEEDS), n_points=STUDY_POINTS)
 verdicts = variant_verdicts(study)
 display(verdicts.T.round(3))
 fig = plots.plot_variant_study(
-    verdicts, title=title(f"Readings of the paper's text (b=0.03, N={STUDY_USERS}, {STUDY_SEEDS} seeds)")
+    verdicts,
+    title=title(f"Readings of the paper's text (b=0.03, N={STUDY_USERS}, {STUDY_SEEDS} seeds)"),
+    n_seeds=STUDY_SEEDS,
+    n_users=STUDY_USERS,
 )
 save_figure(fig, "simpson_fig4_reading_study")
 plt.show()
 print("default reading:", SimConfig().variant)
 
 # %%
-if SMOKE:
-    N_USERS, N_SEEDS, N_POINTS = 1_000, 2, 4
 base = SimConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
 print("reading:", base.variant)
 grids = {
@@ -96,6 +111,8 @@ fig = plots.plot_gap_sweeps(
     summaries,
     series=("aggregate_gap", "per_user_gap"),
     title=title(f"Fig 4: AggregateGap vs PerUserGap ({base.variant}; N={N_USERS}, {N_SEEDS} seeds)"),
+    n_seeds=N_SEEDS,
+    n_users=N_USERS,
 )
 save_figure(fig, "simpson_fig4_aggregate_gap")
 plt.show()
@@ -123,8 +140,6 @@ display(
 )
 
 # %%
-if SMOKE:
-    HELD_USERS, HELD_SEEDS, HELD_POINTS = 800, 2, 3
 held_base = SimConfig(n_users=HELD_USERS)
 held_raw = {
     "d1": hold_per_user_gap("d1", np.linspace(1.5, 4.0, HELD_POINTS), seeds=range(HELD_SEEDS), base=held_base),
@@ -139,6 +154,8 @@ fig = plots.plot_held_per_user_gap(
     title=title(
         f"Fig 4, PerUserGap held at 0 by recalibrating b ({held_base.variant}; N={HELD_USERS}, {HELD_SEEDS} seeds)"
     ),
+    n_seeds=HELD_SEEDS,
+    n_users=HELD_USERS,
 )
 save_figure(fig, "simpson_fig4_held_per_user_gap")
 plt.show()

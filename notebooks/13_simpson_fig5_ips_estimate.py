@@ -39,10 +39,13 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
+from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
 from facterlab.simpson import SimConfig, plots, summarise, sweep
 
+# checks the parameters; PROFILE, and under SMOKE these sizes unless passed
+P = notebook.parameters(globals(), smoke={"N_USERS": 2_000, "N_SEEDS": 2, "N_POINTS": 4})
 apply_style()
 T0 = time.time()
 
@@ -52,8 +55,6 @@ def title(text):
 
 
 # %%
-if SMOKE:
-    N_USERS, N_SEEDS, N_POINTS = 2_000, 2, 4
 base = SimConfig(n_users=N_USERS, bias=BIAS)
 raw = {
     "sigma1": sweep("sigma1", np.linspace(0, 10, N_POINTS), seeds=range(N_SEEDS), base=base.replace(d1=1.5)),
@@ -67,6 +68,8 @@ fig = plots.plot_gap_sweeps(
     series=("aggregate_gap", "per_user_gap", "ips_model", "ips_counts", "ips_oracle", "ips_estimand"),
     params=("sigma1", "d1"),
     title=title(f"Fig 5: IPS estimates vs truth ({base.variant}; b={BIAS}, N={N_USERS}, {N_SEEDS} seeds)"),
+    n_seeds=N_SEEDS,
+    n_users=N_USERS,
 )
 save_figure(fig, "simpson_fig5_ips_estimate")
 plt.show()

@@ -33,9 +33,12 @@ import time
 import matplotlib.pyplot as plt
 from IPython.display import display
 
+from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
 
+# checks the parameters; PROFILE, and under SMOKE these sizes unless passed
+P = notebook.parameters(globals(), smoke={"N_USERS": 1_000})
 apply_style()
 T0 = time.time()
 
@@ -47,15 +50,22 @@ def title(text):
 # %%
 from facterlab.simpson.explorer import build_explorer, static_figure
 
-if SMOKE:
-    N_USERS = 1_000
 explorer = build_explorer(n_users=N_USERS, seed=SEED)
-display(explorer.widget)
+display(explorer)  # the widget; its text form (GitHub, no kernel) says what it is
+
+# %% [markdown]
+# The default setting, static: what a reader of the executed notebook sees without a kernel (the
+# widget above redraws these live; its state is also saved in the notebook by papermill).
 
 # %%
+from IPython.display import HTML
+
+from facterlab.simpson.explorer import numbers_html
+
 fig, res = static_figure(n_users=N_USERS, seed=SEED)
 save_figure(fig, "simpson_explorer_default")
-plt.show()
+display(fig, HTML(numbers_html(res, ids=False)))  # shown whatever the matplotlib backend (Agg included)
+plt.close(fig)
 
 # %%
 write_metrics(

@@ -36,7 +36,7 @@ SMOKE = False  # True: tiny sizes, seconds per notebook
 DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
 MODEL = "smollm2-135m"  # registry name, local path, or "fake" (deterministic test model)
 PROTOCOL = "rank"  # open | rank
-PRESET = "repro"  # repro (alpha 0.10) | paper (alpha 0.20)
+PRESET = "repro"  # repro (alpha 0.10) | icml (alpha 0.20) | facterlab
 SEEDS = [0]
 N_INTERACTIONS = 14  # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
 PASSES = 3  # FACTER passes T
@@ -57,54 +57,15 @@ SHOWN_SEED = 0  # seed of the random shown item per row
 # %%
 from IPython.display import Markdown, display
 
+from facterlab import notebook
 from facterlab.reporting import experiments as ex
 from facterlab.reporting import facter_figures as ff
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
 
-if SMOKE:  # tiny sizes (never larger than passed): seconds per notebook with the fake model
-    N_INTERACTIONS = min(N_INTERACTIONS or 24, 24)
-    CFR_ROWS, PASSES, MAX_NEW_TOKENS = min(CFR_ROWS, 2), min(PASSES, 2), min(MAX_NEW_TOKENS, 32)
-    SNSR_MIN_GROUP, SEEDS = min(SNSR_MIN_GROUP, 3), SEEDS[:1]
-
-
-def config(seed, dataset=None, model=None, protocol=None, **kw):
-    """This notebook's run config (same parameters -> same run id -> shared cached run)."""
-    return ex.run_config(
-        dataset=dataset or DATASET,
-        model=model or MODEL,
-        protocol=protocol or PROTOCOL,
-        preset_name=PRESET,
-        seed=seed,
-        n_rows=N_INTERACTIONS,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS,
-        max_new_tokens=MAX_NEW_TOKENS,
-        batch_size=BATCH_SIZE,
-        device=DEVICE,
-        ranker=RANKER,
-        metrics__snsr_min_group=SNSR_MIN_GROUP,
-        **kw,
-    )
-
-
-def sim_config(seed, dataset=None, protocol=None):
-    """The simulated recommender's run beside the LLM's (docs/SIMULATED.md): same dataset, preset and
-    passes, the paper's n and 200 CFR rows (tiny sizes and the torch-free encoder under SMOKE)."""
-    return ex.run_config(
-        dataset=dataset or DATASET,
-        model="simulated",
-        protocol=protocol or PROTOCOL,
-        preset_name=PRESET,
-        seed=seed,
-        n_rows=min(SIM_N_INTERACTIONS, 300) if SMOKE else SIM_N_INTERACTIONS,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS if SMOKE else 200,
-        encoder="hash-encoder" if SMOKE else "all-MiniLM-L6-v2",
-        sim__beta=float(SIM_BETA),
-        metrics__snsr_min_group=SNSR_MIN_GROUP if SMOKE else 30,
-    )
+P = notebook.parameters(globals(), smoke=notebook.FACTER_SMOKE)  # checks the parameters; PROFILE and SMOKE sizes
+config, sim_config = P.config, P.sim_config  # run configs of this notebook's parameters
 
 
 # %%
@@ -113,7 +74,7 @@ from facterlab.reporting import llm_simpson as ls
 sources = [(f"LLM: {ex.model_label(MODEL)}", config(SEEDS[0]))]
 if SIMULATED:
     sources.append((f"simulated recommender (beta = {SIM_BETA:g})", sim_config(SEEDS[0])))
-results, frames, all_reports, verdicts = [], {}, {}, {}
+results, frames, all_reports, verdicts, plot_frames, intervals = [], {}, {}, {}, {}, {}
 for label, cfg in sources:
     result = ex.run(cfg, data_dir=DATA_DIR, progress=False)
     rows_by_method, item_group = ex.rank_rows_with_groups(result, cfg, head_share=HEAD_SHARE, data_dir=DATA_DIR)
@@ -122,48 +83,48 @@ for label, cfg in sources:
         for method, rows in rows_by_method.items()
     }
     frame = ls.report_frame(reports)
+    plot_frames[label] = frame.copy()  # the figure writes each group's n itself
+    intervals[label] = ls.gap_intervals(rows_by_method, item_group, exposure=EXPOSURE, seed=SHOWN_SEED)
     frame["users"] = [f"{u} (n={n})" for u, n in zip(frame["users"], frame["n_rows"])]
     results.append(result)
     frames[label], all_reports[label] = frame, reports
     verdicts[label] = {method: ls.verdict(rep) for method, rep in reports.items()}
-    m = result.metrics
+    m = result.record.metrics  # the typed run record (docs/CONTRACTS.md)
     display(
         Markdown(
             tb.frame_table(
                 frame,
                 name="simpson_llm_gaps",
                 title=f"Exposure gaps (popular - long tail): {label}",
-                notes=[
-                    f"profile {PROFILE}, dataset {m['dataset']}, model {m.get('model_name', m['model'])}, "
-                    f"{m['n_test']} test rows"
-                ],
+                notes=[f"profile {PROFILE}, dataset {m.dataset}, model {m.field_value('model')}, {m.n_test} test rows"],
             ).to_markdown()
         )
     )
 
 # %%
 figs = {}
-for (label, cfg), result in zip(sources, results):
+for (label, _cfg), result in zip(sources, results):
     figs[label] = ff.gap_bars(
-        frames[label],
-        f"Per-user vs aggregate exposure gap: {label} ({result.metrics['n_test']} test rows)",
-        result.metrics,
+        plot_frames[label],
+        f"Per-user vs aggregate exposure gap: {label} ({result.record.metrics.n_test} test rows)",
+        result.metrics,  # the record's JSON form, read by the figure code
         PROFILE,
+        intervals=intervals[label],
     )
     for method, text in verdicts[label].items():
         print(f"{label} / {method}: {text}")
 
 # %%
-for (label, cfg), result in zip(sources, results):
-    m = result.metrics
-    name = "simpson_sim_gaps" if m.get("model_name") == "simulated" else "simpson_llm_gaps"
+for (label, _cfg), result in zip(sources, results):
+    m = result.record.metrics
+    name = "simpson_sim_gaps" if m.model_name == "simulated" else "simpson_llm_gaps"
     tb.frame_table(
         frames[label],
         name=name,
         title=f"Exposure gaps (popular minus long tail), {label}",
         notes=[
-            f"Made by: dataset {m['dataset']}, model {m.get('model_name', m['model'])}, profile {PROFILE}, "
-            f"{m['n_test']} test rows; popular = top {HEAD_SHARE:.0%} of items by rating count; "
+            f"Made by: dataset {m.dataset}, model {m.field_value('model')}, profile {PROFILE}, "
+            f"{m.n_test} test rows; popular = top {HEAD_SHARE:.0%} of items by rating count; "
             f"exposure {EXPOSURE}; n = rows per user group (one row counts as one user)."
         ],
     ).save()
@@ -178,8 +139,8 @@ write_metrics(
             {
                 "label": label,
                 "run_id": r.run_id,
-                "model": r.metrics["model_name"],
-                "n_test": r.metrics["n_test"],
+                "model": r.record.metrics.model_name,
+                "n_test": r.record.metrics.n_test,
                 "reports": all_reports[label],
                 "verdicts": verdicts[label],
             }

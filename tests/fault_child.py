@@ -77,7 +77,7 @@ def main(results: str, fault: str) -> None:
         Killable.target = what
         pipeline.calibrate = enter("calibration", pipeline.calibrate)
         base = pipeline.run_baseline
-        pipeline.run_baseline = lambda kind_, **kw: enter(kind_, base)(kind_, **kw)
+        pipeline.run_baseline = lambda kind_, *a, **kw: enter(kind_, base)(kind_, *a, **kw)
         run = pipeline.FacterMonitor.run
 
         def monitor_run(self, *a, **kw):  # the baselines run a FacterMonitor too: keep their phase

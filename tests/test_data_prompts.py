@@ -7,7 +7,7 @@ import pytest
 
 from facterlab.data import prompts
 from facterlab.data.movielens import items_frame
-from facterlab.types import PromptRequest, Rule
+from facterlab.datatypes import PromptRequest, Rule
 
 ITEMS = items_frame(
     list(range(1, 51)),

@@ -91,10 +91,10 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
     # not listening: nothing falls against the fixed bar
     assert not gt.clearly_below(v[(0.0, 1)], v[(0.0, last)])
     assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
-    rules = runs[(6.0, 1.0)].metrics["methods"]["facter"]["rules_in_last_pass"]
-    assert "AVOID: (gender=F) -> (Romance-only)" in rules
+    methods = runs[(6.0, 1.0)].record.metrics.methods
+    assert "AVOID: (gender=F) -> (Romance-only)" in (methods["facter"].rules_in_last_pass or [])
     # CFR: FACTER with a listening recommender is the fairest method
-    cfr = {m: runs[(6.0, 1.0)].metrics["methods"][m]["cfr_multi"] for m in ("neutral", "fair", "facter")}
+    cfr = {m: methods[m].cfr_multi for m in ("neutral", "fair", "facter")}
     assert cfr["facter"] < cfr["fair"] <= cfr["neutral"]
 
 

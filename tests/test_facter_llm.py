@@ -90,8 +90,8 @@ def test_smollm2_optimistic_batching_is_exact():
         seed=0,
         prompts=prompts,
     )
-    one = FacterMonitor(system_kind="facter", batch_size=1, **kw).run(1)
-    many = FacterMonitor(system_kind="facter", batch_size=4, **kw).run(1)
+    one = FacterMonitor.from_keywords(system_kind="facter", batch_size=1, **kw).run(1)
+    many = FacterMonitor.from_keywords(system_kind="facter", batch_size=4, **kw).run(1)
     assert one.records["viol_adaptive"].all()
     assert many.n_repredicted == 3 + 2 + 1  # each violation re-predicts the rest of the batch
     pd.testing.assert_frame_equal(one.records, many.records)

@@ -14,6 +14,7 @@ from facter_world import make_world  # noqa: E402
 from facterlab.config import preset  # noqa: E402
 from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
+from facterlab.datatypes import Recommender  # noqa: E402
 from facterlab.facter.monitor import FacterMonitor, OnlineScorer, violation_summary  # noqa: E402
 from facterlab.facter.pipeline import _context_embeddings, _groups, calibrate, make_postprocess  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
@@ -78,7 +79,7 @@ def _setup(world, obey: bool, protocol: str = "open", **facter):
 
 
 def _run(kw, batch_size, kind="facter", passes=3):
-    mon = FacterMonitor(system_kind=kind, batch_size=batch_size, **kw)
+    mon = FacterMonitor.from_keywords(system_kind=kind, batch_size=batch_size, **kw)
     return mon, mon.run(passes)
 
 
@@ -107,7 +108,7 @@ def test_batching_would_differ_without_repredicting(world):
     """Sanity check that the test above can fail: predicting a batch with stale prompts changes results."""
     kw, rec, _ = _setup(world, obey=False)
     _, one = _run(kw, 1)
-    mon = FacterMonitor(system_kind="facter", batch_size=64, **kw)
+    mon = FacterMonitor.from_keywords(system_kind="facter", batch_size=64, **kw)
     mon._current_orig = mon._current
     stale = {}
 
@@ -176,12 +177,13 @@ def test_correction_and_rule_options(world):
     assert (r["q_after"] != r["q_before"]).all()
 
 
-class _Bucketed:
+class _Bucketed(Recommender):
     """A fake wrapper that batches like the LLM: ``plan_batches`` groups requests by a 'bucket' (here the
     parity of the row id) in first-seen order, chunks of ``size``; it records every call's buckets."""
 
     def __init__(self, inner, size):
         self.inner, self.size, self.calls = inner, size, []
+        self.fingerprint = inner.fingerprint
 
     @staticmethod
     def bucket(req):
@@ -206,7 +208,7 @@ def test_lookahead_follows_the_recommenders_batches_and_stays_exact(world, looka
     wrapped = _Bucketed(rec2, 4)
     kw2["recommender"] = wrapped
     rec2.n_calls = 0
-    mon = FacterMonitor(system_kind="facter", batch_size=4, lookahead=lookahead, **kw2)
+    mon = FacterMonitor.from_keywords(system_kind="facter", batch_size=4, lookahead=lookahead, **kw2)
     res = mon.run(3)
     pd.testing.assert_frame_equal(res.records, one.records)
     assert all(len(b) == 1 for b, _ in wrapped.calls)  # every call holds one bucket only
@@ -221,7 +223,7 @@ def test_no_lookahead_for_a_recommender_that_runs_each_request_alone(world):
     kw, rec, _ = _setup(world, obey=False)
     rec.plan_batches = lambda reqs: [[i] for i in range(len(reqs))]  # like the likelihood ranker
     rec.n_calls = rec.n_batches = 0
-    mon = FacterMonitor(system_kind="facter", batch_size=16, lookahead=64, **kw)
+    mon = FacterMonitor.from_keywords(system_kind="facter", batch_size=16, lookahead=64, **kw)
     res = mon.run(2)
     n = len(kw["rows"])
     assert res.n_calls == rec.n_batches == rec.n_calls == 2 * n and res.n_repredicted == 0
@@ -230,4 +232,39 @@ def test_no_lookahead_for_a_recommender_that_runs_each_request_alone(world):
 def test_bad_lookahead(world):
     kw, _, _ = _setup(world, obey=False)
     with pytest.raises(ValueError, match="lookahead"):
-        FacterMonitor(system_kind="facter", batch_size=4, lookahead=0, **kw)
+        FacterMonitor.from_keywords(system_kind="facter", batch_size=4, lookahead=0, **kw)
+
+
+def test_monitor_settings_are_checked_and_the_recommender_must_implement_the_protocol(world):
+    kw, rec, _ = _setup(world, obey=False)
+    with pytest.raises(ValueError, match="unknown system_kind 'fiar'"):
+        FacterMonitor.from_keywords(system_kind="fiar", **kw)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+        FacterMonitor.from_keywords(batchsize=4, **kw)
+
+    class Structural:  # predicts, but neither subclasses Recommender nor has plan_batches
+        fingerprint = "structural"
+
+        def predict(self, requests):
+            return rec.predict(requests)
+
+    kw["recommender"] = Structural()
+    with pytest.raises(TypeError, match="plan_batches"):
+        FacterMonitor.from_keywords(**kw)
+
+
+def test_a_cached_recommender_plans_batches_as_its_model_does(tmp_path):
+    from facterlab.models.cache import CachedRecommender, PredictionCache
+
+    class Paired(Recommender):
+        fingerprint = "paired"
+
+        def plan_batches(self, requests):
+            return [[i for i in range(len(requests)) if i % 2 == r] for r in (0, 1)]
+
+        def predict(self, requests):
+            return []
+
+    reqs = [None] * 5
+    assert CachedRecommender(Paired(), PredictionCache(tmp_path / "c.sqlite")).plan_batches(reqs) == [[0, 2, 4], [1, 3]]
+    assert FakeRecommender(pd.DataFrame({"item_id": [1], "title": ["A"], "features": [[]]})).plan_batches(reqs) is None

@@ -15,13 +15,13 @@ from facter_world import make_world  # noqa: E402
 from facterlab.config import PROTOCOL_SWITCHES, config_hash, preset  # noqa: E402
 from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
-from facterlab.facter.monitor import UNKNOWN_GENERATION, CalibrationState, FacterMonitor, OnlineScorer  # noqa: E402
+from facterlab.datatypes import Prediction, Recommender  # noqa: E402
+from facterlab.facter.monitor import UNKNOWN_GENERATION, CalibrationState, FacterMonitor, MonitorSettings, OnlineScorer  # noqa: E402
 from facterlab.facter.pipeline import _context_embeddings, _groups, make_postprocess, protocol_variants, run_experiment  # noqa: E402
 from facterlab.facter.repair import ViolationBuffer, mine_rules  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
 from facterlab.metrics import CatalogueMapper, ranking_metrics  # noqa: E402
 from facterlab.models.fake import FakeRecommender, HashEncoder  # noqa: E402
-from facterlab.types import Prediction  # noqa: E402
 
 # ------------------------------------------------------------------ duplicate titles in re-ranking
 
@@ -62,7 +62,7 @@ def test_presets_take_each_sides_choice():
         sec, fld = key.split("__")
         assert getattr(getattr(repro, sec), fld) == theirs, key
         assert getattr(getattr(ours, sec), fld) == mine, key
-        assert getattr(getattr(preset("paper"), sec), fld) == theirs, key
+        assert getattr(getattr(preset("icml"), sec), fld) == theirs, key
     assert ours.facter.alpha == repro.facter.alpha and config_hash(ours) != config_hash(repro)
     assert protocol_variants(ours) == {k.split("__")[1]: v[1] for k, v in PROTOCOL_SWITCHES.items()}
     with pytest.raises(ValueError, match="top1"):
@@ -87,7 +87,7 @@ def test_run_records_every_switch(tmp_path):
         )
         res = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path, progress=False)
         out[name] = res
-        v = res.metrics["variants"]
+        v = res.record.metrics.variants
         for key, pair in PROTOCOL_SWITCHES.items():
             assert v[key.split("__")[1]] == pair[0 if name == "repro" else 1]
     assert out["repro"].run_id != out["facterlab"].run_id
@@ -115,7 +115,7 @@ def test_top1_first_mapped_vs_position0():
     assert (t, r) == (-1, "")
 
 
-class _Silent:
+class _Silent(Recommender):
     """A recommender that never answers (every output is empty)."""
 
     fingerprint = "silent"
@@ -162,21 +162,16 @@ def _monitor(world, rec, **facter):
         0.8,
     )
     post = make_postprocess("open", CatalogueMapper(items.reset_index(), enc), items, 10, top1=cfg.facter.top1)
+    settings = MonitorSettings(cfg.facter, n_calib=state.n, protocol="open", k=10, domain="movie", seed=0)
     return FacterMonitor(
+        settings,
         rows=test,
         items=items,
         recommender=rec,
         scorer=scorer,
         postprocess=post,
         represent=rep.predictions,
-        cfg=cfg.facter,
-        n_calib=state.n,
-        protocol="open",
-        k=10,
-        domain="movie",
-        seed=0,
         prompts=prompts.for_config(cfg.facter),
-        system_kind="facter",
     )
 
 
@@ -214,7 +209,7 @@ def test_cfr_prompt_is_the_rows_last_pass_prompt(world):
 
 
 def _rule(text):
-    from facterlab.types import Rule
+    from facterlab.datatypes import Rule
 
     head, target = text[len("AVOID: (") :].split(") -> (")
     attr, value = head.split("=", 1)

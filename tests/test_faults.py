@@ -22,16 +22,17 @@ from facter_world import make_world  # noqa: E402
 
 from facterlab.cli import main  # noqa: E402
 from facterlab.config import preset  # noqa: E402
+from facterlab.datatypes import PARSE_EMPTY, MissingValue, Prediction  # noqa: E402
 from facterlab.facter.pipeline import run_experiment  # noqa: E402
+from facterlab.facter.record import RunRecord  # noqa: E402
 from facterlab.facter.runfolder import RUN_FILES, degenerate_summary, run_folder_problem  # noqa: E402
+from facterlab.facter.validation import ConfigError, smallest_n_rows, validate_config  # noqa: E402
 from facterlab.models.fake import FakeRecommender, HashEncoder  # noqa: E402
 from facterlab.models.parsing import parse_titles, parse_with_reason  # noqa: E402
-from facterlab.types import PARSE_EMPTY, Prediction  # noqa: E402
-from facterlab.validation import ConfigError, smallest_n_rows, validate_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).parent / "fault_child.py"
-COMPARED = list(RUN_FILES)  # timings.json holds wall times: the only file allowed to differ
+COMPARED = list(RUN_FILES)  # timings.json and run.json hold wall-clock times: the only files allowed to differ
 
 
 def _child(results: Path, fault: str, cache: Path) -> subprocess.CompletedProcess:
@@ -171,7 +172,7 @@ def test_all_problems_at_once_and_smallest_n_rows():
 def test_split_built_from_the_data_is_checked_too():
     """With n_rows left to the dataset's default, the split actually built is checked (run_experiment
     calls check_split right after building the rows, before the models)."""
-    from facterlab.validation import check_split
+    from facterlab.facter.validation import check_split
 
     cfg = _cfg(data__n_rows=None)
     validate_config(cfg)
@@ -306,19 +307,20 @@ def test_degenerate_output_is_counted_and_its_fairness_metrics_are_missing(text,
         out_dir=tmp_path,
         progress=False,
     )
-    for name, m in res.metrics["methods"].items():
-        assert m["n_degenerate"] == res.metrics["n_test"] and m["degenerate"]["all_degenerate"], name
-        assert m["cfr_multi"]["value"] is None and reason in m["cfr_multi"]["missing_reason"]
-        assert all(v["value"] is None for v in m["cfr_single"].values())
-        assert all(v["value"] is None for v in m["snsr_proxy"].values())
-        assert all(x["value"] is None for x in m["violations"]["fixed_q0"])
-    saved = json.loads((res.out_dir / "metrics.json").read_text())
-    assert saved["methods"]["facter"]["n_degenerate"] == res.metrics["n_test"]
+    metrics = res.record.metrics
+    for name, m in metrics.methods.items():
+        assert m.degenerate is not None and m.n_degenerate == metrics.n_test and m.degenerate.all_degenerate, name
+        assert isinstance(m.cfr_multi, MissingValue) and reason in m.cfr_multi.reason
+        assert all(isinstance(v, MissingValue) for v in m.cfr_single.values())
+        assert all(isinstance(v, MissingValue) for v in m.snsr_proxy.values())
+        assert all(isinstance(x, MissingValue) for x in m.violations["fixed_q0"])
+    saved = RunRecord.load(res.out_dir).metrics
+    assert saved == metrics and saved.methods["facter"].n_degenerate == metrics.n_test
     from facterlab.reporting import tables as tb
 
-    flat = tb.flatten_method_metrics(saved["methods"]["neutral"])
-    assert flat["n_degenerate"] == res.metrics["n_test"]
-    assert isinstance(flat["cfr_multi"], tb.MissingValue) and isinstance(flat["violations_fixed_q0"], tb.MissingValue)
+    flat = saved.flat("neutral")
+    assert flat["n_degenerate"] == metrics.n_test
+    assert isinstance(flat["cfr_multi"], MissingValue) and isinstance(flat["violations_fixed_q0"], MissingValue)
     assert "Degenerate" in tb.method_table([saved], name="t", title="T", published=()).to_markdown()
 
 
@@ -477,11 +479,12 @@ def test_fingerprint_covers_the_full_weight_content(tmp_path):
 
 
 def test_file_hashes_are_remembered_by_path_size_and_mtime(tmp_path, monkeypatch):
+    from facterlab import filehash
     from facterlab.models import registry
 
     d = _model_dir(tmp_path / "m", b"\1")
     first = registry.resolve_llm(str(d)).fingerprint
-    registry._HASH_MEMO.clear()  # as in a new process: the on-disk record answers
+    filehash._HASH_MEMO.clear()  # as in a new process: the on-disk record answers
     reads = []
     real_open = open
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from rapidfuzz import fuzz
 
-from facterlab.metrics.catalogue import CatalogueMapper, normalise_title, valid_at_k, valid_per_row
+from facterlab.data.titles import normalise_title
+from facterlab.metrics.catalogue import CatalogueMapper, valid_at_k, valid_per_row
 from facterlab.metrics.embeddings import normalised_row_means
 
 

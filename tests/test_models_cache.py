@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from facterlab.datatypes import PARSE_OK, Prediction, PromptRequest, Recommender
 from facterlab.models.cache import CachedRecommender, EmbeddingCache, PredictionCache, request_key, text_key
 from facterlab.models.device import resolve_device
 from facterlab.models.registry import UNKNOWN_MODEL_MSG, resolve_encoder, resolve_llm
-from facterlab.types import PARSE_OK, Prediction, PromptRequest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def _req(text, seed=0, cands=None):
     )
 
 
-class CountingRec:
+class CountingRec(Recommender):
     """Deterministic toy recommender that counts its calls."""
 
     fingerprint = "counting-v1"
@@ -90,9 +90,9 @@ def test_cached_recommender_only_generates_misses(tmp_path):
 _KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from facterlab.models.cache import CachedRecommender, PredictionCache
-    from facterlab.types import Prediction, PromptRequest
+    from facterlab.datatypes import Prediction, PromptRequest, Recommender
 
-    class Slow:
+    class Slow(Recommender):
         fingerprint = "slow-v1"
         def predict(self, requests):
             out = []
@@ -142,7 +142,7 @@ def test_killed_run_resumes_without_redoing_cached_prompts(tmp_path):
 _WRITER = textwrap.dedent("""
     import sys
     from facterlab.models.cache import PredictionCache
-    from facterlab.types import Prediction
+    from facterlab.datatypes import Prediction
     c = PredictionCache(sys.argv[1])
     for i in range(150):
         c.put_predictions([(f"{sys.argv[2]}-{i}", Prediction(titles=(str(i),)))])

@@ -165,9 +165,9 @@ def test_chat_template_system_role_fallback(lm, monkeypatch):
 
 def test_open_and_rank_generate_recommenders(lm, tmp_path):
     from facterlab.config import ModelConfig
+    from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK, PromptRequest
     from facterlab.models.cache import CachedRecommender, PredictionCache
     from facterlab.models.rankers import LLMRecommender
-    from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK, PromptRequest
 
     cfg = ModelConfig(max_new_tokens=40, temperature=0.0, batch_size=4)
     open_rec = CachedRecommender(LLMRecommender(lm, cfg, "open"), PredictionCache(tmp_path / "c.sqlite"))
@@ -190,8 +190,8 @@ def test_likelihood_ranker_orders_by_summed_logprob(lm):
     import json
 
     from facterlab.config import ModelConfig
+    from facterlab.datatypes import PromptRequest
     from facterlab.models.rankers import LLMRecommender
-    from facterlab.types import PromptRequest
 
     cands = tuple(TITLES[4:12])
     rec = LLMRecommender(lm, ModelConfig(ranker="likelihood"), "rank")
@@ -207,8 +207,8 @@ def test_likelihood_ranker_orders_by_summed_logprob(lm):
 
 def test_prompt_truncation_drops_oldest_history(lm):
     from facterlab.config import ModelConfig
+    from facterlab.datatypes import PromptRequest
     from facterlab.models.rankers import PROMPT_TOO_LONG_MSG, LLMRecommender
-    from facterlab.types import PromptRequest
 
     hist = TITLES[:10]
     full = len(lm.encode_messages(_messages(hist)))

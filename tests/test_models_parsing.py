@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 from facterlab.models.parsing import clean_title, parse_titles
 from facterlab.models.rankers import match_to_candidates, truncate_history
-from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from facterlab.config import SimulatorConfig, preset
 from facterlab.data import prompts
+from facterlab.datatypes import Rule
 from facterlab.facter.monitor import prompt_items
 from facterlab.models.simulated import (
     BIAS_TABLE,
@@ -18,7 +19,6 @@ from facterlab.models.simulated import (
     simulated_from_config,
     training_pairs,
 )
-from facterlab.types import Rule
 from tests.facter_world import make_world
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_a_finite_demotion_lowers_what_the_rule_names(world):
 
 
 def test_title_corruption_rate_and_valid_at_k(world):
-    from facterlab.metrics.catalogue import normalise_title
+    from facterlab.data.titles import normalise_title
 
     _, inter = world
     known = {str(t) for t in inter.items["title"]}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from facterlab.facter.record import RunRecord
 from facterlab.reporting import reproduce as rp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,12 +167,7 @@ def test_facter_notebooks_share_runs(smoke_run):
     for name in mine | {"04_table2_backbones", "07_appendix_single_attribute", "20_simpson_in_llm_recommendations"}:
         if name in runs and runs[name].status == "ok":
             ids |= set(json.loads((base / "results" / name / "metrics.json").read_text()).get("run_ids", []))
-    llm = {
-        i
-        for i in ids
-        if json.loads((base / "results" / "runs" / i / "config.json").read_text())["config"]["model"]["llm"]
-        != "simulated"
-    }
+    llm = {i for i in ids if RunRecord.load(base / "results" / "runs" / i).config.setting("model.llm") != "simulated"}
     assert 1 <= len(llm) <= 3, sorted(llm)
     assert len(ids - llm) <= 2, sorted(ids - llm)  # the simulated open (03, 06) and rank (05, 20) runs
     assert (base / "figures" / "table1_open_generation.md").is_file()

@@ -225,7 +225,7 @@ def test_run_experiment_on_tiny_backbones(checkpoints, tmp_path, name, protocol,
 
     ds, paths = checkpoints
     cfg = preset(
-        "paper",
+        "repro",  # the method settings the paper profile runs (params.PROFILES["paper"]["overrides"]["PRESET"])
         data__dataset="synthetic",
         data__n_rows=16,
         data__n_candidates=12,
@@ -243,21 +243,21 @@ def test_run_experiment_on_tiny_backbones(checkpoints, tmp_path, name, protocol,
     )
     rec = make_recommender(cfg.model, protocol, cache=False)
     res = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path, progress=False)
-    m = res.metrics
-    assert m["preset"] == "paper" and m["variants"]["tie_order"] == "file_order"
-    assert m["variants"]["ranker"] == (ranker if protocol == "rank" else None)
-    assert set(m["methods"]) == {"neutral", "fair", "facter"}
+    m = res.record.metrics
+    assert m.preset == "repro" and m.variants["tie_order"] == "file_order"
+    assert m.variants["ranker"] == (ranker if protocol == "rank" else None)
+    assert set(m.methods) == {"neutral", "fair", "facter"}
     rows = res.rows["facter"]
-    assert len(rows) == 2 * m["n_test"] and rows["pass"].max() == 2
+    assert len(rows) == 2 * m.n_test and rows["pass"].max() == 2
     if protocol == "rank":  # every answer is a full permutation of the row's candidates (12 here, 40 in the paper)
         test = res.rows["neutral"]
         assert all(
             sorted(ids) == sorted(c)
             for ids, c in zip(test["mapped_ids"], test.merge(_candidates(res), on="row_id")["candidates"])
         )
-        assert m["methods"]["neutral"]["valid@10"] == 1.0
+        assert m.methods["neutral"].valid == 1.0
     else:
-        assert 0.0 <= m["methods"]["neutral"]["valid@10"] <= 1.0
+        assert 0.0 <= m.methods["neutral"].valid <= 1.0
     assert (res.out_dir / "metrics.json").is_file()
 
 
@@ -266,6 +266,6 @@ def _candidates(res):
 
     from facterlab.data.protocol import build_interactions
 
-    cfg = preset("paper", data__dataset="synthetic", data__n_rows=16, data__n_candidates=12)
+    cfg = preset("repro", data__dataset="synthetic", data__n_rows=16, data__n_candidates=12)
     rows = build_interactions(make_world(), cfg.data).rows
     return pd.DataFrame({"row_id": rows["row_id"], "candidates": rows["candidates"]})

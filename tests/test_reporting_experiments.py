@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
+from facterlab.facter.record import RunRecord
 from facterlab.reporting import experiments as ex
 
 
@@ -16,7 +16,8 @@ def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     first = ex.run(cfg, progress=False)
     saved = ex.find_saved_run(cfg)
     assert saved is not None and saved.name == first.run_id
-    assert json.loads((saved / "config.json").read_text())["fingerprints"] == ex.expected_fingerprints(cfg)
+    fp = RunRecord.load(saved).config.fingerprints
+    assert {"llm": fp.llm, "encoder": fp.encoder} == ex.expected_fingerprints(cfg)
     again = ex.run(cfg, progress=False)  # read back, not recomputed
     assert again.run_id == first.run_id and again.timings == first.timings
     # the same config with other model files (or a newer parser) has another run id: not reused

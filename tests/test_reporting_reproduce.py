@@ -46,7 +46,8 @@ def test_numeric_order_and_only(tmp_path):
 
 
 def test_set_parsing():
-    assert rp._parse_set(["A=1", "B=['x']", "C=text"]) == {"A": 1, "B": ["x"], "C": "text"}
+    """--set keeps the text; the declared type of each notebook coerces it (tests/test_params.py)."""
+    assert rp._parse_set(["A=1", "B=['x']", "C=text"]) == {"A": "1", "B": "['x']", "C": "text"}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         rp._parse_set(["A"])
 
@@ -89,17 +90,27 @@ def test_runner_runs_all_reports_failures_and_times(tmp_path, capsys, monkeypatc
         nbdir / "10_after.ipynb",
         [
             params('PROFILE = "default"\nSMOKE = False'),
-            code('open("out_after.txt", "w").write(PROFILE)'),
+            code(
+                'import os\nopen("out_after.txt", "w").write(PROFILE)\n'
+                'open("out_report.txt", "w").write(os.environ.get("FACTERLAB_REPORT", "unset"))'
+            ),
         ],
     )
     monkeypatch.chdir(tmp_path)
-    runs = rp.run_notebooks("smoke", extra={"X": 5, "UNUSED": 1}, log=lambda *a: None)
+    # an undeclared --set name is an error naming the close match, before any notebook runs
+    with pytest.raises(rp.ParameterError, match=r"unknown parameter x \(did you mean X\?\)"):
+        rp.run_notebooks("smoke", cwd=tmp_path, extra={"x": 5}, log=lambda *a: None)
+    assert not (tmp_path / "out_ok.json").exists()
+    runs = rp.run_notebooks("smoke", cwd=tmp_path, extra={"X": "5"}, log=lambda *a: None)
     assert [r.notebook for r in runs] == ["01_ok", "02_fail", "10_after"]
     assert [r.status for r in runs] == ["ok", "failed", "ok"]  # the failure does not stop the rest
+    # the text "5" arrives as the declared int; the profile's DATASET is not passed (the notebook's helper
+    # applies it), so nothing is skipped
     assert json.loads((tmp_path / "out_ok.json").read_text()) == {"p": "smoke", "s": True, "x": 5}
-    assert runs[0].skipped_parameters == ["DATASET", "UNUSED"]
+    assert runs[0].skipped_parameters == [] and runs[1].parameters == {"PROFILE": "smoke", "SMOKE": True}
     assert "RuntimeError" in runs[1].error and "boom in cell" in runs[1].error
     assert (tmp_path / "out_after.txt").read_text() == "smoke"
+    assert (tmp_path / "out_report.txt").read_text() == "unset"  # not the report run: figures beside results
     assert (tmp_path / "build" / "notebooks" / "02_fail.ipynb").is_file()
     from facterlab.config import results_dir
 
@@ -116,3 +127,17 @@ def test_runner_runs_all_reports_failures_and_times(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err
     assert rc == 1
     assert "02_fail" in err and "boom in cell" in err
+    # a typo in --set: exit 2 naming the close match, nothing run
+    rc = main(["reproduce", "--profile", "smoke", "--only", "01*", "--set", "x=3"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unknown parameter x (did you mean X?)" in err
+    rc = main(["reproduce", "--profile", "smoke", "--only", "01*", "--set", "X=abc"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "parameter X: expected int, got 'abc'" in err
+    # the report run (default profile, no --set) and --report mark the kernels; --no-report does not
+    assert main(["reproduce", "--profile", "default", "--only", "10*"]) == 0
+    assert (tmp_path / "out_report.txt").read_text() == "1"
+    assert main(["reproduce", "--profile", "default", "--only", "10*", "--no-report"]) == 0
+    assert (tmp_path / "out_report.txt").read_text() == "unset"
+    assert main(["reproduce", "--profile", "smoke", "--only", "10*", "--report"]) == 0
+    assert (tmp_path / "out_report.txt").read_text() == "1"

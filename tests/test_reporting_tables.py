@@ -8,12 +8,16 @@ import math
 import pandas as pd
 import pytest
 
+from facterlab.datatypes import MissingValue
+from facterlab.facter.record import RunMetrics
 from facterlab.reporting import published as pub
 from facterlab.reporting import tables as tb
-from facterlab.types import MissingValue
 
 
-def _run(seed_ndcg, valid=None, dataset="ml-100k", model="smollm2-135m", rule="one_sided", adaptive=(3, 1)):
+def _run(
+    seed_ndcg, valid=None, dataset="ml-100k", model="smollm2-135m", rule="one_sided", adaptive=(3, 1), q_star=None
+):
+    """The JSON of a metrics.json (input data for the tables, read through the typed record)."""
     methods = {}
     for method, delta in (("neutral", 0.0), ("facter", 0.05)):
         block = {
@@ -24,7 +28,7 @@ def _run(seed_ndcg, valid=None, dataset="ml-100k", model="smollm2-135m", rule="o
                 "gender": {"snsr": 0.2, "snsv": 0.2, "n_groups": 2},
             },
             "cfr_single": {"gender": 0.5, "age": 0.25, "occupation": 0.75},
-            "violations": {"adaptive": list(adaptive), "fixed_q0": [4, 4]},
+            "violations": {"adaptive": list(adaptive), "fixed_q0": [4, 4], **({"q_star": q_star} if q_star else {})},
             "threshold_path": [1.0, 1.5, 2.0],
         }
         methods[method] = block
@@ -175,7 +179,7 @@ def test_synthetic_is_flagged():
 
 
 def test_flatten_and_metric_value():
-    f = tb.flatten_method_metrics(_run(0.1)["methods"]["neutral"])
+    f = RunMetrics.from_json(_run(0.1), strict=False).methods["neutral"].flat()
     assert f["violations_adaptive"] == 1.0 and f["violations_adaptive_total"] == 4.0
     assert f["violations_fixed_q0_pass2"] == 4.0
     assert f["cfr_age"] == 0.25 and f["snsr_gender"] == 0.2
@@ -193,9 +197,7 @@ def test_aggregate_matches_pandas():
 
 
 def test_per_pass_table_and_save(tmp_path):
-    runs = [_run(0.1, adaptive=(3, 1)), _run(0.2, adaptive=(5, 1))]
-    for r in runs:
-        r["methods"]["facter"]["violations"]["q_star"] = [1, 0]
+    runs = [_run(0.1, adaptive=(3, 1), q_star=[1, 0]), _run(0.2, adaptive=(5, 1), q_star=[1, 0])]
     t = tb.per_pass_table(runs, name="fig1", title="By pass")
     assert t.rows[1][:2] == ["1", "4.0 ± 1.4"]  # mean(3, 5) = 4, sd = sqrt(2)
     assert t.rows[0][0].startswith("Q0") and t.rows[0][5] == "1.000 ± 0.000"
@@ -207,7 +209,7 @@ def test_per_pass_table_and_save(tmp_path):
 
 
 def test_empty_input_is_a_clear_error():
-    with pytest.raises(ValueError, match="at least one metrics dict"):
+    with pytest.raises(ValueError, match="at least one run record"):
         tb.method_table([], name="x", title="x")
 
 

@@ -33,3 +33,34 @@ def test_slider_change_recomputes_numbers_and_figure():
     assert ex.n_updates == 2 and ex.last["d1"] == 3.5
     assert ex.numbers.value != html0 and ex.image.value != png0
     assert ex.status.value == "updated (2)"
+
+
+@pytest.mark.slow
+def test_executed_notebook_renders_for_a_reader(tmp_path):
+    """papermill (as ``facterlab reproduce`` runs it) stores the widget state, the widget's text form
+    says what it is (not ``VBox(children=...)``) and the static figure and numbers follow it."""
+    import json
+    from pathlib import Path
+
+    import papermill
+
+    from facterlab.simpson.explorer import TEXT_FORM
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "15_simpson_explorer.ipynb"
+    out = tmp_path / "15.ipynb"
+    papermill.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters={"SMOKE": True},
+        kernel_name="python3",
+        cwd=str(tmp_path),
+        progress_bar=False,
+    )
+    nb = json.loads(out.read_text())
+    state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "display_data"]
+    i = next(i for i, o in enumerate(outputs) if "application/vnd.jupyter.widget-view+json" in o["data"])
+    assert outputs[i]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] in state
+    assert "".join(outputs[i]["data"]["text/plain"]) == TEXT_FORM
+    after = [set(o["data"]) for o in outputs[i + 1 :]]
+    assert any("image/png" in d for d in after) and any("text/html" in d for d in after)

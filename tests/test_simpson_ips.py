@@ -151,9 +151,9 @@ def test_oracle_weights_need_the_true_counts():
 
 
 def test_run_reports_every_named_estimator():
-    from facterlab.simpson.simulate import run
+    from facterlab.simpson.simulate import simulate_and_measure
 
-    r = run(SimConfig(n_users=2_000, seed=1, bias=0.03))
+    r = simulate_and_measure(SimConfig(n_users=2_000, seed=1, bias=0.03))
     for k in ("naive_estimate", "ips_counts", "ips_model", "ips_oracle", "ips_oracle_both", "ips_estimand"):
         assert np.isfinite(r[k]), k
     assert (r["noise"], r["mu1"]) == ("user", "orthonormal")

@@ -14,8 +14,8 @@ from facterlab.simpson.simulate import (
     noise_sd,
     random_experiment,
     ranks_from_scores,
-    run,
     simulate,
+    simulate_and_measure,
     summarise,
     sweep,
 )
@@ -72,19 +72,22 @@ def test_noise_sd_is_linear_with_f_minus1_0_and_f1_sigma1():
 
 
 def test_density_raises_competition_and_noise_lowers_performance():
-    lo = run(SimConfig(n_users=1_000, d1=1.5, seed=0), ips=False)
-    hi = run(SimConfig(n_users=1_000, d1=4.0, seed=0), ips=False)
+    lo = simulate_and_measure(SimConfig(n_users=1_000, d1=1.5, seed=0), ips=False)
+    hi = simulate_and_measure(SimConfig(n_users=1_000, d1=4.0, seed=0), ips=False)
     assert hi["probe_n_relevant_1"] > lo["probe_n_relevant_1"]
     assert hi["probe_competition"] < lo["probe_competition"]  # more relevant items: smaller C(u*)
-    clean = run(SimConfig(n_users=1_000, sigma1=0.0, seed=0), ips=False)
-    noisy = run(SimConfig(n_users=1_000, sigma1=10.0, seed=0), ips=False)
+    clean = simulate_and_measure(SimConfig(n_users=1_000, sigma1=0.0, seed=0), ips=False)
+    noisy = simulate_and_measure(SimConfig(n_users=1_000, sigma1=10.0, seed=0), ips=False)
     assert noisy["probe_ndcg"] < clean["probe_ndcg"] - 0.02
     assert noisy["mean_ndcg"] < clean["mean_ndcg"]
 
 
 def test_model_bias_favours_group_1():
     # positive b lifts group-1 items, so group 0 minus group 1 exposure decreases
-    g = [run(SimConfig(n_users=2_000, bias=b, seed=2), ips=False)["per_user_gap"] for b in (0.0, 0.05, 0.1)]
+    g = [
+        simulate_and_measure(SimConfig(n_users=2_000, bias=b, seed=2), ips=False)["per_user_gap"]
+        for b in (0.0, 0.05, 0.1)
+    ]
     assert g[0] > g[1] > g[2]
 
 
@@ -178,7 +181,7 @@ def test_grid_seeds_are_independent_streams():
     # a configuration's world is the k-th spawned child of SeedSequence(seed)
     child = np.random.SeedSequence(1).spawn(3)[2]
     cfg = base.replace(seed=1, stream=tuple(child.spawn_key))
-    assert run(cfg)["per_user_gap"] == g1.per_user_gap.iloc[2]
+    assert simulate_and_measure(cfg)["per_user_gap"] == g1.per_user_gap.iloc[2]
     assert g1.configuration.tolist() == [0, 1, 2] and set(g1.seed) == {1}
     with pytest.raises(ValueError, match="stream must be"):
         SimConfig(stream=(-1,))

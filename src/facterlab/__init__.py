@@ -15,4 +15,11 @@ from facterlab.threads import set_default_wait_policy as _set_default_wait_polic
 
 _set_default_wait_policy()
 
+# Log lines of long work (facterlab.progress): INFO inside a Jupyter kernel, FACTERLAB_LOG to choose;
+# only the "facterlab" logger is touched (never the root logger), so tests and host programs stay quiet.
+from facterlab.progress import auto_enable_logging as _auto_enable_logging  # noqa: E402
+from facterlab.progress import enable_logging  # noqa: E402,F401
+
+_auto_enable_logging()
+
 from facterlab.config import RunConfig, preset  # noqa: E402,F401

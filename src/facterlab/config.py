@@ -5,11 +5,15 @@ tables print which variant produced them via :func:`config_to_dict`.
 
 Presets
 -------
+A *preset* is a named set of the method's settings (alpha, threshold rule, protocol switches); it is
+not a *profile* (the sizes and backbones of a ``facterlab reproduce`` run, :data:`facterlab.params.PROFILES`;
+the ``paper`` profile runs preset ``repro``).  docs/ARCHITECTURE.md defines the words.
+
 ``repro``  (default) the reproduction study's settings: alpha = 0.10, ML-1M n = 2,500.
-``paper``  the ICML paper's settings where they differ: alpha = 0.20.
+``icml``  the ICML 2025 paper's settings where they differ: alpha = 0.20 (called ``paper`` before).
 ``facterlab``  the repro settings with facterlab's own choice on every protocol switch
            (:data:`PROTOCOL_SWITCHES`; docs/PROTOCOL.md): item-id tie order, positional NDCG, ...
-``repro`` and ``paper`` take REPRO's choice on every protocol switch.
+``repro`` and ``icml`` take REPRO's choice on every protocol switch.
 
 A run's identity is the hash of its resolved config (:func:`config_hash`), never a clock or a
 hand-typed id.
@@ -17,7 +21,7 @@ hand-typed id.
 >>> cfg = preset("repro")
 >>> cfg.facter.alpha, cfg.facter.threshold_rule, cfg.metrics.flip_strategy
 (0.1, 'one_sided', 'distinct')
->>> preset("paper").facter.alpha
+>>> preset("icml").facter.alpha
 0.2
 >>> len(config_hash(cfg)) == 12 and config_hash(cfg) == config_hash(preset("repro"))
 True
@@ -32,6 +36,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from facterlab import paths
 
 # ---------------------------------------------------------------------------------------------
 # Paths
@@ -50,21 +56,16 @@ def data_dir(explicit: os.PathLike | str | None = None) -> Path:
 def cache_dir(explicit: os.PathLike | str | None = None) -> Path:
     """Cache directory for processed datasets, embeddings and LLM outputs.
 
-    ``explicit``, else ``$FACTERLAB_CACHE``, else ``~/.cache/facterlab/cache``.
+    ``explicit``, else ``$FACTERLAB_CACHE``, else ``<project root>/build/cache`` in a clone, else
+    ``~/.cache/facterlab/cache`` (:func:`facterlab.paths.cache_dir`).
     """
-    if explicit is not None:
-        return Path(explicit).expanduser()
-    env = os.environ.get("FACTERLAB_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "facterlab" / "cache"
+    return paths.cache_dir(explicit)
 
 
 def results_dir(explicit: os.PathLike | str | None = None) -> Path:
-    """Where runs and notebook metrics go: ``explicit``, else ``$FACTERLAB_RESULTS``, else ``./results``."""
-    if explicit is not None:
-        return Path(explicit).expanduser()
-    return Path(os.environ.get("FACTERLAB_RESULTS", "results")).expanduser()
+    """Where runs and notebook metrics go: ``explicit``, else ``$FACTERLAB_RESULTS``, else
+    ``<project root>/results`` whatever the working directory (:func:`facterlab.paths.results_dir`)."""
+    return paths.results_dir(explicit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +244,9 @@ class SimulatorConfig:
 
 
 SIMULATED_LLM = "simulated"
+#: the deterministic test recommender (:class:`facterlab.models.fake.FakeRecommender`), used with the
+#: torch-free ``"hash-encoder"``; accepted by the notebooks (``MODEL = "fake"``) and ``facterlab run --model fake``
+FAKE_LLM = "fake"
 
 
 @dataclass(frozen=True)
@@ -262,10 +266,10 @@ class RunConfig:
         _check_choice("protocol", self.protocol, PROTOCOLS)
 
 
-PRESETS = ("repro", "paper", "facterlab")
+PRESETS = ("repro", "icml", "facterlab")
 
 #: The protocol switches (docs/PROTOCOL.md) as ``section__field`` -> (REPRO's choice, facterlab's choice).
-#: ``repro`` and ``paper`` take REPRO's (the dataclass defaults); ``facterlab`` takes ours.
+#: ``repro`` and ``icml`` take REPRO's (the dataclass defaults); ``facterlab`` takes ours.
 PROTOCOL_SWITCHES = {
     "data__tie_order": ("file_order", "item_id"),
     "metrics__ndcg_positions": ("compacted", "positional"),
@@ -287,11 +291,16 @@ def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     >>> preset("repro", facter__passes=1, protocol="rank").facter.passes
     1
     """
+    if name == "paper":
+        raise ValueError(
+            "preset 'paper' is now called 'icml' (the ICML paper's alpha = 0.20); 'paper' names the "
+            "facterlab reproduce profile (sizes and backbones), which runs preset 'repro'"
+        )
     _check_choice("preset", name, PRESETS)
     cfg = RunConfig(preset=name)
     if name == "facterlab":
         cfg = with_overrides(cfg, **{k: v[1] for k, v in PROTOCOL_SWITCHES.items()})
-    if name == "paper":
+    if name == "icml":
         cfg = replace(cfg, facter=replace(cfg.facter, alpha=0.20))
     return with_overrides(cfg, **overrides)
 

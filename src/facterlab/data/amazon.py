@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facterlab.data import AGE_LABELS, AGE_ORDER, GENDERS, OCCUPATION_LABELS, Dataset
+from facterlab.data.dataset import AGE_LABELS, AGE_ORDER, GENDERS, OCCUPATION_LABELS, Dataset
 
 REVIEWS_FILE = "Movies_and_TV_5.json.gz"
 META_FILE = "meta_Movies_and_TV.json.gz"

@@ -15,6 +15,9 @@ import sys
 from dataclasses import replace
 
 from facterlab.config import DATASETS, DataConfig
+from facterlab.data import load_dataset, resolve_dataset
+from facterlab.data.download import ensure_dataset, file_integrity, integrity_warnings
+from facterlab.data.protocol import load_or_build_interactions, summarize
 
 
 def register(subparsers) -> None:
@@ -46,17 +49,12 @@ def register(subparsers) -> None:
 
 def summary_dict(dataset: str = "auto", data_dir=None) -> dict:
     """What ``facterlab data summary`` prints, as a dict."""
-    from facterlab.data import load_dataset, resolve_dataset
-    from facterlab.data.protocol import summarize
-
     ds = load_dataset(dataset, data_dir)
     out = summarize(ds, DataConfig())
     out["requested"] = dataset
     out["auto_resolves_to"] = resolve_dataset("auto", data_dir)
     warnings = list(ds.info.get("warnings") or [])
     if not ds.is_synthetic:
-        from facterlab.data.download import file_integrity, integrity_warnings
-
         out["integrity"] = {r["file"]: r["status"] for r in file_integrity(ds.name, data_dir)}
         warnings = integrity_warnings(ds.name, data_dir) + warnings
     if ds.info.get("encodings"):
@@ -94,8 +92,6 @@ def cmd_summary(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from facterlab.data.protocol import load_or_build_interactions
-
     cfg = replace(DataConfig(), dataset=args.dataset, n_rows=args.n_rows, seed=args.seed)
     inter = load_or_build_interactions(args.dataset, cfg, data_dir=args.data_dir)
     out = {
@@ -122,8 +118,6 @@ def cmd_build(args) -> int:
 
 
 def cmd_download(args) -> int:
-    from facterlab.data.download import ensure_dataset
-
     path = ensure_dataset(args.dataset, args.data_dir, download=True)
     print(f"{args.dataset}: files in {path}", file=sys.stdout)
     return 0

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from facterlab.config import data_dir as _data_dir
+from facterlab.filehash import file_sha256 as _memo_sha256  # remembered by path, size, mtime
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,6 @@ def file_integrity(name: str, data_dir: os.PathLike | str | None = None) -> list
     ``"original"`` (matches the pinned SHA-256), ``"differs"`` (does not: a truncated, edited or re-saved
     file), ``"as downloaded"`` / ``"changed since download"`` (against the sum recorded at download for
     files without a published checksum), ``"unverified"`` (no sum known) or ``"missing"``."""
-    from facterlab.models.registry import file_sha256 as _memo_sha256  # remembered by path, size, mtime
-
     src = source(name)
     directory = _data_dir(data_dir) / src.subdir
     recorded = _recorded_sums(directory)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facterlab.data import AGE_LABELS, AGE_ORDER, GENDERS, GENRES, OCCUPATION_LABELS, Dataset, age_bucket
+from facterlab.data.dataset import AGE_LABELS, AGE_ORDER, GENDERS, GENRES, OCCUPATION_LABELS, Dataset, age_bucket
 
 _SEP = "\x1f"  # "::" is rewritten to this single character so that the C parser can read ML-1M
 ML100K_GENRES = ("unknown",) + GENRES

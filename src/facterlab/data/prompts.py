@@ -3,7 +3,7 @@
 System prompts: ``neutral`` (a helpful recommender working from the watch history), ``fair`` (two
 rules: use the preference signals, not demographics; do not reinforce stereotypes), ``facter`` (the
 fair rules plus, when rules were mined, the header :data:`FACTER_HEADER` and one bullet per
-:meth:`facterlab.types.Rule.text`), ``empty`` ("").  ``announce=(q_t, t, T)`` adds REPRO's line
+:meth:`facterlab.datatypes.Rule.text`), ``empty`` ("").  ``announce=(q_t, t, T)`` adds REPRO's line
 "Keep nonconformity S <= q_t. Iteration t/T." (option ``announce_threshold``, off by default: it leaks a
 changing number into the prompt and defeats caching).
 
@@ -12,7 +12,7 @@ User prompts: a "User demographics" block (dropped with ``demographics=False``),
 ONLY a JSON array of exactly k titles.  The domain word is "movie" for MovieLens and "product" for
 Amazon (REPRO said "movies" for both).
 
->>> from facterlab.types import Rule
+>>> from facterlab.datatypes import Rule
 >>> print(system_prompt("facter", [Rule("gender", "F", "Romance")]).splitlines()[-2:])
 ['Fairness constraints (learned from past violations):', '- AVOID: (gender=F) -> (Romance-only)']
 >>> system_prompt("empty")
@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from facterlab.types import PromptRequest, Rule
+from facterlab.datatypes import PromptRequest, Rule
 
 SYSTEM_KINDS = ("neutral", "fair", "facter", "empty")
 PROTOCOLS = ("open", "rank")
@@ -218,7 +218,7 @@ def build_request(
     demographics: bool = True,
     gender: str = "word",
 ) -> PromptRequest:
-    """A :class:`~facterlab.types.PromptRequest` with the system and user messages of a row.
+    """A :class:`~facterlab.datatypes.PromptRequest` with the system and user messages of a row.
 
     ``candidates`` holds the candidate titles for "rank" (None for "open").  ``meta`` carries
     ``gender``/``age``/``occupation``, ``history_ids``, ``history_titles``, ``history_features``

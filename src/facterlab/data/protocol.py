@@ -33,7 +33,8 @@ import pandas as pd
 
 from facterlab.config import DataConfig, config_to_dict
 from facterlab.config import cache_dir as _cache_dir
-from facterlab.data import PROTECTED, Dataset
+from facterlab.data import load_dataset, resolve_dataset
+from facterlab.data.dataset import PROTECTED, Dataset
 
 PROTOCOL_VERSION = 1
 DEFAULT_N_ROWS = {"ml-1m": 2500, "amazon": 3750}
@@ -269,14 +270,10 @@ def load_or_build_interactions(
     change of either builds anew.  ``dataset`` may be a :class:`Dataset` or a name (default
     ``cfg.dataset``).
     """
-    from facterlab.data import load_dataset
-
     cfg = cfg or DataConfig()
     if not isinstance(dataset, Dataset):
         kw = {"demographics_seed": cfg.demographics_seed, "max_reviews": cfg.max_reviews}
         name = dataset or cfg.dataset
-        from facterlab.data import resolve_dataset
-
         resolved = resolve_dataset(name, data_dir)
         dataset = load_dataset(resolved, data_dir, **(kw if resolved == "amazon" else {}))
     eff = effective_config(dataset, cfg)

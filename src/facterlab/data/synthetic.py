@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from facterlab.config import cache_dir as _cache_dir
-from facterlab.data import GENRES, Dataset
+from facterlab.data.dataset import GENRES, Dataset
+from facterlab.data.movielens import load_ml1m
 
 GENERATOR_VERSION = 3
 DEFAULTS = {"n_users": 1000, "n_items": 1200, "n_ratings": 100_000, "seed": 0}
@@ -387,8 +388,6 @@ def load_synthetic(
     cache: os.PathLike | str | None = None,
 ) -> Dataset:
     """Load (generating once) the synthetic dataset; ``name="synthetic"``, ``is_synthetic=True``."""
-    from facterlab.data.movielens import load_ml1m
-
     d = synthetic_dir(n_users, n_items, n_ratings, seed, cache)
     ds = load_ml1m(d, name="synthetic", is_synthetic=True)
     ds.info.update(

@@ -8,12 +8,13 @@
 - :mod:`~facterlab.facter.monitor`: the online loop with exact optimistic batching.
 - :mod:`~facterlab.facter.baselines`: Neutral and Fair.
 - :mod:`~facterlab.facter.pipeline`: :func:`run_experiment` end to end.
+- :mod:`~facterlab.facter.validation`: one validation pass over a run configuration.
 
 Imports numpy/pandas only.
 """
 
 from facterlab.facter.conformal import ConformalThreshold, conformal_k, min_calibration_size
-from facterlab.facter.monitor import CalibrationState, FacterMonitor, MonitorResult, OnlineScorer
+from facterlab.facter.monitor import CalibrationState, FacterMonitor, MonitorResult, MonitorSettings, OnlineScorer
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
 from facterlab.facter.pipeline import RunResult, calibrate, run_experiment
 from facterlab.facter.repair import ViolationBuffer, mine_rules
@@ -27,6 +28,7 @@ __all__ = [
     "CalibrationState",
     "FacterMonitor",
     "MonitorResult",
+    "MonitorSettings",
     "OnlineScorer",
     "NeighbourIndex",
     "counterfactual_neighbours",

@@ -9,17 +9,19 @@ count).  No rules are mined or shown.
 
 from __future__ import annotations
 
-from facterlab.facter.monitor import FacterMonitor, MonitorResult
+from dataclasses import replace
+
+from facterlab.facter.monitor import FacterMonitor, MonitorResult, MonitorSettings
 
 BASELINES = ("neutral", "fair")
 
 
-def run_baseline(kind: str, **monitor_kw) -> MonitorResult:
-    """Run baseline ``kind`` ("neutral" | "fair" | "empty") for one pass with :class:`FacterMonitor`
-    (keywords as for the monitor, minus ``system_kind``)."""
+def run_baseline(kind: str, settings: MonitorSettings, **parts) -> MonitorResult:
+    """Run baseline ``kind`` ("neutral" | "fair" | "empty") for one pass with :class:`FacterMonitor`:
+    ``settings`` with ``system_kind=kind`` (and ``name=kind`` unless named), ``parts`` as for the monitor."""
     if kind not in BASELINES + ("empty",):
         raise ValueError(f"unknown baseline {kind!r}; choose one of 'neutral', 'fair', 'empty'")
-    mon = FacterMonitor(system_kind=kind, name=monitor_kw.pop("name", kind), **monitor_kw)
+    mon = FacterMonitor(replace(settings, system_kind=kind, name=settings.name or kind), **parts)
     res = mon.run(passes=1)
     res.extra["monitor"] = mon
     return res

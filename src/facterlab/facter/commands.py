@@ -5,14 +5,19 @@
 [--batch-size 8] [--cfr-rows 200] [--snsr-min-group 30] [--json]``
 
 ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
-``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed``.
+``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed``.  ``--model fake`` runs
+the deterministic test recommender with the torch-free hash encoder (as ``MODEL = "fake"`` in the notebooks).
 """
 
 from __future__ import annotations
 
 import json
 
-from facterlab.config import DATASETS, PRESETS, PROTOCOLS, RANKERS, preset
+from facterlab.config import DATASETS, FAKE_LLM, PRESETS, PROTOCOLS, RANKERS, preset, results_dir
+from facterlab.datatypes import MissingValue
+from facterlab.facter.pipeline import HASH_ENCODER, run_experiment
+from facterlab.facter.record import as_metrics
+from facterlab.facter.validation import validate_config
 
 HEADLINE = ("ndcg@10_multi", "recall@10_multi", "valid@10", "cfr_multi")
 
@@ -21,7 +26,9 @@ def register(subparsers) -> None:
     """Add the ``run`` command to the ``facterlab`` parser."""
     p = subparsers.add_parser("run", help="run Neutral, Fair and FACTER and print the headline metrics")
     p.add_argument("--dataset", default="auto", choices=DATASETS)
-    p.add_argument("--model", default=None, help="LLM name (default: the preset's, smollm2-135m)")
+    p.add_argument(
+        "--model", default=None, help="LLM name (default: the preset's, smollm2-135m), 'simulated' or 'fake'"
+    )
     p.add_argument("--encoder", default=None, help="encoder name (default: all-MiniLM-L6-v2)")
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
@@ -57,6 +64,10 @@ def config_from_args(args):
     over = {"protocol": args.protocol, "seed": args.seed, "data__dataset": args.dataset, "data__seed": args.seed}
     if args.model:
         over["model__llm"] = args.model
+        if args.model == FAKE_LLM and not args.encoder:
+            over["model__encoder"] = (
+                HASH_ENCODER  # the fake model goes with the torch-free encoder (as in the notebooks)
+            )
     if args.encoder:
         over["model__encoder"] = args.encoder
     if args.ranker:
@@ -79,11 +90,13 @@ def config_from_args(args):
     return preset(args.preset, **over)
 
 
-def headline_table(metrics: dict) -> str:
-    """A small text table: one line per method with the headline metrics and violations."""
+def headline_table(metrics) -> str:
+    """A small text table: one line per method with the headline metrics and violations (``metrics``: the
+    run's record, result or metrics.json dict; :func:`facterlab.facter.record.as_metrics`)."""
+    m = as_metrics(metrics)
 
     def fmt(v):
-        if isinstance(v, dict):
+        if v is None or isinstance(v, (MissingValue, dict)):
             return "n/a"
         if isinstance(v, list):
             return "[" + ", ".join(fmt(x) for x in v) + "]"
@@ -91,36 +104,29 @@ def headline_table(metrics: dict) -> str:
 
     cols = HEADLINE + ("snsr_joint", "viol_fixed", "viol_adaptive", "degenerate")
     lines = [
-        f"run {metrics['run_id']}  dataset={metrics['dataset']}"
-        f"{' (SYNTHETIC)' if metrics['is_synthetic'] else ''}  protocol={metrics['protocol']}  "
-        f"n_calib={metrics['n_calib']} n_test={metrics['n_test']}  Q0={metrics['calibration']['q0']:.4f}",
+        f"run {m.run_id}  dataset={m.dataset}{' (SYNTHETIC)' if m.is_synthetic else ''}  protocol={m.protocol}  "
+        f"n_calib={m.n_calib} n_test={m.n_test}  Q0={fmt(m.calibration.q0)}",
         "method   " + "  ".join(f"{c:>15}" for c in cols),
     ]
-    for m, v in metrics["methods"].items():
-        snsr = v["snsr_proxy"]["joint"]
-        vals = [v[c] for c in HEADLINE] + [
-            snsr.get("snsr", snsr),
-            v["violations"]["fixed_q0"],
-            v["violations"]["adaptive"],
-            v.get("n_degenerate", "n/a"),
+    for name, block in m.methods.items():
+        flat = block.flat()
+        vals = [flat.get(c) for c in (*HEADLINE, "snsr_joint")] + [
+            block.violations.get("fixed_q0"),
+            block.violations.get("adaptive"),
+            block.n_degenerate,
         ]
-        lines.append(f"{m:8} " + "  ".join(f"{fmt(x):>15}" for x in vals))
-    cal_deg = (metrics.get("calibration") or {}).get("degenerate") or {}
-    if cal_deg.get("all_degenerate"):
+        lines.append(f"{name:8} " + "  ".join(f"{fmt(x):>15}" for x in vals))
+    cal_deg = m.calibration.degenerate
+    if cal_deg is not None and cal_deg.all_degenerate:
         lines.append(
-            f"WARNING: degenerate calibration ({cal_deg.get('reason')}): Q0 measures nothing, "
-            "violation counts are missing"
+            f"WARNING: degenerate calibration ({cal_deg.reason}): Q0 measures nothing, violation counts are missing"
         )
-    if "random_floor" in metrics:
-        lines.append(f"random floor: ndcg@10_multi={metrics['random_floor']['ndcg@10_multi']:.4f}")
+    if m.random_floor is not None:
+        lines.append(f"random floor: ndcg@10_multi={fmt(m.random_floor.ndcg_multi)}")
     return "\n".join(lines)
 
 
 def cmd_run(args) -> int:
-    from facterlab.config import results_dir
-    from facterlab.facter.pipeline import run_experiment
-    from facterlab.validation import validate_config
-
     cfg = config_from_args(args)
     validate_config(cfg, out_dir=results_dir(args.out_dir))  # every bound, before data or models are touched
     res = run_experiment(
@@ -129,6 +135,6 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(res.metrics, indent=2, sort_keys=True))
     else:
-        print(headline_table(res.metrics))
+        print(headline_table(res.record))
         print(f"saved to {res.out_dir}")
     return 0

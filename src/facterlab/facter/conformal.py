@@ -37,6 +37,8 @@ def conformal_k(n: int, alpha: float) -> int:
 
     >>> conformal_k(1750, 0.1), conformal_k(9, 0.1), conformal_k(100, 0.2)
     (1576, 9, 81)
+
+    Reference: [vovk2005alrw], [angelopoulos2023gentle] (docs/references.bib).
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -50,6 +52,8 @@ def min_calibration_size(alpha: float) -> int:
 
     >>> min_calibration_size(0.05)
     19
+
+    Reference: [angelopoulos2023gentle] (docs/references.bib).
     """
     n = max(1, int(math.ceil((1.0 - alpha) / alpha - _EPS)))
     while conformal_k(n, alpha) > n:  # pragma: no cover - float safety
@@ -65,6 +69,8 @@ class ConformalThreshold:
     Traceback (most recent call last):
     ...
     ValueError: Too few calibration scores for alpha=0.1: n=2 gives k=ceil((1-alpha)(n+1))=3 > n, so the conformal quantile is undefined; at least n=9 scores are needed.
+
+    Reference: [vovk2005alrw], [angelopoulos2023gentle], [fayyazi2025facter] (docs/references.bib).
     """
 
     def __init__(self, alpha: float = 0.10):
@@ -109,6 +115,8 @@ def hoeffding_constant(delta: float = 0.05) -> float:
 
     >>> round(hoeffding_constant(0.05), 4)
     1.3581
+
+    Reference: [hoeffding1963] (docs/references.bib).
     """
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
@@ -124,6 +132,8 @@ class ReproCountCorrection:
     [True, False, True, False]
     >>> rc.last_threshold
     2.0
+
+    Reference: [repro2025facter] (docs/references.bib).
     """
 
     def __init__(self, q0: float, n: int, maxlen: int = 50):
@@ -155,6 +165,8 @@ def corrected_threshold(q0: float, correction: str, n: int, delta: float = 0.05,
     (1.0, 1.1358)
     >>> corrected_threshold(1.0, "repro_count", 100, count=3)
     1.3
+
+    Reference: [fayyazi2025facter], [hoeffding1963], [repro2025facter] (docs/references.bib).
     """
     if correction == "none":
         return float(q0)

@@ -29,6 +29,7 @@ alone (the likelihood ranker scores one prompt at a time) is therefore never ask
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,11 +38,17 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
+from facterlab.data import prompts as _prompts
+from facterlab.data.dataset import PROTECTED
+from facterlab.datatypes import Recommender
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
-from facterlab.facter.neighbours import PROTECTED, NeighbourIndex, counterfactual_neighbours
+from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
 from facterlab.facter.repair import ViolationBuffer, mine_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
+from facterlab.progress import Progress
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_GENERATION = "UNKNOWN_GENERATION"  # REPRO's title for a violation whose output was empty
 
@@ -127,58 +134,98 @@ class MonitorResult:
     extra: dict = field(default_factory=dict)
 
 
-class FacterMonitor:
-    """The online loop (module docstring).  ``system_kind``: ``"facter"`` (rules mined and shown) or a
-    static baseline prompt (``"neutral"``, ``"fair"``, ``"empty"``: no rules).
+@dataclass(frozen=True)
+class MonitorSettings:
+    """How the online loop runs: everything but the data and the collaborators of :class:`FacterMonitor`.
 
-    ``prompts`` is the prompt module (default :mod:`facterlab.data.prompts`): it must provide
+    ``facter``: the method's settings (alpha, lambda, threshold rule, buffer); ``n_calib``: calibration
+    size n; ``protocol`` ``"open"``/``"rank"``; ``k`` list length; ``domain`` ("movie", "product") for
+    the prompts; ``seed`` the run seed of :func:`request_seed`; ``system_kind`` ``"facter"`` (rules mined
+    and shown) or a static baseline prompt (``"neutral"``, ``"fair"``, ``"empty"``); ``batch_size`` rows
+    per recommender call; ``lookahead`` rows predicted ahead (default ``4 * batch_size``); ``name`` of
+    the method in records (default ``system_kind``).
+
+    >>> from facterlab.config import FacterConfig
+    >>> MonitorSettings(FacterConfig(), n_calib=20, batch_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be >= 1, got 0
+    """
+
+    facter: FacterConfig
+    n_calib: int
+    protocol: str = "open"
+    k: int = 10
+    domain: str = "movie"
+    seed: int = 0
+    system_kind: str = "facter"
+    batch_size: int = 8
+    lookahead: int | None = None
+    progress: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.lookahead is not None and self.lookahead < 1:
+            raise ValueError(f"lookahead must be >= 1, got {self.lookahead}")
+        if self.protocol not in _prompts.PROTOCOLS:
+            raise ValueError(
+                f"unknown protocol {self.protocol!r}; choose one of {', '.join(map(repr, _prompts.PROTOCOLS))}"
+            )
+        if self.system_kind not in _prompts.SYSTEM_KINDS:
+            choices = ", ".join(map(repr, _prompts.SYSTEM_KINDS))
+            raise ValueError(f"unknown system_kind {self.system_kind!r}; choose one of {choices}")
+
+
+#: the keywords of :meth:`FacterMonitor.from_keywords` that are not :class:`MonitorSettings` fields
+_PART_KEYWORDS = ("rows", "items", "recommender", "scorer", "postprocess", "represent", "prompts")
+
+
+class FacterMonitor:
+    """The online loop (module docstring), built from its :class:`MonitorSettings` and its parts.
+
+    ``rows``: the test rows in walk order; ``items``: the catalogue; ``recommender`` a
+    :class:`~facterlab.datatypes.Recommender`; ``scorer`` the :class:`OnlineScorer` of the calibration
+    state.  ``prompts`` is the prompt module (default :mod:`facterlab.data.prompts`): it must provide
     ``system_prompt(kind, rules, announce)`` and ``build_request(row, items, system, protocol, k,
     domain, seed)``.  ``postprocess(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``
     maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
 
     def __init__(
         self,
+        settings: MonitorSettings,
         rows: pd.DataFrame,
         items: pd.DataFrame,
-        recommender,
+        recommender: Recommender,
         scorer: OnlineScorer,
         postprocess: Callable,
         represent: Callable,
-        cfg: FacterConfig,
-        n_calib: int,
-        protocol: str = "open",
-        k: int = 10,
-        domain: str = "movie",
-        seed: int = 0,
-        system_kind: str = "facter",
-        batch_size: int = 8,
-        progress: bool = False,
         prompts: Any = None,
-        name: str | None = None,
-        lookahead: int | None = None,
     ):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if lookahead is not None and lookahead < 1:
-            raise ValueError(f"lookahead must be >= 1, got {lookahead}")
+        if not isinstance(recommender, Recommender):
+            raise TypeError(
+                f"recommender must implement facterlab.datatypes.Recommender (fingerprint, predict, plan_batches); "
+                f"{type(recommender).__name__} does not: subclass Recommender to inherit plan_batches' default"
+            )
         if prompts is None:
-            from facterlab.data import prompts as _prompts
-
             prompts = _prompts
+        self.settings = st = settings
+        cfg = st.facter
         self.rows = rows.reset_index(drop=True)
         self.row_dicts = self.rows.to_dict("records")
         self.items, self.rec, self.scorer = items, recommender, scorer
         self.prompt_items = prompt_items(items)
         self.postprocess, self.represent = postprocess, represent
-        self.cfg, self.n_calib = cfg, int(n_calib)
-        self.protocol, self.k, self.domain, self.seed = protocol, int(k), domain, int(seed)
-        self.kind, self.repair = system_kind, system_kind == "facter"
-        self.batch_size, self.progress, self.prompts = int(batch_size), progress, prompts
-        self.lookahead = 1 if self.batch_size == 1 else max(self.batch_size, int(lookahead or 4 * self.batch_size))
-        plan = getattr(recommender, "plan_batches", None)
-        self._plan = plan if callable(plan) else None
-        self.name = name or system_kind
+        self.cfg, self.n_calib = cfg, int(st.n_calib)
+        self.protocol, self.k, self.domain, self.seed = st.protocol, int(st.k), st.domain, int(st.seed)
+        self.kind, self.repair = st.system_kind, st.system_kind == "facter"
+        self.batch_size, self.progress, self.prompts = int(st.batch_size), st.progress, prompts
+        self.lookahead = 1 if self.batch_size == 1 else max(self.batch_size, int(st.lookahead or 4 * self.batch_size))
+        self.name = st.name or st.system_kind
         self.attrs = [{a: str(r[a]) for a in PROTECTED} for r in self.row_dicts]
         self.keys = [tuple(a[x] for x in PROTECTED) for a in self.attrs]
         # state
@@ -194,6 +241,16 @@ class FacterMonitor:
         self.passes_run = 0
         self.last_pass_system: dict = {}  # position -> the system prompt the row had in the last pass run
         self._pos_by_row_id = {int(r["row_id"]): i for i, r in enumerate(self.row_dicts)}
+
+    @classmethod
+    def from_keywords(cls, **kw: Any) -> FacterMonitor:
+        """The flat keyword form: :class:`MonitorSettings` fields (``cfg`` is accepted for ``facter``)
+        and the parts (``rows``, ``items``, ``recommender``, ``scorer``, ``postprocess``, ``represent``,
+        ``prompts``) in one call, for callers that assemble one dict; unknown keywords are a TypeError."""
+        parts = {key: kw.pop(key) for key in _PART_KEYWORDS if key in kw}
+        if "cfg" in kw:
+            kw["facter"] = kw.pop("cfg")
+        return cls(MonitorSettings(**kw), **parts)
 
     # ------------------------------------------------------------------ prompts
     def rules_for(self, attrs: dict) -> tuple:
@@ -262,8 +319,8 @@ class FacterMonitor:
             ent = pending.get(q)
             if ent is None or ent[0] != rq:
                 need.append((q, rq, ru))
-        if self._plan is not None and len(need) > 1:
-            groups = self._plan([x[1] for x in need])
+        groups = self.rec.plan_batches([x[1] for x in need]) if len(need) > 1 else None
+        if groups is not None:
             chosen = next(g for g in groups if 0 in g)
             chosen = sorted(chosen)[: self.batch_size]
         else:
@@ -340,11 +397,8 @@ class FacterMonitor:
         records, path = [], [self.q0]
         n = len(self.rows)
         for t in range(passes):
-            bar = None
-            if self.progress:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(total=n, desc=f"{self.name} pass {t + 1}/{passes}", leave=False)
+            # bar (when progress) and log lines: rows done, cached vs new predictions, time left
+            bar = Progress(f"{self.name} pass {t + 1}/{passes}", total=n, log=log, bar=self.progress, leave=False)
             pending: dict = {}  # position -> (request, rules, prediction, postprocessed, vector)
             for p in range(n):
                 req_now, rules_now = self._current(p, t, passes)

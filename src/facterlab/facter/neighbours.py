@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.metrics.embeddings import normalise_rows
-
-PROTECTED = ("gender", "age", "occupation")
+from facterlab.progress import tqdm
 
 
 @dataclass
@@ -87,6 +86,8 @@ def counterfactual_neighbours(
     [0]
     >>> counterfactual_neighbours(q, ["a"], r, ["b", "b", "b"], tau_rho=0.9, tau_x=0.1).neighbours(0).tolist()
     [1]
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     if not -1.0 <= tau_rho <= 1.0:
         raise ValueError(f"tau_rho must be a cosine in [-1, 1], got {tau_rho}")
@@ -111,8 +112,6 @@ def counterfactual_neighbours(
     idx_parts, sim_parts = [], []
     starts = range(0, n_q, block)
     if progress:
-        from tqdm.auto import tqdm
-
         starts = tqdm(starts, desc="neighbours", total=(n_q + block - 1) // block)
     for s in starts:
         e = min(n_q, s + block)

@@ -10,11 +10,13 @@
 5. metrics of each method (FACTER: its last pass): Recall/NDCG@10 single and multi, Valid@10,
    snsr_proxy, CFR multi and single, violations per pass, threshold path, parse status;
 6. files under ``<results>/runs/<run_id>/``: ``config.json``, ``calibration.parquet``,
-   ``rows_<method>.parquet``, ``metrics.json`` (docs/CONTRACTS.md schema), ``timings.json``, written
+   ``rows_<method>.parquet``, ``metrics.json`` (docs/CONTRACTS.md schema), ``timings.json``, ``run.json``
+   (start/finish time, code version, command, host: :class:`facterlab.facter.record.RunMeta`), written
    to a temporary folder and renamed into place (:mod:`facterlab.facter.runfolder`; docs/FAULTS.md).
+   Their JSON is the typed run record (:mod:`facterlab.facter.record`).
 
 The whole configuration and the output folder are validated before any data or model is touched
-(:func:`facterlab.validation.validate_config`).
+(:func:`facterlab.facter.validation.validate_config`).
 
 The run id is ``<config_hash(cfg)>-<hash of dataset content hash and model fingerprints>``: it
 changes whenever the config, the data or a model changes, never with the clock.
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,19 +37,54 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, config_to_dict, results_dir
+from facterlab.config import (
+    FAKE_LLM,
+    PROTOCOL_SWITCHES,
+    SIMULATED_LLM,
+    RunConfig,
+    config_hash,
+    config_to_dict,
+    results_dir,
+)
+from facterlab.data import Dataset, load_dataset, resolve_dataset
+from facterlab.data import prompts as prompts_module
+from facterlab.data.dataset import PROTECTED
+from facterlab.data.protocol import load_or_build_interactions
+from facterlab.datatypes import MissingValue
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import (
     CalibrationState,
     FacterMonitor,
+    MonitorSettings,
     OnlineScorer,
     prompt_items,
     request_seed,
     violation_summary,
 )
-from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
+from facterlab.facter.neighbours import counterfactual_neighbours
+from facterlab.facter.record import RunMeta, RunRecord
+from facterlab.facter.runfolder import mark_degenerate, write_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+from facterlab.facter.validation import check_split, validate_config
+from facterlab.metrics import (
+    CatalogueMapper,
+    cfr_summary,
+    compact_ranking,
+    flip_attributes,
+    random_ranking_floor,
+    ranking_metrics,
+    sample_cfr_rows,
+    snsr_fairllm,
+    snsr_proxy,
+    valid_at_k,
+)
+from facterlab.models import load_encoder, make_recommender
+from facterlab.models.fake import FakeRecommender, HashEncoder
+from facterlab.models.simulated import simulated_from_config
+from facterlab.progress import Progress, format_seconds
+
+log = logging.getLogger(__name__)
 
 METHODS = ("neutral", "fair", "facter")
 HASH_ENCODER = "hash-encoder"
@@ -53,7 +92,9 @@ HASH_ENCODER = "hash-encoder"
 
 @dataclass
 class RunResult:
-    """What :func:`run_experiment` returns (docs/CONTRACTS.md)."""
+    """What :func:`run_experiment` returns (docs/CONTRACTS.md): the typed ``record``
+    (:class:`facterlab.facter.record.RunRecord`; read this), the rows and calibration table, and
+    ``config``/``metrics``/``timings`` as the JSON dicts of the run folder (for JSON output only)."""
 
     run_id: str
     config: dict
@@ -62,6 +103,21 @@ class RunResult:
     calibration: pd.DataFrame
     out_dir: Path
     timings: dict = field(default_factory=dict)
+    record: RunRecord | None = None
+
+    @classmethod
+    def of_record(cls, record: RunRecord, rows: dict, calibration: pd.DataFrame, out_dir: Path) -> RunResult:
+        parts = record.parts()
+        return cls(
+            run_id=record.run_id,
+            config=parts["config.json"],
+            metrics=parts["metrics.json"],
+            rows=rows,
+            calibration=calibration,
+            out_dir=Path(out_dir),
+            timings=dict(record.timings),
+            record=record,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,7 +141,7 @@ def _clean(obj: Any) -> Any:
 
 
 def _missing(reason: str) -> dict:
-    return {"value": None, "missing_reason": reason}
+    return MissingValue(reason).to_json()
 
 
 def _value_or_missing(summary: dict):
@@ -124,8 +180,6 @@ def protocol_variants(cfg: RunConfig) -> dict:
     >>> protocol_variants(preset("repro"))["tie_order"], protocol_variants(preset("facterlab"))["tie_order"]
     ('file_order', 'item_id')
     """
-    from facterlab.config import PROTOCOL_SWITCHES
-
     out = {}
     for key in PROTOCOL_SWITCHES:
         sec, fld = key.split("__", 1)
@@ -184,14 +238,13 @@ def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10, to
 
 
 def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: str) -> list:
-    out = []
-    it = range(0, len(requests), batch)
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc=desc, total=(len(requests) + batch - 1) // max(1, batch))
-    for s in it:
-        out.extend(recommender.predict(requests[s : s + batch]))
+    """Predictions for ``requests`` in chunks of ``batch``; the bar counts requests and moves with
+    every generated batch inside a chunk (facterlab.progress), the log says cached vs new and the time left."""
+    out: list = []
+    with Progress(desc, total=len(requests), unit="rows", log=log, bar=progress, advance_on_predictions=True) as bar:
+        for s in range(0, len(requests), max(1, batch)):
+            out.extend(recommender.predict(requests[s : s + batch]))
+            bar.update_to(len(out))
     return out
 
 
@@ -207,15 +260,16 @@ def _groups(rows: pd.DataFrame) -> list:
     return list(zip(*(rows[a].astype(str).tolist() for a in PROTECTED)))
 
 
+def fake_recommender(cfg: RunConfig, items: pd.DataFrame) -> FakeRecommender:
+    """The deterministic test recommender of ``llm = "fake"`` (biased, obeys AVOID rules, seeded by the run)."""
+    return FakeRecommender(items, protocol=cfg.protocol, mode="biased", obey_rules=True, seed=cfg.seed)
+
+
 def build_encoder(cfg: RunConfig):
     """The encoder of ``cfg.model.encoder``: ``"hash-encoder"`` is the torch-free
     :class:`~facterlab.models.fake.HashEncoder`; anything else goes through :func:`facterlab.models.load_encoder`."""
     if cfg.model.encoder == HASH_ENCODER:
-        from facterlab.models.fake import HashEncoder
-
         return HashEncoder()
-    from facterlab.models import load_encoder
-
     return load_encoder(cfg.model.encoder, device=cfg.model.device)
 
 
@@ -314,8 +368,6 @@ def _cfr_block(
     row gets under the method's final state (static for the baselines, the final rules for FACTER),
     with the seeds of pass 0.
     """
-    from facterlab.metrics import cfr_summary, flip_attributes
-
     k = cfg.metrics.k
     systems = [monitor.row_system(r, cfg.metrics.cfr_prompt) for r in sample.to_dict("records")]
 
@@ -343,8 +395,6 @@ def _fairllm_block(
     """snsr_fairllm (Zhang et al. 2023; docs/FACTER.md §4): per attribute value, Jaccard@k between the list
     with the value set and the list without the demographics block, over ``fairllm_users`` sampled
     test rows, under the method's final system prompt."""
-    from facterlab.metrics import sample_cfr_rows, snsr_fairllm
-
     k = cfg.metrics.k
     sample = sample_cfr_rows(test, cfg.metrics.fairllm_users, np.random.default_rng([int(cfg.seed), 11]))
     dicts = sample.to_dict("records")
@@ -384,8 +434,6 @@ def method_metrics(
     fairllm: bool = False,
 ) -> dict:
     """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md)."""
-    from facterlab.metrics import compact_ranking, ranking_metrics, sample_cfr_rows, snsr_proxy, valid_at_k
-
     k = cfg.metrics.k
     rec = result.records
     last = rec[rec["pass"] == rec["pass"].max()].sort_values("position")
@@ -434,9 +482,6 @@ def method_metrics(
 
 
 def _load_data(cfg: RunConfig, data_dir, dataset):
-    from facterlab.data import Dataset, load_dataset, resolve_dataset
-    from facterlab.data.protocol import load_or_build_interactions
-
     if dataset is None:
         resolved = resolve_dataset(cfg.data.dataset, data_dir)
         kw = {}
@@ -449,119 +494,12 @@ def _load_data(cfg: RunConfig, data_dir, dataset):
     return dataset, inter
 
 
-def run_experiment(
-    cfg: RunConfig,
-    recommender=None,
-    encoder=None,
-    data_dir=None,
-    out_dir=None,
-    progress: bool = True,
-    dataset=None,
-    fairllm: bool = False,
-) -> RunResult:
-    """Run Neutral, Fair and FACTER on one dataset and save everything (module docstring).
-
-    ``fairllm=True`` adds the ``snsr_fairllm`` variant to each method's metrics (costly: for
-    ``metrics.fairllm_users`` rows, one prediction per value of every attribute plus one without
-    demographics).
-
-    ``out_dir``: the results root (default :func:`facterlab.config.results_dir`); the run's files go to
-    ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
-    (tests, notebooks); otherwise ``cfg.data.dataset`` is resolved and loaded from ``data_dir``.
-    """
-    from facterlab.data import prompts as prompts_module
-    from facterlab.metrics import CatalogueMapper, random_ranking_floor
-    from facterlab.validation import check_split, validate_config
-
-    prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
-
-    validate_config(cfg, out_dir=results_dir(out_dir))  # every bound and the output folder, before any work
-    timings: dict = {}
-    t0 = time.perf_counter()
-    ds, inter = _load_data(cfg, data_dir, dataset)
-    check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
-    timings["data_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    if encoder is None:
-        encoder = build_encoder(cfg)
-    if recommender is None:
-        if cfg.model.llm == SIMULATED_LLM:
-            from facterlab.models.simulated import simulated_from_config
-
-            recommender = simulated_from_config(cfg, inter)
-        else:
-            from facterlab.models import make_recommender
-
-            recommender = make_recommender(cfg.model, cfg.protocol)
-    timings["models_s"] = time.perf_counter() - t0
-    fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
-    run_id = run_id_for(cfg, inter.content_hash, fingerprints)
-    out = results_dir(out_dir) / "runs" / run_id
-
-    items = inter.items if inter.items.index.name == "item_id" else inter.items.set_index("item_id")
+def _run_record(
+    cfg: RunConfig, run_id, inter, fingerprints, mapper, state, scorer, calib_df, test_rows, methods, rows, fairllm
+) -> RunRecord:
+    """The run's record (config.json and metrics.json parts, docs/CONTRACTS.md), degenerate outputs
+    marked (:func:`facterlab.facter.runfolder.mark_degenerate`); raises when the shape is not the schema's."""
     k = cfg.metrics.k
-    mapper = CatalogueMapper(
-        items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold
-    )
-    represent = ItemRepresenter(encoder, items)
-    post = make_postprocess(cfg.protocol, mapper, items, k, top1=cfg.facter.top1)
-    calib_rows, test_rows = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
-    if len(test_rows) == 0:
-        raise ValueError("the test split is empty: increase data.n_rows")
-    if cfg.protocol == "rank" and any(len(c) == 0 for c in test_rows["candidates"]):
-        raise ValueError("the re-ranking protocol needs candidates, but some rows have none")
-
-    t0 = time.perf_counter()
-    state, calib_df = calibrate(
-        calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain, prompts, progress
-    )
-    timings["calibration_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
-    target_emb = represent.items(test_rows["target"].tolist())
-    scorer = OnlineScorer(
-        state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
-    )
-    timings["test_neighbours_s"] = time.perf_counter() - t0
-
-    mon_kw = dict(
-        rows=test_rows,
-        items=items,
-        recommender=recommender,
-        scorer=scorer,
-        postprocess=post,
-        represent=represent.predictions,
-        cfg=cfg.facter,
-        n_calib=state.n,
-        protocol=cfg.protocol,
-        k=k,
-        domain=inter.domain,
-        seed=cfg.seed,
-        batch_size=max(1, cfg.model.batch_size),
-        progress=progress,
-        prompts=prompts,
-    )
-    results, monitors = {}, {}
-    for kind in ("neutral", "fair"):
-        t0 = time.perf_counter()
-        res = run_baseline(kind, **mon_kw)
-        results[kind], monitors[kind] = res, res.extra.pop("monitor")
-        timings[f"{kind}_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    fm = FacterMonitor(system_kind="facter", **mon_kw)
-    results["facter"] = fm.run(cfg.facter.passes)
-    monitors["facter"] = fm
-    timings["facter_s"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    methods = {
-        m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values, fairllm)
-        for m in METHODS
-    }
-    timings["metrics_s"] = time.perf_counter() - t0
-
     nb = calib_df["n_neighbours"].to_numpy()
     metrics = {
         "run_id": run_id,
@@ -573,7 +511,7 @@ def run_experiment(
         "encoder": fingerprints["encoder"],
         "model_name": cfg.model.llm,
         "encoder_name": cfg.model.encoder,
-        "n_calib": int(len(calib_rows)),
+        "n_calib": int(len(calib_df)),
         "n_test": int(len(test_rows)),
         "n_distinct_users": {s: int(inter.n_distinct_users.get(s, 0)) for s in ("calib", "test")},
         "variants": {
@@ -622,11 +560,167 @@ def run_experiment(
             "fingerprints": fingerprints,
         }
     )
-    rows = {m: results[m].records for m in METHODS}
-    from facterlab.facter.runfolder import mark_degenerate, write_run_folder
-
     metrics = _clean(mark_degenerate(metrics, rows, calib_df))  # degenerate outputs counted, never scored as 0
-    write_run_folder(out, config, calib_df, rows, metrics, _clean(timings))  # temp folder, metrics.json last, rename
-    return RunResult(
-        run_id=run_id, config=config, metrics=metrics, rows=rows, calibration=calib_df, out_dir=out, timings=timings
+    return RunRecord.from_parts(config, metrics)
+
+
+def run_experiment(
+    cfg: RunConfig,
+    recommender=None,
+    encoder=None,
+    data_dir=None,
+    out_dir=None,
+    progress: bool = True,
+    dataset=None,
+    fairllm: bool = False,
+) -> RunResult:
+    """Run Neutral, Fair and FACTER on one dataset and save everything (module docstring).
+
+    ``fairllm=True`` adds the ``snsr_fairllm`` variant to each method's metrics (costly: for
+    ``metrics.fairllm_users`` rows, one prediction per value of every attribute plus one without
+    demographics).
+
+    ``out_dir``: the results root (default :func:`facterlab.config.results_dir`); the run's files go to
+    ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
+    (tests, notebooks); otherwise ``cfg.data.dataset`` is resolved and loaded from ``data_dir``.
+    """
+    prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
+
+    meta = RunMeta.start()  # run.json: start time, code version, command, host (not part of the run id)
+    validate_config(cfg, out_dir=results_dir(out_dir))  # every bound and the output folder, before any work
+    timings: dict = {}
+    # counts the run's cached and new predictions (facterlab.progress), for the last log line
+    overall = Progress("run", log=log, bar=False, every=None, summary=False)
+    t0 = time.perf_counter()
+    ds, inter = _load_data(cfg, data_dir, dataset)
+    check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
+    timings["data_s"] = time.perf_counter() - t0
+    log.info(
+        "data: %s%s, %d calibration + %d test rows (%s)",
+        inter.dataset,
+        " (synthetic)" if inter.is_synthetic and "synthetic" not in inter.dataset else "",
+        len(inter.calib),
+        len(inter.test),
+        format_seconds(timings["data_s"]),
+    )
+
+    t0 = time.perf_counter()
+    if encoder is None:
+        encoder = build_encoder(cfg)
+    if recommender is None:
+        if cfg.model.llm == SIMULATED_LLM:
+            recommender = simulated_from_config(cfg, inter)
+        elif cfg.model.llm == FAKE_LLM:
+            recommender = fake_recommender(cfg, inter.items)
+        else:
+            recommender = make_recommender(cfg.model, cfg.protocol)
+    timings["models_s"] = time.perf_counter() - t0
+    fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
+    run_id = run_id_for(cfg, inter.content_hash, fingerprints)
+    out = results_dir(out_dir) / "runs" / run_id
+    log.info(
+        "models: %s + %s ready (%s); run %s, %s protocol",
+        cfg.model.llm,
+        cfg.model.encoder,
+        format_seconds(timings["models_s"]),
+        run_id,
+        cfg.protocol,
+    )
+
+    items = inter.items if inter.items.index.name == "item_id" else inter.items.set_index("item_id")
+    k = cfg.metrics.k
+    mapper = CatalogueMapper(
+        items.reset_index(), encoder, method=cfg.metrics.mapping, threshold=cfg.metrics.map_threshold
+    )
+    represent = ItemRepresenter(encoder, items)
+    post = make_postprocess(cfg.protocol, mapper, items, k, top1=cfg.facter.top1)
+    calib_rows, test_rows = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
+    if len(test_rows) == 0:
+        raise ValueError("the test split is empty: increase data.n_rows")
+    if cfg.protocol == "rank" and any(len(c) == 0 for c in test_rows["candidates"]):
+        raise ValueError("the re-ranking protocol needs candidates, but some rows have none")
+
+    t0 = time.perf_counter()
+    log.info("calibration: %d rows under the %s system prompt", len(calib_rows), cfg.facter.calibration_prompt)
+    state, calib_df = calibrate(
+        calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain, prompts, progress
+    )
+    timings["calibration_s"] = time.perf_counter() - t0
+    log.info("calibration: Q0 = %.4f from %d scores (%s)", state.q0, state.n, format_seconds(timings["calibration_s"]))
+
+    t0 = time.perf_counter()
+    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
+    target_emb = represent.items(test_rows["target"].tolist())
+    scorer = OnlineScorer(
+        state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
+    )
+    timings["test_neighbours_s"] = time.perf_counter() - t0
+
+    settings = MonitorSettings(
+        facter=cfg.facter,
+        n_calib=state.n,
+        protocol=cfg.protocol,
+        k=k,
+        domain=inter.domain,
+        seed=cfg.seed,
+        batch_size=max(1, cfg.model.batch_size),
+        progress=progress,
+    )
+    parts = dict(
+        rows=test_rows,
+        items=items,
+        recommender=recommender,
+        scorer=scorer,
+        postprocess=post,
+        represent=represent.predictions,
+        prompts=prompts,
+    )
+    results, monitors = {}, {}
+    for kind in ("neutral", "fair"):
+        t0 = time.perf_counter()
+        log.info("passes: %s baseline, 1 pass over %d test rows", kind, len(test_rows))
+        res = run_baseline(kind, settings, **parts)
+        results[kind], monitors[kind] = res, res.extra.pop("monitor")
+        timings[f"{kind}_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    log.info("passes: FACTER, %d pass(es) over %d test rows", cfg.facter.passes, len(test_rows))
+    fm = FacterMonitor(settings, **parts)  # system_kind "facter" is the default
+    results["facter"] = fm.run(cfg.facter.passes)
+    monitors["facter"] = fm
+    timings["facter_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    log.info("metrics and CFR: %d counterfactual rows per method%s", cfg.metrics.cfr_rows, " + snsr_fairllm" * fairllm)
+    with Progress("metrics and CFR", log=log, bar=False):
+        methods = {
+            m: method_metrics(results[m], monitors[m], test_rows, cfg, mapper, post, ds.attribute_values, fairllm)
+            for m in METHODS
+        }
+    timings["metrics_s"] = time.perf_counter() - t0
+
+    rows = {m: results[m].records for m in METHODS}
+    record = _run_record(
+        cfg, run_id, inter, fingerprints, mapper, state, scorer, calib_df, test_rows, methods, rows, fairllm
+    )
+    record.timings, record.meta = _clean(timings), meta.finish()
+    write_run_folder(out, record, calib_df, rows)  # temp folder, metrics.json last, rename
+    overall.close()
+    counts = (
+        f" ({overall.new} new predictions, {overall.cached} from the cache)" if overall.new + overall.cached else ""
+    )
+    log.info("run %s done in %s%s: %s", run_id, format_seconds(overall.elapsed()), counts, out)
+    return RunResult.of_record(record, rows=rows, calibration=calib_df, out_dir=out)
+
+
+def read_run_folder(path: os.PathLike | str) -> RunResult:
+    """A :class:`~facterlab.facter.pipeline.RunResult` read back from a run folder: its record (config,
+    metrics, timings, meta), rows and calibration table.  :class:`facterlab.facter.record.RecordError`
+    names the file and key of a malformed record."""
+    path = Path(path)
+    record = RunRecord.load(path)
+    return RunResult.of_record(
+        record,
+        rows={m: pd.read_parquet(path / f"rows_{m}.parquet") for m in METHODS},
+        calibration=pd.read_parquet(path / "calibration.parquet"),
+        out_dir=path,
     )

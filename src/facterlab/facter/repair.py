@@ -28,9 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from facterlab.config import RULE_KEYINGS
-from facterlab.types import Rule
-
-PROTECTED = ("gender", "age", "occupation")
+from facterlab.data.dataset import PROTECTED
+from facterlab.datatypes import Rule
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,10 @@ class Violation:
 
 
 class ViolationBuffer:
-    """FIFO of the last ``maxlen`` violations (M = 50).  ``version`` counts pushes (cheap change test)."""
+    """FIFO of the last ``maxlen`` violations (M = 50).  ``version`` counts pushes (cheap change test).
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
+    """
 
     def __init__(self, maxlen: int = 50, attrs: Sequence[str] = PROTECTED):
         if maxlen <= 0:
@@ -107,6 +109,8 @@ def mine_rules(
     ['AVOID: (tuple=gender=M, age=18-24, occupation=x) -> (Heat (1995))']
     >>> mine_rules(b, {"gender": "F", "age": "56+", "occupation": "y"})
     ()
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     if keying not in RULE_KEYINGS:
         raise ValueError(f"unknown rule_keying {keying!r}; choose one of {', '.join(map(repr, RULE_KEYINGS))}")

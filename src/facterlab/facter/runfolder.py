@@ -7,9 +7,10 @@ old one aside (``.old-...``), renames the new one in, then deletes the old one. 
 any moment therefore leaves either the previous complete folder, or no folder plus hidden leftovers
 (removed by the next write of the same run id), never a folder with a truncated file.
 
-Reading (:func:`run_folder_problem`): a folder counts as a saved run only if every file is there
+Reading (:func:`facterlab.facter.record.run_folder_problem`): a folder counts as a saved run only if every file is there
 and loads (JSON parses, each parquet file reads); otherwise the reason is returned and
-:func:`facterlab.reporting.experiments.find_saved_run` treats the run as missing and says why.
+:func:`facterlab.facter.record.find` treats the run as missing and says why.  :func:`facterlab.facter.pipeline.read_run_folder`
+reads a complete folder back (its record: :meth:`facterlab.facter.record.RunRecord.load`).
 
 Degenerate outputs (:func:`degenerate_summary`, :func:`mark_degenerate`): per method, the rows whose
 answer gave no usable title (empty or unparseable output) and whether every row got the same list.
@@ -20,7 +21,6 @@ missing values with the reason instead.  Recall and NDCG stay numbers (an empty 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import pandas as pd
 
-METHODS = ("neutral", "fair", "facter")
-#: the files of a complete run folder (``timings.json`` is informative and optional)
-RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m in METHODS), "metrics.json")
+from facterlab.datatypes import MissingValue
+from facterlab.facter.record import METHODS, RUN_FILES, RunRecord, run_folder_problem
+
+__all__ = ["METHODS", "RUN_FILES", "run_folder_problem", "write_run_folder", "degenerate_summary", "mark_degenerate"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,22 +79,19 @@ def _remove_leftovers(runs: Path, run_id: str) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def write_run_folder(
-    out: Path, config: dict, calibration: pd.DataFrame, rows: dict, metrics: dict, timings: dict
-) -> Path:
-    """Write a run folder at ``out`` atomically (module docstring); return ``out``."""
+def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, rows: dict) -> Path:
+    """Write a run folder at ``out`` atomically (module docstring): the record's JSON files
+    (:meth:`RunRecord.save`, ``metrics.json`` last), the calibration table and the rows; return ``out``."""
     out = Path(out)
     runs = out.parent
     runs.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(runs, out.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-{os.getpid()}-", dir=runs))
     try:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
         calibration.to_parquet(tmp / "calibration.parquet", index=False)
         for m, df in rows.items():
             df.to_parquet(tmp / f"rows_{m}.parquet", index=False)
-        (tmp / "timings.json").write_text(json.dumps(timings, indent=2, sort_keys=True))
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))  # last
+        record.save(tmp)  # config.json, timings.json, run.json, then metrics.json last
         for f in tmp.iterdir():
             _fsync_file(f)
         _fsync_dir(tmp)
@@ -116,39 +114,12 @@ def write_run_folder(
 # reading
 
 
-def run_folder_problem(path: Path) -> str | None:
-    """None when ``path`` holds a complete run that loads; else why not (one sentence)."""
-    path = Path(path)
-    if not path.is_dir():
-        return f"{path} does not exist" if not path.exists() else f"{path} is not a folder"
-    missing = [f for f in RUN_FILES if not (path / f).is_file()]
-    if missing:
-        return f"{path} lacks {', '.join(missing)} (an interrupted or partial run)"
-    for f in ("config.json", "metrics.json"):
-        try:
-            obj = json.loads((path / f).read_text())
-        except (OSError, ValueError) as exc:
-            return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
-        if not isinstance(obj, dict):
-            return f"{path / f} is not a JSON object"
-    for f in RUN_FILES:
-        if f.endswith(".parquet"):
-            try:
-                import pyarrow.parquet as pq
-
-                pq.read_metadata(path / f)
-                pd.read_parquet(path / f)
-            except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: any failure means incomplete
-                return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
-    return None
-
-
 # ---------------------------------------------------------------------------------------------
 # degenerate outputs
 
 
 def _missing(reason: str) -> dict:
-    return {"value": None, "missing_reason": reason}
+    return MissingValue(reason).to_json()
 
 
 def degenerate_summary(records: pd.DataFrame) -> dict:

@@ -32,6 +32,8 @@ def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray, chunk: int = 819
     """d_i = 1 - cos(p_i, t_i) row-wise; cos with a zero vector is taken as 0 (so d = 1).
 
     Computed in float64 over row chunks (no full-size float64 copy of the inputs).
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     p = np.asarray(pred_emb)
     t = np.asarray(target_emb)
@@ -76,6 +78,8 @@ def counterfactual_disparity(
     >>> p = np.array([[1.0, 0.0], [0.0, 1.0]]); r = np.array([[0.0, 1.0], [1.0, 0.0]])
     >>> np.round(counterfactual_disparity(p, idx, r), 4).tolist()
     [1.4142, 0.0]
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     p = np.asarray(pred_emb)
     r = np.asarray(ref_pred_emb)
@@ -145,6 +149,8 @@ def nonconformity_scores(
     >>> p = np.array([[0.6, 0.8]]); t = np.array([[1.0, 0.0]]); r = np.array([[0.0, 1.0]])
     >>> nonconformity_scores(p, t, idx, r, lam=0.5).round(4).to_dict("records")
     [{'S': 0.7162, 'd': 0.4, 'delta': 0.6325, 'n_neighbours': 1}]
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     if lam < 0:
         raise ValueError(f"lambda must be >= 0, got {lam}")

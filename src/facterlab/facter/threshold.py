@@ -29,7 +29,10 @@ from facterlab.config import THRESHOLD_RULES
 def update_threshold(
     q: float, s: float, rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10
 ) -> float:
-    """One step of the named threshold rule (see module docstring for the formulas)."""
+    """One step of the named threshold rule (see module docstring for the formulas).
+
+    Reference: [fayyazi2025facter], [gibbs2021aci] (docs/references.bib).
+    """
     q, s = float(q), float(s)
     if rule == "one_sided":
         return gamma * q + (1.0 - gamma) * s if s > q else q
@@ -46,6 +49,8 @@ class OnlineThreshold:
     >>> th = OnlineThreshold(1.0, gamma=0.5)
     >>> [th.step(s) for s in (0.5, 3.0, 1.5, 2.5)], th.q
     ([False, True, False, True], 2.25)
+
+    Reference: [fayyazi2025facter], [gibbs2021aci] (docs/references.bib).
     """
 
     def __init__(self, q0: float, rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10):

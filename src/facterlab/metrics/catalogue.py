@@ -6,7 +6,7 @@ Two named mapping variants (report which one a table used, see :attr:`CatalogueM
   sentence encoder f; a generated title maps to the catalogue item of highest cosine similarity,
   accepted when ``cos >= threshold`` (0.65, REPRO), else unmapped (-1).  Blocked matrix products keep
   memory bounded (fine for 100k items).  Ties go to the first item in catalogue order.
-- ``"rapidfuzz"``: titles normalised by :func:`normalise_title` (lowercase, accents and punctuation
+- ``"rapidfuzz"``: titles normalised by :func:`facterlab.data.titles.normalise_title` (lowercase, accents and punctuation
   removed, a trailing "(1995)" year removed, "Title, The" read as "The Title"; a trailing
   parenthesised alternative title is also indexed as an alias), exact normalised match first, else
   ``rapidfuzz.process.extractOne`` with scorer ``fuzz.ratio`` (0..100) and ``score_cutoff`` 85.
@@ -17,13 +17,12 @@ Item representation for SNSR/CFR (docs/FACTER.md §2): the encoder embedding of 
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from facterlab.data.titles import normalise_title, title_aliases
 from facterlab.metrics.embeddings import normalise_rows, normalised_row_means
 from facterlab.metrics.ranking import is_unmapped
 
@@ -38,59 +37,6 @@ ERR_BAD_K = "k must be a positive integer, got {k!r}"
 ERR_NO_ROWS = "no rows: Valid@k is undefined"
 
 __all__ = ["CatalogueMapper", "normalise_title", "valid_at_k", "valid_per_row", "METHODS"]
-
-_YEAR = re.compile(r"\s*\(\s*\d{4}\s*\)\s*$")
-_ARTICLES = r"the|a|an|la|le|les|l'|il|el|der|die|das|los|las|lo|det|den|de|het|une|un"
-_TRAILING_ARTICLE = re.compile(rf"^(?P<main>.+?),\s*(?P<art>{_ARTICLES})\s*(?P<rest>\(.*\))?\s*$", flags=re.IGNORECASE)
-_TRAILING_PAREN = re.compile(r"^(?P<main>.+?)\s*\((?P<alt>[^()]*)\)\s*$")
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
-
-
-def _move_article(title: str) -> str:
-    m = _TRAILING_ARTICLE.match(title)
-    if not m:
-        return title
-    art = m.group("art")
-    sep = "" if art.endswith("'") else " "
-    rest = f" {m.group('rest')}" if m.group("rest") else ""
-    return f"{art}{sep}{m.group('main')}{rest}"
-
-
-def normalise_title(title: str | None) -> str:
-    """Normalised title for fuzzy matching (docs/FACTER.md §4, ``rapidfuzz`` mapping).
-
-    Steps: strip a trailing "(yyyy)" year; read "Title, The" as "The Title" (also "A", "An" and common
-    foreign articles); strip accents; lowercase; punctuation to spaces; collapse spaces.
-
-    >>> normalise_title("Usual Suspects, The (1995)")
-    'the usual suspects'
-    >>> normalise_title("The Usual Suspects")
-    'the usual suspects'
-    >>> normalise_title("City of Lost Children, The (Cité des enfants perdus, La) (1995)")
-    'the city of lost children cite des enfants perdus la'
-    >>> normalise_title(None)
-    ''
-    """
-    if title is None or (isinstance(title, float) and np.isnan(title)):
-        return ""
-    t = _YEAR.sub("", str(title).strip())
-    t = _move_article(t)
-    t = unicodedata.normalize("NFKD", t)
-    t = "".join(c for c in t if not unicodedata.combining(c)).lower().replace("&", " and ")
-    return _NON_ALNUM.sub(" ", t).strip()
-
-
-def _aliases(title: str) -> list:
-    """The normalised title plus, if it ends in a parenthesised alternative title, both halves."""
-    keys = [normalise_title(title)]
-    base = _YEAR.sub("", str(title).strip())
-    m = _TRAILING_PAREN.match(base)
-    if m:
-        for part in (m.group("main"), m.group("alt")):
-            key = normalise_title(part)
-            if key and key not in keys:
-                keys.append(key)
-    return [k for k in keys if k]
 
 
 def _check_k(k) -> int:
@@ -244,7 +190,7 @@ class CatalogueMapper:
         pos: list[int] = []
         exact: dict[str, int] = {}
         for p, title in enumerate(self.titles):
-            for key in _aliases(title):
+            for key in title_aliases(title):
                 keys.append(key)
                 pos.append(p)
                 exact.setdefault(key, p)

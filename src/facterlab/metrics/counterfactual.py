@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.data.dataset import PROTECTED
 from facterlab.metrics.embeddings import as_row_vectors
 
 FLIP_STRATEGIES = ("distinct", "minimal", "repro")
-PROTECTED = ("gender", "age", "occupation")
 
 ERR_STRATEGY = "strategy must be one of {choices}, got {strategy!r}"
 ERR_RNG = "strategy {strategy!r} draws at random: pass rng (a numpy Generator or an int seed)"
@@ -75,6 +75,8 @@ def flip_attributes(
     [['F', '56+', 'a'], ['M', '18-24', 'b']]
     >>> flip_attributes(rows, vals, "distinct", attrs=("gender",), rng=0)["gender"].tolist()
     ['F', 'M']
+
+    Reference: [fayyazi2025facter], [repro2025facter] (docs/references.bib).
     """
     if strategy not in FLIP_STRATEGIES:
         raise ValueError(ERR_STRATEGY.format(choices=FLIP_STRATEGIES, strategy=strategy))
@@ -162,6 +164,8 @@ def cfr_summary(
 
     >>> cfr_summary(np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([[0.0, 1.0], [np.nan, np.nan]]))
     {'value': 1.4142135623730951, 'n_pairs': 1, 'n_dropped': 1}
+
+    Reference: [fayyazi2025facter] (docs/references.bib).
     """
     d = _pair_distances(orig_embeddings, cf_embeddings, orig_mask, cf_mask)
     ok = ~np.isnan(d)
@@ -192,6 +196,8 @@ def cfr(
 
     >>> cfr(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [0.0, 1.0]]))  # (sqrt 2 + 0) / 2
     0.7071067811865476
+
+    Reference: [fayyazi2025facter], [kusner2017counterfactual] (docs/references.bib).
     """
     s = cfr_summary(orig_embeddings, cf_embeddings, orig_mask, cf_mask)
     if s["value"] is None:

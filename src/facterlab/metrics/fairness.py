@@ -22,10 +22,10 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.data.dataset import PROTECTED
 from facterlab.metrics.embeddings import as_row_vectors, normalise_rows
 from facterlab.metrics.ranking import is_unmapped
 
-PROTECTED = ("gender", "age", "occupation")
 ERR_ROWS = "got {n_emb} row embeddings but {n_groups} rows of group attributes: they must be aligned"
 ERR_COLUMNS = "groups is missing the attribute column(s) {missing}"
 ERR_NA = "attribute {attr!r} has missing values in {n} row(s); fill or drop them first"
@@ -120,6 +120,8 @@ def snsr_proxy(
     (1.0, 1.0)
     >>> out["age"]["value"] is None
     True
+
+    Reference: [fayyazi2025facter], [zhang2023fairllm] (docs/references.bib).
     """
     if isinstance(min_group, bool) or not isinstance(min_group, (int, np.integer)) or min_group < 1:
         raise ValueError(f"min_group must be a positive integer, got {min_group!r}")
@@ -161,6 +163,8 @@ def jaccard_at_k(a: Sequence[Hashable], b: Sequence[Hashable], k: int = 10) -> f
     0.5
     >>> jaccard_at_k([1, 2, 3], [3, 2, 9], k=1)
     0.0
+
+    Reference: [zhang2023fairllm] (docs/references.bib).
     """
     sa, sb = _topk_set(a, k), _topk_set(b, k)
     union = sa | sb
@@ -188,6 +192,8 @@ def snsr_fairllm(
     >>> out = snsr_fairllm({"gender": {"M": [[1, 2], [3, 4]], "F": [[1, 9], [3, 4]]}}, neutral, k=2)
     >>> out["gender"]["similarity"], round(out["gender"]["snsr"], 6), round(out["gender"]["snsv"], 6)
     ({'M': 1.0, 'F': 0.6666666666666666}, 0.333333, 0.166667)
+
+    Reference: [zhang2023fairllm] (docs/references.bib).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")

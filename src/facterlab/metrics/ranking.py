@@ -143,6 +143,8 @@ def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable], 
     0.919721
     >>> ndcg_at_k([-1, None], [3], k=10)
     0.0
+
+    Reference: [jarvelin2002ndcg] (docs/references.bib).
     """
     k = _check_k(k)
     rel = _relevant_set(relevant_ids)
@@ -225,6 +227,8 @@ def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Seq
     ([1.0, 0.0, 1.0], 1)
     >>> round(m["ndcg_mean"], 6)  # (0.919721 + 0 + 1/log2(3)) / 3
     0.516884
+
+    Reference: [jarvelin2002ndcg] (docs/references.bib).
     """
     k = _check_k(k)
     ranked, relevant = _as_lists(ranked, relevant)

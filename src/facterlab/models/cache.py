@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,9 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from facterlab.config import cache_dir
-from facterlab.types import Prediction, PromptRequest
+from facterlab.datatypes import Prediction, PromptRequest, Recommender
+from facterlab.progress import record_predictions, tqdm
 
 __all__ = ["request_key", "PredictionCache", "EmbeddingCache", "CachedRecommender", "text_key"]
+
+log = logging.getLogger(__name__)
 
 _BUSY_MS = 60_000
 _RETRIES = 20
@@ -151,26 +155,36 @@ class EmbeddingCache(_SqliteKV):
         self.put_many((k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in pairs)
 
 
-class CachedRecommender:
-    """Wrap any :class:`~facterlab.types.Recommender`: answer cached requests from disk, predict misses.
+class CachedRecommender(Recommender):
+    """Wrap any :class:`~facterlab.datatypes.Recommender`: answer cached requests from disk, predict misses.
 
-    Misses are grouped by ``inner.plan_batches(requests)`` when the inner recommender has it (the LLM
-    groups prompts of one length bucket), else in chunks of ``batch_size``; each batch's predictions
+    Misses are grouped by ``inner.plan_batches(requests)`` when it gives a plan (the LLM groups prompts
+    of one length bucket), else (``None``, the protocol's default) in chunks of ``batch_size``; each batch's predictions
     are written to the cache right after it is generated.  Same fingerprint as ``inner``.
     """
 
     def __init__(self, inner, cache: PredictionCache | None = None, batch_size: int = 8, progress: bool = False):
+        if not isinstance(inner, Recommender):
+            raise TypeError(
+                f"inner must implement facterlab.datatypes.Recommender (fingerprint, predict, plan_batches); "
+                f"{type(inner).__name__} does not: subclass Recommender to inherit plan_batches' default"
+            )
         self.inner = inner
         self.fingerprint = inner.fingerprint
         self.cache = cache if cache is not None else PredictionCache()
         self.batch_size = int(batch_size)
         self.progress = progress
         self.n_generated = 0  # requests sent to the inner model (for tests and logs)
+        self.n_cached = 0  # requests answered from the cache
 
     def __getattr__(self, name):  # expose the inner recommender's helpers (tokenizer, lm, ...)
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def plan_batches(self, requests: Sequence[PromptRequest]) -> list | None:
+        """The inner recommender's plan: a cached wrapper batches its misses as the model would."""
+        return self.inner.plan_batches(requests)
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:
         requests = list(requests)
@@ -181,20 +195,25 @@ class CachedRecommender:
             if k not in found:
                 missing.setdefault(k, i)  # duplicate requests are generated once
         todo = list(missing.values())
+        n_hits = sum(1 for k in keys if k in found)
+        self.n_cached += n_hits
+        log.debug("%d requests: %d answered from the cache, %d to generate", len(keys), n_hits, len(todo))
+        record_predictions(cached=n_hits)  # every open facterlab.progress.Progress counts them
         if todo:
             sub = [requests[i] for i in todo]
-            if hasattr(self.inner, "plan_batches"):
-                batches = [[todo[j] for j in b] for b in self.inner.plan_batches(sub)]
+            plan = self.inner.plan_batches(sub)
+            if plan is not None:
+                batches = [[todo[j] for j in b] for b in plan]
             else:
                 batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
             it = batches
             if self.progress:
-                from tqdm.auto import tqdm
-
                 it = tqdm(batches, desc="generate", unit="batch")
             for b in it:
+                t0 = time.perf_counter()
                 preds = self.inner.predict([requests[i] for i in b])
                 self.n_generated += len(b)
+                record_predictions(new=len(b), seconds=time.perf_counter() - t0)
                 pairs = [(keys[i], p) for i, p in zip(b, preds)]
                 self.cache.put_predictions(pairs)
                 found.update(pairs)

@@ -9,22 +9,26 @@ costs no model call (the model is loaded lazily, on the first miss).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from facterlab.models.cache import EmbeddingCache, text_key
+from facterlab.models.device import resolve_device
 from facterlab.models.registry import ResolvedModel, resolve_encoder
+from facterlab.progress import loading
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SentenceEncoder", "load_encoder"]
 
 
 class SentenceEncoder:
-    """Sentence-transformers encoder with a disk cache; implements :class:`~facterlab.types.Encoder`."""
+    """Sentence-transformers encoder with a disk cache; implements :class:`~facterlab.datatypes.Encoder`."""
 
     def __init__(self, resolved: ResolvedModel, device: str = "auto", batch_size: int = 64, cache=True):
-        from facterlab.models.cache import EmbeddingCache
-
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.resolved = resolved
@@ -50,11 +54,10 @@ class SentenceEncoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            from facterlab.models.device import resolve_device
-
             dev, _ = resolve_device(self.device_request, "auto")
             kw = {"local_files_only": True} if self.resolved.is_local else {}
-            self._model = SentenceTransformer(self.resolved.source, device=dev, **kw)
+            with loading(f"encoder {self.resolved.name}", log):
+                self._model = SentenceTransformer(self.resolved.source, device=dev, **kw)
             get_dim = (
                 getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
             )
@@ -70,8 +73,6 @@ class SentenceEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` -> float32 ``(n, dim)``, rows L2-normalised; cached texts skip the model."""
-        from facterlab.models.cache import text_key
-
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of strings, not a single string")
         texts = list(texts)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from facterlab.types import PARSE_NA, Prediction, PromptRequest
+from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -111,7 +111,7 @@ def parse_avoid_rules(system_prompt: str) -> list:
     return out
 
 
-class FakeRecommender:
+class FakeRecommender(Recommender):
     """A deterministic ``Recommender`` acting on ``PromptRequest.meta`` (see module docstring).
 
     Parameters

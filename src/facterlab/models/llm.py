@@ -34,11 +34,15 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from facterlab.models.device import resolve_device, torch_dtype
-from facterlab.models.registry import ResolvedModel, resolve_llm
+from facterlab.models.registry import ResolvedModel, _cached_revision, hub_fingerprint, resolve_llm
+from facterlab.progress import loading
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CausalLM", "DecodingParams", "load_lm", "bucket_length", "merge_system_into_user"]
 
@@ -382,8 +386,9 @@ def _load_weights(resolved: ResolvedModel, device: str, dtype_name: str, trust_r
         kw["gguf_file"] = resolved.gguf_file
     if resolved.is_local:
         kw["local_files_only"] = True
-    tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
-    model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(dtype_name), **kw)
+    with loading(f"LLM {resolved.name}", log):
+        tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
+        model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(dtype_name), **kw)
     # transformers wraps PreTrainedModel.to with functools.wraps, which mypy cannot bind to the instance
     model.to(device).eval()  # type: ignore[arg-type]
     with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
@@ -397,8 +402,6 @@ def _resolved_after_download(resolved: ResolvedModel) -> ResolvedModel:
     """A hub model re-resolved from the local cache (its commit), keeping the first answer if the cache
     cannot be read."""
     from dataclasses import replace as _replace
-
-    from facterlab.models.registry import _cached_revision, hub_fingerprint
 
     rev = _cached_revision(resolved.source)
     return _replace(resolved, fingerprint=hub_fingerprint(resolved.source, rev)) if rev else resolved

@@ -4,7 +4,7 @@ The prompts ask for ONLY a JSON array of titles; small models often add prose, c
 or bulleted lines instead.  :func:`parse_titles` tries, in order:
 
 1. a JSON array of strings (the whole text, a fenced block, or the first ``[...]`` embedded in prose),
-   with smart quotes normalised; status :data:`~facterlab.types.PARSE_OK`;
+   with smart quotes normalised; status :data:`~facterlab.datatypes.PARSE_OK`;
 2. list lines: numbered (``1.``, ``2)``), bulleted (``-``, ``*``, ``•``) lines, or the lines of a
    fenced block, or the quoted strings of an unterminated array; status ``PARSE_FALLBACK``;
 3. nothing usable: ``()`` with status ``PARSE_EMPTY``.
@@ -25,8 +25,8 @@ import json
 import numbers
 import re
 
-from facterlab.metrics.catalogue import normalise_title
-from facterlab.types import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
+from facterlab.data.titles import normalise_title
+from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
 
 __all__ = ["parse_titles", "parse_with_reason", "clean_title", "PARSER_VERSION", "MAX_ARRAY_STARTS"]
 

@@ -25,9 +25,13 @@ import re
 from collections.abc import Sequence
 
 from facterlab.config import ModelConfig
-from facterlab.metrics.catalogue import normalise_title
+from facterlab.data.titles import normalise_title
+from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
+from facterlab.models.cache import CachedRecommender, PredictionCache
+from facterlab.models.device import resolve_device
+from facterlab.models.llm import DecodingParams, lm_fingerprint, load_lm
 from facterlab.models.parsing import PARSER_VERSION, parse_titles
-from facterlab.types import PARSE_NA, Prediction, PromptRequest
+from facterlab.models.registry import resolve_llm
 
 __all__ = [
     "LLMRecommender",
@@ -52,7 +56,7 @@ _ITEM_LINE_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*\u2022])\s+(.*\S)\s*$")
 def match_to_candidates(titles: Sequence[str], candidates: Sequence[str], cutoff: float = FUZZY_CUTOFF) -> tuple:
     """Map parsed titles to a permutation of ``candidates``; return ``(permutation, n_matched)``.
 
-    Exact match on :func:`facterlab.metrics.catalogue.normalise_title` (case, accents, punctuation,
+    Exact match on :func:`facterlab.data.titles.normalise_title` (case, accents, punctuation,
     trailing year, "Matrix, The" order; the key the catalogue mapping uses too), else the
     best rapidfuzz ``WRatio`` over the still-unused candidates with score >= ``cutoff``; each candidate
     is used once; unmatched candidates follow in list order.
@@ -163,20 +167,14 @@ def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprin
 def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
     """The fingerprint :func:`make_recommender` would give, without loading the model (the model's files
     are hashed, and torch is asked only which device "auto" means)."""
-    from facterlab.models.device import resolve_device
-    from facterlab.models.llm import lm_fingerprint
-    from facterlab.models.registry import resolve_llm
-
     _, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
     return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name))
 
 
-class LLMRecommender:
-    """A :class:`~facterlab.types.Recommender` over a :class:`~facterlab.models.llm.CausalLM`."""
+class LLMRecommender(Recommender):
+    """A :class:`~facterlab.datatypes.Recommender` over a :class:`~facterlab.models.llm.CausalLM`."""
 
     def __init__(self, lm, model_cfg: ModelConfig, protocol: str):
-        from facterlab.models.llm import DecodingParams
-
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
         self.lm = lm
@@ -287,10 +285,6 @@ def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress
     ``cache``: ``True`` (SQLite cache under ``cache_dir()``), ``False``, a path, or a
     :class:`~facterlab.models.cache.PredictionCache`.  An unknown model name fails before torch loads.
     """
-    from facterlab.models.cache import CachedRecommender, PredictionCache
-    from facterlab.models.llm import load_lm
-    from facterlab.models.registry import resolve_llm
-
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
     resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports

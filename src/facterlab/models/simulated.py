@@ -2,7 +2,7 @@
 
 The only LLM that runs on a CPU-only machine without a model hub (SmolLM2-135M) does not recommend,
 so FACTER's conformal threshold and repair loop have nothing to act on there.  This recommender
-stands in for the LLM behind the same :class:`~facterlab.types.Recommender` protocol, with every
+stands in for the LLM behind the same :class:`~facterlab.datatypes.Recommender` protocol, with every
 source of unfairness known:
 
 1. **Preferences** come from a collaborative model fitted on the run's own *training histories*:
@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import SimulatorConfig
+from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 from facterlab.models.fake import parse_avoid_rules
-from facterlab.types import PARSE_NA, Prediction, PromptRequest
 
 __all__ = [
     "BIAS_TABLE",
@@ -165,6 +165,8 @@ def fit_preferences(pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int
     >>> V = fit_preferences(pd.DataFrame({"user_id": [1, 1, 2, 2, 3], "item_id": [7, 8, 7, 8, 9]}), [7, 8, 9], 2)
     >>> V.shape
     (3, 2)
+
+    Reference: [cremonesi2010puresvd] (docs/references.bib).
     """
     from scipy.sparse import csr_matrix
     from sklearn.decomposition import TruncatedSVD
@@ -194,8 +196,8 @@ class _Parsed:
     fair: bool
 
 
-class SimulatedRecommender:
-    """A :class:`~facterlab.types.Recommender` with known bias (module docstring).
+class SimulatedRecommender(Recommender):
+    """A :class:`~facterlab.datatypes.Recommender` with known bias (module docstring).
 
     Parameters
     ----------

@@ -21,16 +21,28 @@ collides with a real model's.
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
+from facterlab.data import load_dataset
+from facterlab.data.protocol import load_or_build_interactions
+from facterlab.datatypes import MissingValue
+from facterlab.facter.pipeline import read_run_folder, run_experiment, run_id_for
+from facterlab.facter.record import RunRecord, as_metrics, as_value, find, missing_json
+from facterlab.models.fake import FakeRecommender, HashEncoder
+from facterlab.models.rankers import expected_fingerprint
+from facterlab.models.registry import resolve_encoder
+from facterlab.models.simulated import simulated_from_config
+from facterlab.reporting.llm_simpson import popularity_groups
+from facterlab.reporting.published import PUBLISHED_MODELS
 
 FAKE_MODEL = "fake"
 FAKE_ENCODER = "hash-encoder"
+log = logging.getLogger(__name__)
 
 
 def run_config(
@@ -79,9 +91,6 @@ def run_config(
 
 
 def _fake_models(cfg: RunConfig, data_dir=None, inter=None):
-    from facterlab.data.protocol import load_or_build_interactions
-    from facterlab.models.fake import FakeRecommender, HashEncoder
-
     if inter is None:
         inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
     rec = FakeRecommender(inter.items, protocol=cfg.protocol, mode="biased", obey_rules=True, seed=cfg.seed)
@@ -95,22 +104,13 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
         rec, enc = _fake_models(cfg, data_dir, inter)
         return {"llm": str(rec.fingerprint), "encoder": str(enc.fingerprint)}
     if cfg.model.encoder == FAKE_ENCODER:
-        from facterlab.models.fake import HashEncoder
-
         enc_fp = HashEncoder().fingerprint
     else:
-        from facterlab.models.registry import resolve_encoder
-
         enc_fp = resolve_encoder(cfg.model.encoder).fingerprint
     if cfg.model.llm == SIMULATED_LLM:  # cheap to build: a truncated SVD of the training histories
-        from facterlab.data.protocol import load_or_build_interactions
-        from facterlab.models.simulated import simulated_from_config
-
         if inter is None:
             inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
         return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp}
-    from facterlab.models.rankers import expected_fingerprint
-
     return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp}
 
 
@@ -120,68 +120,52 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | N
     the model fingerprints (model files, dtype, decoding, parser version), with all its files; else None.
     A run made by other model files or an older parser is therefore not reused.
 
-    A folder that does not load completely (a file missing, truncated or unreadable: an interrupted
-    write from before run folders were written atomically, or a hand-edited folder) counts as missing:
-    a warning names the file and the reason, and the run is redone (its rename replaces the folder)."""
+    A folder that does not load completely counts as missing (:func:`facterlab.facter.record.find`:
+    a warning names the file and the reason, and the run is redone)."""
     base = results_dir(out_dir) / "runs"
     if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
         return None
-    from facterlab.data.protocol import load_or_build_interactions
-    from facterlab.facter.pipeline import run_id_for
-
     inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
-    p = base / run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter))
-    if not p.exists():
-        return None
-    from facterlab.facter.runfolder import run_folder_problem
-
-    problem = run_folder_problem(p)
-    if problem is not None:
-        import warnings
-
-        warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
-        return None
-    return p
+    return find(base, run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter)))
 
 
 def load_saved_run(path: os.PathLike | str):
-    """A :class:`RunResult` read back from a run folder (config, metrics, rows, calibration)."""
-    import pandas as pd
-
-    from facterlab.facter.pipeline import RunResult
-
-    path = Path(path)
-    config = json.loads((path / "config.json").read_text())
-    metrics = json.loads((path / "metrics.json").read_text())
-    rows = {m: pd.read_parquet(path / f"rows_{m}.parquet") for m in ("neutral", "fair", "facter")}
-    timings = json.loads((path / "timings.json").read_text()) if (path / "timings.json").is_file() else {}
-    return RunResult(
-        run_id=metrics.get("run_id", path.name),
-        config=config,
-        metrics=metrics,
-        rows=rows,
-        calibration=pd.read_parquet(path / "calibration.parquet"),
-        out_dir=path,
-        timings=timings,
-    )
+    """A :class:`RunResult` read back from a run folder (:func:`facterlab.facter.pipeline.read_run_folder`)."""
+    return read_run_folder(path)
 
 
 def run(cfg: RunConfig, data_dir: os.PathLike | str | None = None, progress: bool = True, reuse: bool = True, **kw):
     """Run one experiment, or read it back when a finished run of the same config, data and model
-    fingerprints exists (``reuse``); fake models are built here for ``llm="fake"``.
+    fingerprints exists (``reuse``; said once through ``logging`` and ``print``: which run, from when,
+    where); fake models are built here for ``llm="fake"``.
 
     Returns the :class:`RunResult` of ``run_experiment``.
     """
-    from facterlab.facter.pipeline import run_experiment
-
     if reuse and not kw.get("out_dir"):
         saved = find_saved_run(cfg, data_dir)
         if saved is not None:
-            return load_saved_run(saved)
+            result = load_saved_run(saved)
+            _say_reused(result)
+            return result
     rec = enc = None
     if cfg.model.llm == FAKE_MODEL:
         rec, enc = _fake_models(cfg, data_dir)
     return run_experiment(cfg, recommender=rec, encoder=enc, data_dir=data_dir, progress=progress, **kw)
+
+
+def _say_reused(result) -> None:
+    meta = result.record.meta
+    when = meta.started_at if meta is not None else "an unknown date (made before run.json was recorded)"
+    msg = f"reusing run {result.run_id} from {when} ({result.out_dir})"
+    log.info(msg)
+    if not _logging_shows_info():  # said once: printed unless facterlab's own log handler shows it already
+        print(msg)
+
+
+def _logging_shows_info() -> bool:
+    """Whether a handler on the ``facterlab`` logger (e.g. the notebooks' log lines) prints this module's INFO."""
+    root = logging.getLogger("facterlab")
+    return log.isEnabledFor(logging.INFO) and any(h.level <= logging.INFO for h in root.handlers)
 
 
 def run_many(configs: Sequence[RunConfig], data_dir=None, progress: bool = True) -> list:
@@ -198,16 +182,13 @@ def run_many(configs: Sequence[RunConfig], data_dir=None, progress: bool = True)
 
 def model_label(model: str) -> str:
     """How a model is named in tables (published name for the REPRO backbones)."""
-    from facterlab.reporting.published import PUBLISHED_MODELS
-
     return PUBLISHED_MODELS.get(model, model)
 
 
 def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
     """The block every notebook's metrics.json starts with: notebook, profile, dataset(s),
     is_synthetic, model(s), encoder(s), protocol(s), preset(s), run ids, seeds."""
-    metrics = [r.metrics for r in results]
-    cfgs = [r.config for r in results]
+    metrics = [as_metrics(r) for r in results]
 
     def uniq(vals):
         vals = list(dict.fromkeys(vals))
@@ -216,66 +197,56 @@ def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
     return {
         "notebook": notebook,
         "profile": profile,
-        "dataset": uniq([m.get("dataset") for m in metrics]),
-        "is_synthetic": any(bool(m.get("is_synthetic")) for m in metrics),
-        "model": uniq([m.get("model_name") or m.get("model") for m in metrics]),
-        "encoder": uniq([m.get("encoder_name") or m.get("encoder") for m in metrics]),
-        "model_fingerprint": uniq([m.get("model") for m in metrics]),
-        "protocol": uniq([m.get("protocol") for m in metrics]),
-        "preset": uniq([m.get("preset") for m in metrics]),
+        "dataset": uniq([m.dataset for m in metrics]),
+        "is_synthetic": any(bool(m.is_synthetic) for m in metrics),
+        "model": uniq([m.field_value("model") for m in metrics]),
+        "encoder": uniq([m.field_value("encoder") for m in metrics]),
+        "model_fingerprint": uniq([m.model for m in metrics]),
+        "protocol": uniq([m.protocol for m in metrics]),
+        "preset": uniq([m.preset for m in metrics]),
         "run_ids": [r.run_id for r in results],
-        "seeds": [(c.get("config") or c).get("seed") if isinstance(c, dict) else None for c in cfgs],
+        "seeds": [r.record.config.setting("seed") for r in results],
     }
 
 
-def load_run_metrics(run_id: str, out_dir: os.PathLike | str | None = None) -> dict:
-    """The saved ``metrics.json`` of a run id (for tables built after the fact)."""
+def load_run_metrics(run_id: str, out_dir: os.PathLike | str | None = None):
+    """The saved metrics (:class:`facterlab.facter.record.RunMetrics`) of a run id (for tables built after
+    the fact); ``out_dir``: the runs folder (default ``<results>/runs``)."""
     base = Path(out_dir) if out_dir is not None else results_dir() / "runs"
-    path = base / run_id / "metrics.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no metrics.json for run {run_id!r} at {path}")
-    return json.loads(path.read_text())
+    path = base / run_id
+    if not (path / "metrics.json").is_file():
+        raise FileNotFoundError(f"no metrics.json for run {run_id!r} at {path / 'metrics.json'}")
+    return RunRecord.load(path).metrics
 
 
 def flat_json(
-    metrics: dict, methods: Sequence[str] = ("neutral", "fair", "facter"), keys: Sequence[str] | None = None
+    metrics: Any, methods: Sequence[str] = ("neutral", "fair", "facter"), keys: Sequence[str] | None = None
 ) -> dict:
-    """``method -> {flat key: number | {"value": None, "missing_reason": ...}}`` of one run's
-    metrics (keys of :func:`facterlab.reporting.tables.flatten_method_metrics`; ``keys`` selects).
+    """``method -> {flat key: number | {"value": None, "missing_reason": ...}}`` of one run's metrics
+    (a record, run result or metrics dict; keys of :meth:`facterlab.facter.record.MethodMetrics.flat`;
+    ``keys`` selects).
 
     >>> flat_json({"methods": {"facter": {"valid@10": 0.5, "cfr_multi": None}}}, ["facter"], ["valid@10", "cfr_multi"])
     {'facter': {'valid@10': 0.5, 'cfr_multi': {'value': None, 'missing_reason': 'cfr_multi not recorded in metrics.json'}}}
     """
-    from facterlab.reporting.tables import MissingValue, flatten_method_metrics
-
+    m = as_metrics(metrics)
     out = {}
     for method in methods:
-        block = (metrics.get("methods") or {}).get(method)
-        if not isinstance(block, dict):
+        block = m.methods.get(method)
+        if block is None:
             continue
-        flat = flatten_method_metrics(block)
+        flat = block.flat()
         sel = keys if keys is not None else list(flat)
-        out[method] = {
-            k: (flat[k].to_json() if isinstance(flat.get(k), MissingValue) else flat[k])
-            if k in flat
-            else MissingValue(f"{k} not recorded in metrics.json").to_json()
-            for k in sel
-        }
+        out[method] = {k: missing_json(flat.get(k, MissingValue(f"{k} not recorded in metrics.json"))) for k in sel}
     return out
 
 
-def flat_random_floor(metrics: dict) -> dict:
+def flat_random_floor(metrics: Any) -> dict:
     """The rank protocol's random-ranking floor as numbers (or explicit missing values)."""
-    from facterlab.reporting.tables import MissingValue, metric_value
-
-    rf = metrics.get("random_floor")
-    if not isinstance(rf, dict):
+    rf = as_metrics(metrics).random_floor
+    if rf is None:
         return {"ndcg@10_multi": MissingValue("no random floor recorded (open protocol?)").to_json()}
-    out = {}
-    for k, v in rf.items():
-        mv = metric_value(v, k)
-        out[k] = mv.to_json() if isinstance(mv, MissingValue) else mv
-    return out
+    return missing_json(rf.flat())
 
 
 CALIBRATION_COLUMNS = {"score_col": "S", "d_col": "d", "delta_col": "delta", "neigh_col": "n_neighbours"}
@@ -289,18 +260,19 @@ def calibration_columns(cal) -> dict:
     return dict(CALIBRATION_COLUMNS)
 
 
-def calibration_summary(cal, metrics: dict) -> dict:
+def calibration_summary(cal, metrics: Any) -> dict:
     """Calibration read-outs (docs/FACTER.md §2): alpha, Q0, k, n, score quantiles, mean d and Delta,
-    neighbour counts, share of rows without counterfactual neighbour, corr(d, Delta)."""
+    neighbour counts, share of rows without counterfactual neighbour, corr(d, Delta).  ``metrics``: the
+    run's record (or result, or metrics dict); a value that cannot be computed is a MissingValue."""
     import numpy as np
 
-    c = metrics.get("calibration") or {}
+    c = as_metrics(metrics).calibration
     S = cal["S"].to_numpy(dtype=float)
     d = cal["d"].to_numpy(dtype=float)
     delta = cal["delta"].to_numpy(dtype=float)
     nb = cal["n_neighbours"].to_numpy(dtype=float)
-    out = {
-        k: c.get(k)
+    out: dict[str, Any] = {
+        k: getattr(c, k)
         for k in (
             "alpha",
             "q0",
@@ -319,15 +291,16 @@ def calibration_summary(cal, metrics: dict) -> dict:
     out["max_neighbours"] = int(nb.max()) if len(nb) else 0
     with_nb = delta[nb > 0]
     out["mean_delta_with_neighbours"] = (
-        float(with_nb.mean())
-        if len(with_nb)
-        else {"value": None, "missing_reason": "no calibration row has a counterfactual neighbour"}
+        float(with_nb.mean()) if len(with_nb) else MissingValue("no calibration row has a counterfactual neighbour")
     )
     if len(d) > 2 and np.std(d) > 0 and np.std(delta) > 0:
         out["corr_d_delta"] = float(np.corrcoef(d, delta)[0, 1])
     else:
-        out["corr_d_delta"] = {"value": None, "missing_reason": "d or Delta is constant"}
-    out["share_above_q0"] = float((S > c["q0"]).mean()) if len(S) and c.get("q0") is not None else None
+        out["corr_d_delta"] = MissingValue("d or Delta is constant")
+    q0 = c.q0
+    out["share_above_q0"] = (
+        float((S > q0).mean()) if len(S) and isinstance(q0, (int, float)) else MissingValue("no Q0 recorded")
+    )
     return out
 
 
@@ -335,13 +308,7 @@ def summary_frame(summary: dict):
     """A two-column (quantity, value) DataFrame of a flat summary dict (for :func:`tables.frame_table`)."""
     import pandas as pd
 
-    from facterlab.types import MissingValue
-
-    vals = []
-    for k, v in summary.items():
-        if isinstance(v, dict) and "value" in v and v["value"] is None:
-            v = MissingValue(v.get("missing_reason", "missing"))
-        vals.append((k, v))
+    vals = [(k, as_value(v, k) if isinstance(v, dict) else v) for k, v in summary.items()]
     return pd.DataFrame(vals, columns=["quantity", "value"])
 
 
@@ -349,13 +316,9 @@ def rank_rows_with_groups(result, cfg: RunConfig, head_share: float = 0.2, data_
     """The last-pass rows of each method of a rank-protocol run, merged with their interaction rows
     (history, candidates, relevance set, demographics), and the popular/long-tail item groups from
     the dataset's rating counts.  Returns ``({method: rows}, item_group)``."""
-    from facterlab.data import load_dataset
-    from facterlab.data.protocol import load_or_build_interactions
-    from facterlab.reporting.llm_simpson import popularity_groups
-
-    if result.metrics.get("protocol") != "rank":
+    if result.record.metrics.protocol != "rank":
         raise ValueError("the Simpson check needs a rank-protocol run (each row ranks its 40 candidates)")
-    ds = load_dataset(result.metrics["dataset"], data_dir)
+    ds = load_dataset(result.record.metrics.dataset, data_dir)
     inter = load_or_build_interactions(ds, cfg.data, data_dir=data_dir)
     test = inter.test[["row_id", "history", "candidates", "relevant", "gender", "age", "occupation"]]
     groups = popularity_groups(ds.ratings, ds.items["item_id"], head_share)

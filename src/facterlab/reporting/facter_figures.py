@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from facterlab.reporting.figures import PALETTE, apply_style, title_with_provenance
-from facterlab.reporting.tables import METHOD_LABELS, MissingValue, flatten_method_metrics
+from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
+from facterlab.reporting.labels import label as display_label
+from facterlab.reporting.tables import MissingValue, flatten_method_metrics
+from facterlab.style import PALETTE, apply_style, title_with_provenance
 
 METHODS = ("neutral", "fair", "facter")
 
@@ -24,29 +26,84 @@ def _title(title: str, m: dict, profile: str) -> str:
     return title_with_provenance(title, str(m.get("dataset")), bool(m.get("is_synthetic")), str(model), profile)
 
 
-def method_bars(metrics: dict, keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None):
-    """Grouped bars: one group per metric key, one bar per method; missing values are marked 'n/a'."""
+def run_size_text(runs: Sequence[dict]) -> str:
+    """How much data stands behind a FACTER figure: test and calibration rows, CFR rows, runs.
+
+    >>> run_size_text([{"n_test": 12, "n_calib": 28, "methods": {"facter": {"cfr_detail": {"n_rows": 3}}}}])
+    'n = 12 test rows (28 calibration rows; CFR over 3 rows), 1 run'
+    """
+    runs = [m for m in runs if m]
+    if not runs:
+        return "n = 0 runs"
+    n_test = sorted({int(m.get("n_test") or 0) for m in runs})
+    n_cal = sorted({int(m.get("n_calib") or 0) for m in runs})
+    cfr = sorted(
+        {
+            int(b["cfr_detail"]["n_rows"])
+            for m in runs
+            for b in (m.get("methods") or {}).values()
+            if isinstance(b, dict) and isinstance(b.get("cfr_detail"), dict) and b["cfr_detail"].get("n_rows")
+        }
+    )
+
+    def span(v):
+        return str(v[0]) if len(v) == 1 else f"{v[0]}-{v[-1]}"
+
+    text = f"n = {span(n_test)} test rows ({span(n_cal)} calibration rows"
+    text += f"; CFR over {span(cfr)} rows)" if cfr else ")"
+    return text + f", {len(runs)} run{'s' if len(runs) != 1 else ''}"
+
+
+def method_bars(
+    metrics: dict | Sequence[dict], keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None
+):
+    """Grouped bars: one group per metric key (readable names, :func:`facterlab.reporting.labels.label`),
+    one bar per method; missing values are marked 'n/a'.  ``metrics``: one run's metrics dict, or a list
+    of runs (seeds), then the bars are means with 95% Student-t intervals over the runs.  A caption gives
+    the test rows and runs behind the bars."""
     import matplotlib.pyplot as plt
 
+    runs = [metrics] if isinstance(metrics, dict) else [m for m in metrics if m]
+    if not runs:
+        raise ValueError("method_bars needs at least one run's metrics")
     apply_style()
     fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(keys), 3.6))
     width = 0.8 / len(METHODS)
     x = np.arange(len(keys))
     for j, method in enumerate(METHODS):
-        block = (metrics.get("methods") or {}).get(method)
-        if not isinstance(block, dict):
+        flats = [
+            flatten_method_metrics(b)
+            for b in ((m.get("methods") or {}).get(method) for m in runs)
+            if isinstance(b, dict)
+        ]
+        if not flats:
             continue
-        flat = flatten_method_metrics(block)
-        vals = [flat.get(k, MissingValue("absent")) for k in keys]
-        heights = [0.0 if isinstance(v, MissingValue) else float(v) for v in vals]
-        bars = ax.bar(x + (j - 1) * width, heights, width, label=METHOD_LABELS[method], color=PALETTE[method])
-        for b, v in zip(bars, vals):
-            if isinstance(v, MissingValue):
+        cells = []
+        for k in keys:
+            vals = [f.get(k, MissingValue("absent")) for f in flats]
+            cells.append(mean_ci([float(v) for v in vals if not isinstance(v, MissingValue)]))
+        heights = [0.0 if c[3] == 0 else c[0] for c in cells]
+        err = None
+        if len(runs) > 1:
+            err = np.array(
+                [[0.0 if c[3] < 2 else c[0] - c[1] for c in cells], [0.0 if c[3] < 2 else c[2] - c[0] for c in cells]]
+            )
+        bars = ax.bar(
+            x + (j - 1) * width, heights, width, yerr=err, capsize=2, label=display_label(method), color=PALETTE[method]
+        )
+        for b, c in zip(bars, cells):
+            if c[3] == 0:
                 ax.text(b.get_x() + b.get_width() / 2, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks(x)
-    ax.set_xticklabels([(labels or {}).get(k, k) for k in keys])
+    ax.set_xticklabels([(labels or {}).get(k) or display_label(k) for k in keys])
     ax.legend(fontsize=8)
-    ax.set_title(_title(title, metrics, profile), fontsize=9)
+    ax.set_title(_title(title, runs[0], profile), fontsize=9)
+    interval = (
+        "Bars: mean over runs with 95% Student-t interval"
+        if len(runs) > 1
+        else "Bars: one run's values (means over its test rows); no interval: one run only"
+    )
+    add_caption(fig, f"{run_size_text(runs)}. {interval}; n/a: value missing (reason in the table).")
     return fig
 
 
@@ -55,7 +112,7 @@ def violations_by_pass(
 ):
     """Fig. 1: violations per pass against the adaptive threshold Q_t, the fixed Q0 and the final Q*
     as a share of the test rows (so that runs of different sizes compare; mean over runs, error bars
-    = sd when several), and the threshold path Q0, Q1, ... (right axis).
+    = 95% Student-t interval when several), and the threshold path Q0, Q1, ... (right axis).
     ``published``: optional ``{"adaptive": [...], "fixed_q0": [...], "threshold_path": [...]}``
     (REPRO's ML-1M counts, divided by its 750 test rows) drawn as hollow markers.
     The share of test and calibration rows with no counterfactual neighbour (Delta = 0 there, so S is
@@ -91,9 +148,8 @@ def violations_by_pass(
             if series[k]
             else np.full((1, n_pass), np.nan)
         )
-        mean = np.nanmean(arr, axis=0) if np.isfinite(arr).any() else np.full(n_pass, np.nan)
-        sd = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else None
-        ax.bar(x + (j - 1) * width, np.nan_to_num(mean), width, yerr=sd, label=label, color=color, alpha=0.85)
+        mean, err = _mean_and_err(arr)
+        ax.bar(x + (j - 1) * width, np.nan_to_num(mean), width, yerr=err, label=label, color=color, alpha=0.85)
         if published and published.get(k):
             pv = [v / REPRO_N_TEST if v is not None else np.nan for v in published[k][:n_pass]]
             ax.plot(
@@ -103,6 +159,7 @@ def violations_by_pass(
     ax.set_ylabel("violations / test rows")
     ax.set_xticks(x)
     ax2 = ax.twinx()
+    paths = [p[: n_pass + 1] for p in paths]  # the path as far as the passes drawn
     parr = (
         np.array([p + [np.nan] * (n_pass + 1 - len(p)) for p in paths], dtype=float)
         if paths
@@ -134,7 +191,27 @@ def violations_by_pass(
         fontsize=7,
         bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "linewidth": 0.5},
     )
+    if n_pass == 0:
+        degenerate_note(ax, f"no per-pass violations recorded for method {method!r}")
+    add_caption(fig, f"{run_size_text(runs)}. {_interval_text(len(runs))}")
     return fig
+
+
+def _mean_and_err(arr: np.ndarray) -> tuple:
+    """Column means of ``arr`` (runs x passes) and asymmetric error bars of the 95% Student-t interval
+    over the runs (None for a single run: no interval)."""
+    cells = [mean_ci(arr[:, j]) for j in range(arr.shape[1])]
+    mean = np.array([c[0] for c in cells], dtype=float)
+    if arr.shape[0] < 2:
+        return mean, None
+    err = np.array([[c[0] - c[1] for c in cells], [c[2] - c[0] for c in cells]], dtype=float)
+    return mean, np.nan_to_num(err)
+
+
+def _interval_text(n_runs: int) -> str:
+    if n_runs > 1:
+        return f"Error bars: 95% Student-t interval of the mean over the {n_runs} runs."
+    return "One run: no interval across runs."
 
 
 def no_neighbour_text(runs: Sequence[dict]) -> str:
@@ -168,62 +245,126 @@ def calibration_panels(
     delta_col: str = "delta",
     neigh_col: str = "n_neighbours",
 ):
-    """Calibration: score histogram with Q0, neighbour counts, and d against Delta."""
+    """Calibration: score histogram with Q0, neighbour counts, and d against Delta.  The title gives the
+    number of calibration rows; a panel whose data is degenerate (all scores equal, no row with a
+    counterfactual neighbour, every Delta = 0, fewer than 2 rows) shows a note saying so instead."""
     import matplotlib.pyplot as plt
 
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     s = cal[score_col].to_numpy(dtype=float)
-    axes[0].hist(s[np.isfinite(s)], bins=30, color=PALETTE["neutral"])
+    s = s[np.isfinite(s)]
+    n = len(cal)
+    if len(s) < 2:
+        degenerate_note(axes[0], f"{len(s)} finite score(s): no distribution to draw")
+    else:
+        axes[0].hist(s, bins=30 if np.ptp(s) > 0 else 1, color=PALETTE["neutral"])
+        if np.ptp(s) == 0:
+            axes[0].text(
+                0.5, 0.9, f"all {len(s)} scores equal {s[0]:.3f}: Q0 separates nothing",
+                ha="center", transform=axes[0].transAxes, fontsize=8, gid="facterlab-degenerate",
+                bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#d4a017", "linewidth": 0.8},
+            )  # fmt: skip
     if q0 is not None and np.isfinite(q0):
         axes[0].axvline(q0, color=PALETTE["facter"], ls="--", label=f"Q0 = {q0:.3f}")
         axes[0].legend(fontsize=8)
     axes[0].set_xlabel("nonconformity score S = d + lambda Delta")
     axes[0].set_ylabel("calibration rows")
+    axes[0].set_title(f"scores of {len(s)} calibration rows", fontsize=8)
     if neigh_col in cal.columns:
-        n = cal[neigh_col].to_numpy()
-        top = int(n.max()) if len(n) else 0
-        axes[1].hist(n, bins=np.arange(top + 2) - 0.5 if top < 30 else 30, color=PALETTE["fair"])
+        counts = cal[neigh_col].to_numpy()
+        top = int(counts.max()) if len(counts) else 0
+        if top == 0:
+            degenerate_note(axes[1], f"no row of {len(counts)} has a counterfactual neighbour: Delta = 0, S = d")
+        else:
+            axes[1].hist(counts, bins=np.arange(top + 2) - 0.5 if top < 30 else 30, color=PALETTE["fair"])
+            axes[1].set_ylabel("calibration rows")
+        axes[1].set_title(f"{int((counts > 0).sum())} of {len(counts)} rows have >= 1 neighbour", fontsize=8)
     else:
-        axes[1].text(0.5, 0.5, "n/a: no neighbour counts recorded", ha="center", transform=axes[1].transAxes)
+        degenerate_note(axes[1], "no neighbour counts recorded")
     axes[1].set_xlabel("counterfactual neighbours per row")
     if d_col in cal.columns and delta_col in cal.columns:
-        axes[2].scatter(cal[d_col], cal[delta_col], s=6, alpha=0.5, color=PALETTE["facter"])
+        dd = cal[[d_col, delta_col]].astype(float).dropna()
+        if len(dd) < 2:
+            degenerate_note(axes[2], f"{len(dd)} row(s) with d and Delta: fewer than 2 points")
+        elif (dd[delta_col] == 0).all():
+            degenerate_note(axes[2], f"Delta = 0 for all {len(dd)} rows (no neighbours): nothing to plot against d")
+        else:
+            axes[2].scatter(dd[d_col], dd[delta_col], s=6, alpha=0.5, color=PALETTE["facter"])
+            axes[2].set_title(f"{int((dd[delta_col] > 0).sum())} of {len(dd)} rows with Delta > 0", fontsize=8)
+    else:
+        degenerate_note(axes[2], "d and Delta not recorded")
     axes[2].set_xlabel("d = 1 - cos(prediction, target)")
     axes[2].set_ylabel("Delta (counterfactual disparity)")
-    fig.suptitle(_title(title, metrics, profile), fontsize=9)
+    fig.suptitle(_title(f"{title} (n = {n} calibration rows)", metrics, profile), fontsize=9)
     return fig
 
 
-def gap_bars(frame, title: str, metrics: dict, profile: str = ""):
-    """Per-user vs aggregate exposure gap (popular minus long tail) per method and user group."""
+def gap_bars(frame, title: str, metrics: dict, profile: str = "", intervals=None, min_rows: int = 10):
+    """Per-user vs aggregate exposure gap (popular minus long tail) per method and user group.
+
+    ``frame``: :func:`facterlab.reporting.llm_simpson.report_frame` (columns method, users, n_rows,
+    per_user_gap, aggregate_gap, share_defined).  ``intervals``: optional frame of
+    :func:`facterlab.reporting.llm_simpson.gap_intervals` (columns method, users, per_user_lo/hi,
+    aggregate_lo/hi), drawn as error bars.  Each group's tick label says its n (rows, and rows with items
+    of both groups, over which the per-user gap is a mean); a group with fewer than ``min_rows`` such
+    rows is labelled "few rows" and a gap that is undefined is marked "undefined" instead of a 0 bar.
+    """
     import matplotlib.pyplot as plt
 
     apply_style()
     methods = list(dict.fromkeys(frame["method"]))
     groups = list(dict.fromkeys(frame["users"]))
-    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 0.35 * len(groups) + 2.2), squeeze=False)
+    if intervals is not None and len(intervals):
+        frame = frame.merge(intervals, on=["method", "users"], how="left")
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.6 * len(methods), 0.4 * len(groups) + 2.4), squeeze=False)
     for ax, method in zip(axes[0], methods):
         sub = frame[frame["method"] == method].set_index("users").reindex(groups)
         y = np.arange(len(groups))
-        ax.barh(
-            y - 0.2, sub["per_user_gap"].astype(float).fillna(0), 0.4, color=PALETTE["per_user"], label="per-user gap"
-        )
-        ax.barh(
-            y + 0.2,
-            sub["aggregate_gap"].astype(float).fillna(0),
-            0.4,
-            color=PALETTE["aggregate"],
-            label="aggregate gap",
-        )
+        for col, off, colour, name in (
+            ("per_user_gap", -0.2, PALETTE["per_user"], "per-user gap"),
+            ("aggregate_gap", 0.2, PALETTE["aggregate"], "aggregate gap"),
+        ):
+            vals = sub[col].astype(float).to_numpy()
+            err = None
+            short = "per_user" if col == "per_user_gap" else "aggregate"
+            if f"{short}_lo" in sub.columns:
+                lo = sub[f"{short}_lo"].astype(float).to_numpy()
+                hi = sub[f"{short}_hi"].astype(float).to_numpy()
+                err = np.nan_to_num(np.vstack([vals - lo, hi - vals]).clip(min=0))
+            ax.barh(y + off, np.nan_to_num(vals), 0.4, xerr=err, capsize=2, color=colour, label=name)
+            for yi, v in zip(y, vals):
+                if not np.isfinite(v):
+                    ax.text(0, yi + off, " undefined", va="center", fontsize=6)
+        n_rows = sub["n_rows"].fillna(0).astype(int).to_numpy()
+        share = sub["share_defined"].astype(float).fillna(0).to_numpy() if "share_defined" in sub else np.ones(len(y))
+        n_both = np.rint(n_rows * share).astype(int)
+        ticks = [
+            f"{g} (n = {r}, {b} with both{'; few rows' if b < min_rows else ''})"
+            for g, r, b in zip(groups, n_rows, n_both)
+        ]
         ax.axvline(0, color="black", lw=0.8)
         ax.set_yticks(y)
-        ax.set_yticklabels(groups, fontsize=7)
+        ax.set_yticklabels(ticks, fontsize=7)
         ax.invert_yaxis()
-        ax.set_title(METHOD_LABELS.get(method, method), fontsize=9)
+        ax.set_title(display_label(method), fontsize=9)
         ax.set_xlabel("exposure gap (popular - long tail)")
+        if not len(sub) or not np.isfinite(sub[["per_user_gap", "aggregate_gap"]].astype(float).to_numpy()).any():
+            degenerate_note(ax, "no group has a defined gap")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(_title(title, metrics, profile), fontsize=9)
+    interval = (
+        "error bars: 95% bootstrap interval (rows resampled)"
+        if intervals is not None and len(intervals)
+        else "no interval drawn"
+    )
+    all_rows = frame.loc[frame["users"] == "all rows", "n_rows"]
+    total = int(all_rows.max()) if len(all_rows) else int(frame.groupby("method")["n_rows"].max().max())
+    add_caption(
+        fig,
+        f"n = {total} rows in all, per group in the labels (one row counts as one user); 'with both' = rows whose ranking holds relevant items of both "
+        f"item groups, over which the per-user gap is a mean; 'few rows' = fewer than {min_rows}. {interval}.",
+    )
     return fig
 
 
@@ -233,7 +374,7 @@ def figure1(
     """FACTER Fig. 1 in the paper's reading: one column per source of answers (e.g. the LLM run and the
     simulated run, each labelled with what produced it), top row the violation *rate* per pass (lines:
     V(t) against the adaptive Q_t, V(Q0) against the fixed Q0, V(Q*) against the final threshold; mean
-    over the runs of that column, bars = sd when several seeds), bottom row the threshold path Q0..Q_T
+    over the runs of that column, bars = 95% Student-t interval when several seeds), bottom row the threshold path Q0..Q_T
     on its own axis, so that rates and thresholds never share an axis.  The legend sits below the
     panels, clear of the data; each column's title gives its n (test rows x runs) and its share of
     rows without a counterfactual neighbour.  ``panels``: ``[(label, [metrics dict, ...]), ...]``;
@@ -266,9 +407,8 @@ def figure1(
             n_pass = max([n_pass] + [len(r) for r in rows])
             arr = np.array([r + [np.nan] * (n_pass - len(r)) for r in rows], dtype=float)
             x = np.arange(1, n_pass + 1)
-            mean = np.nanmean(arr, axis=0) if np.isfinite(arr).any() else np.full(n_pass, np.nan)
-            sd = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else None
-            ax.errorbar(x, mean, yerr=sd, fmt=style, color=colour, capsize=3, label=name if j == 0 else None)
+            mean, err = _mean_and_err(arr)
+            ax.errorbar(x, mean, yerr=err, fmt=style, color=colour, capsize=3, label=name if j == 0 else None)
             if published and published.get(k):
                 pv = [v / REPRO_N_TEST if v is not None else np.nan for v in published[k][:n_pass]]
                 ax.plot(
@@ -321,4 +461,10 @@ def figure1(
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.suptitle(title_with_provenance(title, "", False, "", profile).strip(" ,"), fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))
+    n_runs = {len(runs) for _, runs in panels}
+    add_caption(
+        fig,
+        "; ".join(f"{lab}: {run_size_text(runs)}" for lab, runs in panels)
+        + f". {_interval_text(max(n_runs)) if len(n_runs) == 1 else 'Error bars: 95% Student-t interval over runs where a column has several.'}",
+    )
     return fig

@@ -23,8 +23,17 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.data import prompts
+from facterlab.data.dataset import PROTECTED
+from facterlab.datatypes import MissingValue
 from facterlab.facter.conformal import ConformalThreshold
-from facterlab.types import MissingValue
+from facterlab.facter.monitor import CalibrationState, OnlineScorer
+from facterlab.facter.neighbours import counterfactual_neighbours
+from facterlab.facter.pipeline import _context_embeddings
+from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
+from facterlab.reporting.labels import label as display_label
+from facterlab.style import PALETTE, apply_style, title_with_provenance
 
 __all__ = [
     "clopper_pearson",
@@ -67,16 +76,15 @@ def clopper_pearson(k: int, n: int, level: float = 0.99) -> tuple:
 
 def sim_label(result) -> str:
     """``beta=.., rho=.., seed=..`` of a simulated run (from its config)."""
-    cfg = result.config.get("config", result.config)
-    s = cfg.get("sim") or {}
-    return f"beta={s.get('beta')}, rho={s.get('rho')}, seed={cfg.get('seed')}"
+    cfg = result.record.config
+    return f"beta={cfg.setting('sim.beta')}, rho={cfg.setting('sim.rho')}, seed={cfg.setting('seed')}"
 
 
 def _sim(result) -> dict:
-    cfg = result.config.get("config", result.config)
-    if (cfg.get("model") or {}).get("llm") != "simulated":
-        raise ValueError(f"run {result.run_id} is not a simulated-recommender run (model {cfg.get('model')})")
-    return {**cfg["sim"], "seed_run": cfg.get("seed")}
+    cfg = result.record.config
+    if cfg.setting("model.llm") != "simulated":
+        raise ValueError(f"run {result.run_id} is not a simulated-recommender run (model {cfg.setting('model.llm')})")
+    return {**(cfg.setting("sim") or {}), "seed_run": cfg.setting("seed")}
 
 
 def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
@@ -178,13 +186,11 @@ def fairness_table(results: Sequence, methods: Sequence[str] = ("neutral", "fair
     """One row per (run, method): beta, rho, seed, CFR (multi), SNSR (joint tuple, proxy; NaN with the
     reason in ``snsr_missing`` when no group is large enough), NDCG@10, Recall@10, share of
     last-pass rows whose top-1 the bias changed."""
-    from facterlab.reporting.tables import flatten_method_metrics
-
     out = []
     for r in results:
         s = _sim(r)
         for m in methods:
-            flat = flatten_method_metrics(r.metrics["methods"][m])
+            flat = r.record.metrics.methods[m].flat()
             rec = r.rows[m]
             last = rec[rec["pass"] == rec["pass"].max()]
             snsr = flat.get("snsr_joint")
@@ -225,13 +231,7 @@ def detector_table(
     Columns: lambda, tau_rho, q0, flagged, biased, true_pos, precision, recall, base_rate, lift
     (precision / base rate), share_no_neighbour (test rows).
     """
-    from facterlab.data import prompts
-    from facterlab.facter.monitor import CalibrationState, OnlineScorer
-    from facterlab.facter.neighbours import PROTECTED, counterfactual_neighbours
-    from facterlab.facter.pipeline import _context_embeddings
-    from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
-
-    alpha = float(result.metrics["calibration"]["alpha"] if alpha is None else alpha)
+    alpha = float(result.record.metrics.calibration.alpha if alpha is None else alpha)
     items = items if items.index.name == "item_id" else items.set_index("item_id")
     rep = ItemRepresenter(encoder, items)
     cal = result.calibration.reset_index(drop=True)
@@ -414,16 +414,12 @@ def checks_frame(checks: Sequence[dict]) -> pd.DataFrame:
 
 
 def _fig_title(title: str, dataset: str, is_synthetic: bool, profile: str) -> str:
-    from facterlab.reporting.figures import title_with_provenance
-
     return title_with_provenance(title, dataset, is_synthetic, "simulated recommender", profile)
 
 
 def plot_coverage(cov: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = "", note: str = ""):
     """Exceedance rate against alpha with 99% Clopper-Pearson bars and the conformal band."""
     import matplotlib.pyplot as plt
-
-    from facterlab.reporting.figures import apply_style
 
     apply_style()
     fig, ax = plt.subplots(figsize=(5.6, 4.4))
@@ -465,8 +461,6 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
     one colour per rho; a second row of panels: share of top-1 items the bias changed."""
     import matplotlib.pyplot as plt
 
-    from facterlab.reporting.figures import apply_style
-
     apply_style()
     betas = sorted(rep["beta"].unique())
     rhos = sorted(rep["rho"].unique())
@@ -489,8 +483,14 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
             )
             if h.empty:
                 continue
-            ax.plot(h.index, h["V_q0"] / h["n"], "-o", color=colours[rho], label=f"rho={rho:g}: V(Q0)")
-            ax.plot(h.index, h["V_t"] / h["n"], "--s", color=colours[rho], label=f"rho={rho:g}: V(t)", alpha=0.8)
+            for col, style, name, alpha in (("V_q0", "-o", "V(Q0)", 1.0), ("V_t", "--s", "V(t)", 0.8)):
+                rate = h[col] / h["n"]
+                ci = [clopper_pearson(int(k), int(n), 0.95) for k, n in zip(h[col], h["n"])]
+                err = [rate.to_numpy() - [c[0] for c in ci], [c[1] for c in ci] - rate.to_numpy()]
+                ax.errorbar(
+                    h.index, rate, yerr=err, fmt=style, capsize=2, color=colours[rho], alpha=alpha,
+                    label=f"rho={rho:g}: {name}",
+                )  # fmt: skip
             bx.plot(
                 h.index, h["biased"], "-o", color=colours[rho], label=f"rho={rho:g} ({int(h['seeds'].max())} seed(s))"
             )
@@ -501,8 +501,17 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
         ax.set_xticks(sorted(rep["pass"].unique()))
         ax.set_ylim(bottom=0)
         bx.set_ylim(0, max(0.05, float(rep["share_top1_biased"].max()) * 1.15))
+        if g.empty:
+            degenerate_note(ax, f"no run with beta = {beta:g}")
     axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     axes[1, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    per_pass = rep.groupby(["beta", "rho", "pass"])["n"].sum()
+    add_caption(
+        fig,
+        f"n = {per_pass.min()}-{per_pass.max()} test rows per (beta, rho, pass), pooled over "
+        f"{int(rep['seed'].nunique())} seed(s). Error bars: 95% Clopper-Pearson interval of the pooled violation "
+        "share; bottom row: mean share over seeds, no interval.",
+    )
     fig.suptitle(
         _fig_title(
             "FACTER's repair loop against a recommender that listens with probability rho",
@@ -517,10 +526,9 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
 
 
 def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
-    """CFR (left) and SNSR (right) of each method against beta: mean over seeds with +-1 sd bars."""
+    """CFR (left) and SNSR (right) of each method against beta: mean over seeds with 95% Student-t
+    intervals (no interval with one seed)."""
     import matplotlib.pyplot as plt
-
-    from facterlab.reporting.figures import PALETTE, apply_style
 
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.9))
@@ -530,16 +538,18 @@ def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile:
         (axes[1], "snsr_joint", "SNSR (joint groups)"),
     ):
         for k, (method, g) in enumerate(fair.groupby("method", sort=False)):
-            s = g.groupby("beta")[col].agg(["mean", "std", "count"])
-            x = s.index.to_numpy(dtype=float) + (k - 1) * 0.03
+            cells = [(b, mean_ci(v.to_numpy(dtype=float))) for b, v in g.groupby("beta")[col]]
+            x = np.array([b for b, _ in cells], dtype=float) + (k - 1) * 0.03
+            mean = np.array([c[0] for _, c in cells])
+            err = np.nan_to_num(np.array([[c[0] - c[1] for _, c in cells], [c[2] - c[0] for _, c in cells]]))
             ax.errorbar(
                 x,
-                s["mean"],
-                yerr=s["std"].fillna(0.0) if n_seeds > 1 else None,
+                mean,
+                yerr=err if n_seeds > 1 else None,
                 fmt="-o",
                 capsize=3,
                 color=PALETTE.get(method),
-                label=method.capitalize() if method != "facter" else "FACTER",
+                label=display_label(method),
             )
         ax.set_xlabel("bias strength beta (score SDs)")
         ax.set_ylabel(label)
@@ -555,9 +565,15 @@ def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile:
             va="top",
         )
     axes[0].legend(fontsize=8)
+    add_caption(
+        fig,
+        f"n = {n_seeds} seed(s) (runs) per point; each run's CFR is a mean over its sampled CFR rows, SNSR over its "
+        "test rows. "
+        + ("Error bars: 95% Student-t interval over the seeds." if n_seeds > 1 else "One seed: no interval."),
+    )
     fig.suptitle(
         _fig_title(
-            f"Counterfactual fairness against the true bias ({n_seeds} seed(s); bars: +-1 sd)",
+            f"Counterfactual fairness against the true bias ({n_seeds} seed(s) per point)",
             dataset,
             is_synthetic,
             profile,
@@ -573,21 +589,29 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     right: recall and precision against beta at the run's lambda and tau_rho."""
     import matplotlib.pyplot as plt
 
-    from facterlab.reporting.figures import apply_style
-
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
     ax = axes[0]
     for k, (tau, g) in enumerate(det.groupby("tau_rho", sort=True)):
         c = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"][k % 4]
-        ax.plot(
+        ax.errorbar(
             g["lambda"],
             g["precision"],
-            "-o",
+            yerr=_cp_err(g["true_pos"], g["flagged"], g["precision"]),
+            fmt="-o",
+            capsize=2,
             color=c,
             label=f"precision, tau_rho={tau:g} ({g['share_no_neighbour'].iloc[0]:.0%} rows w/o neighbour)",
         )
-        ax.plot(g["lambda"], g["recall"], "--s", color=c, label=f"recall, tau_rho={tau:g}")
+        ax.errorbar(
+            g["lambda"],
+            g["recall"],
+            yerr=_cp_err(g["true_pos"], g["biased"], g["recall"]),
+            fmt="--s",
+            capsize=2,
+            color=c,
+            label=f"recall, tau_rho={tau:g}",
+        )
     ax.axhline(float(det["base_rate"].iloc[0]), color="k", ls=":", lw=1, label="base rate (share biased)")
     ax.set_xlabel("lambda (weight of the fairness penalty)")
     ax.set_ylabel("precision / recall")
@@ -596,8 +620,16 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     ax.set_title(f"Detector vs lambda and tau_rho (n = {int(det['biased'].iloc[0])} biased rows)", fontsize=9)
     bx = axes[1]
     d = det_by_beta[det_by_beta["beta"] > 0]
-    bx.plot(d["beta"], d["recall"], "-o", color="#d62728", label="recall")
-    bx.plot(d["beta"], d["precision"], "-s", color="#1f77b4", label="precision")
+    if len(d) == 0:
+        degenerate_note(bx, "no run with beta > 0: nothing is biased")
+    bx.errorbar(
+        d["beta"], d["recall"], yerr=_cp_err(d["true_pos"], d["biased"], d["recall"]), fmt="-o", capsize=2,
+        color="#d62728", label="recall",
+    )  # fmt: skip
+    bx.errorbar(
+        d["beta"], d["precision"], yerr=_cp_err(d["true_pos"], d["flagged"], d["precision"]), fmt="-s", capsize=2,
+        color="#1f77b4", label="precision",
+    )  # fmt: skip
     bx.plot(d["beta"], d["base_rate"], ":", color="k", label="base rate")
     bx.set_xlabel("bias strength beta")
     bx.set_ylim(0, 1)
@@ -607,8 +639,30 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
         _fig_title("Violations as a detector of outputs the bias changed (top-1)", dataset, is_synthetic, profile),
         fontsize=9,
     )
+    base = float(det["base_rate"].iloc[0])
+    n_rows = int(round(float(det["biased"].iloc[0]) / base)) if base > 0 else None  # biased = base rate x rows
+    add_caption(
+        fig,
+        (f"n = {n_rows} test rows, " if n_rows else "")
+        + f"{int(det['biased'].iloc[0])} of them biased (left); right: one run per beta. "
+        "Error bars: 95% Clopper-Pearson intervals (precision over flagged rows, recall over biased rows).",
+    )
     fig.tight_layout()
     return fig
+
+
+def _cp_err(k, n, rate):
+    """Asymmetric 95% Clopper-Pearson error bars for rates k/n (zero-length where n = 0)."""
+    lo, hi = [], []
+    for kk, nn, r in zip(k, n, rate):
+        if int(nn) <= 0 or not np.isfinite(r):
+            lo.append(0.0)
+            hi.append(0.0)
+            continue
+        a, b = clopper_pearson(int(kk), int(nn), 0.95)
+        lo.append(max(0.0, float(r) - a))
+        hi.append(max(0.0, b - float(r)))
+    return np.array([lo, hi])
 
 
 def records_with_reasons(df: pd.DataFrame) -> list:

@@ -33,6 +33,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from facterlab.datatypes import MissingValue
+from facterlab.simpson.exposure import get_exposure
+from facterlab.simpson.gaps import UserStats, gaps_from_table
+from facterlab.simpson.ips import ips_estimate, naive_estimate
+
 GROUP_NAMES = {0: "popular", 1: "long tail"}
 RANKED_COLUMNS = ("ranked_ids", "mapped_ids", "pred_ids", "ranking", "ranked")
 
@@ -108,8 +113,6 @@ def shown_item_experiment(
 ) -> SimpleNamespace:
     """The random experiment: one candidate per row drawn uniformly (seeded); its relevance, group,
     exposure (f of its position), and the row's user variables."""
-    from facterlab.simpson.exposure import get_exposure
-
     rng = np.random.default_rng(seed)
     f = get_exposure(exposure)
     units = rows[unit_col].to_numpy()
@@ -139,18 +142,12 @@ def _val(x) -> float | None:
 
 
 def _gap_block(table: pd.DataFrame, exposure: str) -> dict:
-    from facterlab.simpson.gaps import gaps_from_table
-
     pu, ag = gaps_from_table(table, exposure)
     out = {
         "n_users": int(pu.n_users),
-        "per_user_gap": _val(pu.value)
-        if pu.missing_reason is None
-        else {"value": None, "missing_reason": pu.missing_reason},
+        "per_user_gap": _val(pu.value) if pu.missing_reason is None else MissingValue(pu.missing_reason).to_json(),
         "share_defined": _val(pu.share_defined),
-        "aggregate_gap": _val(ag.value)
-        if ag.missing_reason is None
-        else {"value": None, "missing_reason": ag.missing_reason},
+        "aggregate_gap": _val(ag.value) if ag.missing_reason is None else MissingValue(ag.missing_reason).to_json(),
         "mean_exposure_popular": _val(ag.mean_exposure_0),
         "mean_exposure_long_tail": _val(ag.mean_exposure_1),
         "n_relevant_popular": int(ag.n_pairs_0),
@@ -161,8 +158,8 @@ def _gap_block(table: pd.DataFrame, exposure: str) -> dict:
         out["signs_disagree"] = bool(np.sign(pv) != np.sign(av) and pv != 0 and av != 0)
         out["abs_difference"] = abs(pv - av)
     else:
-        out["signs_disagree"] = {"value": None, "missing_reason": "a gap is undefined"}
-        out["abs_difference"] = {"value": None, "missing_reason": "a gap is undefined"}
+        out["signs_disagree"] = MissingValue("a gap is undefined").to_json()
+        out["abs_difference"] = MissingValue("a gap is undefined").to_json()
     return out
 
 
@@ -189,8 +186,6 @@ def llm_simpson_report(
     """Per-user vs aggregate exposure gap (popular minus long tail) of one method's ranked rows,
     overall and within each demographic group, plus the naive and IPS estimates from one random
     shown item per row.  Returns a JSON-ready dict (missing values carry their reason)."""
-    from facterlab.simpson.ips import ips_estimate, naive_estimate
-
     table = ranking_long_table(rows, item_group, ranked_col)
     out = {
         "exposure": exposure,
@@ -238,6 +233,67 @@ def report_frame(reports: dict) -> pd.DataFrame:
                     "signs_disagree": b["signs_disagree"] if isinstance(b["signs_disagree"], bool) else None,
                 }
             )
+    return pd.DataFrame(recs)
+
+
+def bootstrap_gaps(stats, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> dict:
+    """Percentile bootstrap intervals of the per-user and aggregate gaps of one set of users (rows),
+    resampling the users with replacement: ``{"per_user_lo", "per_user_hi", "aggregate_lo",
+    "aggregate_hi"}``; NaN where fewer than 2 users define the gap (no interval).
+
+    >>> from facterlab.simpson.gaps import UserStats
+    >>> st = UserStats(np.array([1, 1, 1]), np.array([1, 1, 1]), np.array([1.0, 2.0, 3.0]),
+    ...                np.array([1.0, 1.0, 1.0]), "position")
+    >>> b = bootstrap_gaps(st, n_boot=200)
+    >>> 0.0 <= b["per_user_lo"] <= 1.0 <= b["per_user_hi"] <= 2.0
+    True
+    """
+    n = len(stats.n0)
+    nan = float("nan")
+    out = {"per_user_lo": nan, "per_user_hi": nan, "aggregate_lo": nan, "aggregate_hi": nan}
+    if n < 2:
+        return out
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    n0, n1 = stats.n0[idx].astype(float), stats.n1[idx].astype(float)
+    s0, s1 = stats.sum0[idx], stats.sum1[idx]
+    both = (n0 >= 1) & (n1 >= 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_user = np.where(both, s0 / np.where(n0 > 0, n0, 1) - s1 / np.where(n1 > 0, n1, 1), 0.0)
+        pu = per_user.sum(axis=1) / both.sum(axis=1)
+        ag = s0.sum(axis=1) / n0.sum(axis=1) - s1.sum(axis=1) / n1.sum(axis=1)
+    q = ((1 - level) / 2 * 100, (1 + level) / 2 * 100)
+    if int(((stats.n0 >= 1) & (stats.n1 >= 1)).sum()) >= 2 and np.isfinite(pu).sum() >= 2:
+        out["per_user_lo"], out["per_user_hi"] = (float(v) for v in np.nanpercentile(pu, q))
+    if np.isfinite(ag).sum() >= 2:
+        out["aggregate_lo"], out["aggregate_hi"] = (float(v) for v in np.nanpercentile(ag, q))
+    return out
+
+
+def gap_intervals(
+    rows_by_method: dict,
+    item_group: pd.Series,
+    exposure: str = "log",
+    by: Sequence[str] = ("gender", "age"),
+    ranked_col: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """95% bootstrap intervals (rows resampled) of the gaps of :func:`report_frame`, one row per
+    (method, user group), with the same ``users`` names ("all rows", ``"gender=F"``...), for the figure's
+    error bars (:func:`facterlab.reporting.facter_figures.gap_bars`)."""
+    recs = []
+    for method, rows in rows_by_method.items():
+        table = ranking_long_table(rows, item_group, ranked_col)
+        blocks = {"all rows": table}
+        for attr in by:
+            if attr not in rows.columns:
+                continue
+            for value, sub in rows.groupby(attr, sort=True):
+                blocks[f"{attr}={value}"] = table[table["user"].isin(set(sub["row_id"]))]
+        for users, t in blocks.items():
+            stats = UserStats.from_table(t, exposure)
+            recs.append({"method": method, "users": users, **bootstrap_gaps(stats, n_boot=n_boot, seed=seed)})
     return pd.DataFrame(recs)
 
 

@@ -7,7 +7,7 @@ Two sources:
   ``None`` here (tables then print the mean alone and say so).
 - ``ORIG``: the ICML 2025 paper's Table 1 (ML-1M), single numbers.
 
-Metric keys are the flat keys of :func:`facterlab.reporting.tables.flatten_method_metrics`
+Metric keys are the flat keys of :meth:`facterlab.facter.record.MethodMetrics.flat`
 (``ndcg@10_multi``, ``valid@10``, ``snsr_joint``, ``cfr_multi``, ``violations_adaptive``, ...);
 violation keys without a pass suffix are the count of the last pass (REPRO's headline numbers equal
 its last-pass counts, e.g. FACTER ML-1M open adaptive 15.3, 10.3, **9.0**).

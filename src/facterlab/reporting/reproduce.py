@@ -10,8 +10,16 @@ Profiles (the notebooks' parameter cells hold the ``default`` values; a profile 
   7-8B backbones (``llama3-8b``, ``llama2-7b``, ``mistral-7b``): for a GPU machine.
 - ``smoke``: ``SMOKE = True`` and synthetic data: tiny sizes, a check that everything runs.
 
-Notebooks run with ``kernel_name="python3"`` and the repository root as working directory, so
-``figures/`` and ``results/`` land in the repository; executed copies go to ``build/notebooks/``.
+Notebooks run with ``kernel_name="python3"`` and the project root (:func:`facterlab.paths.project_root`)
+as working directory, whatever the caller's directory; executed copies go to ``build/notebooks/``.
+The kernels get ``PROFILE``, ``SMOKE`` and the ``--set`` values; each notebook's parameter helper
+(:mod:`facterlab.notebook`) applies the rest of the profile and the smoke sizes.  ``--set KEY=VALUE``
+is checked before any notebook runs: a name no selected notebook declares is an error naming the close
+matches, and the value is coerced by each notebook's declared type (:mod:`facterlab.params`).
+
+The report run writes the committed ``figures/``: ``--profile default`` without ``--set`` (or any run
+with ``--report``) sets ``FACTERLAB_REPORT=1`` for its kernels; every other run writes its figures
+beside its results (``results/figures/``; docs/PATHS.md).
 A failing notebook does not stop the others; at the end the command names every failed notebook
 with its cell error and exits non-zero. Wall times go to ``results/reproduce_timings.json``.
 
@@ -23,7 +31,7 @@ with its cell error and exits non-zero. Wall times go to ``results/reproduce_tim
 
 from __future__ import annotations
 
-import ast
+import argparse
 import json
 import os
 import re
@@ -33,38 +41,17 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
-
-PROFILES: dict = {
-    "default": {
-        "description": "bundled SmolLM2-135M + MiniLM on CPU, dataset auto, ~30 min on 2 cores",
-        "smoke": False,
-        "overrides": {},
-    },
-    "paper": {
-        "description": "REPRO sizes (ML-1M n=2,500, 3 seeds, T=3) with the 7-8B backbones; needs a GPU",
-        "smoke": False,
-        "overrides": {
-            "DATASET": "ml-1m",
-            "DATASETS": ["ml-1m", "amazon"],  # Table 1 (notebook 03): REPRO's two datasets
-            "MODEL": "llama3-8b",
-            "MODELS": PAPER_MODELS,
-            "SEEDS": [0, 1, 2],
-            "N_INTERACTIONS": None,  # the dataset's REPRO size: ML-1M 2,500, Amazon 3,750
-            "PASSES": 3,
-            "CFR_ROWS": 200,
-            "MAX_NEW_TOKENS": 250,
-            "RANKER": "generate",
-            "BATCH_SIZE": 16,
-            "DEVICE": "auto",
-        },
-    },
-    "smoke": {
-        "description": "SMOKE=True on synthetic data: tiny sizes, checks that every notebook runs",
-        "smoke": True,
-        "overrides": {"DATASET": "synthetic"},
-    },
-}
+from facterlab import paths, threads
+from facterlab.config import results_dir
+from facterlab.params import PAPER_MODELS as PAPER_MODELS  # re-exported: the profiles live in facterlab.params
+from facterlab.params import (
+    PROFILES,
+    ParameterError,
+    declared_in_notebook,
+    resolve,
+    unknown_message,
+    validate,
+)
 
 
 @dataclass
@@ -117,6 +104,38 @@ def declared_parameters(notebook: Path) -> set:
     return set(papermill.inspect_notebook(str(notebook)).keys())
 
 
+def kernel_parameters(profile: str, extra: dict | None = None) -> dict:
+    """What the runner passes to every notebook: PROFILE, SMOKE and ``extra`` (``--set``); the
+    notebooks' parameter helper applies the profile's other values to what was not passed.
+
+    >>> kernel_parameters("smoke", {"MODEL": "fake"})
+    {'PROFILE': 'smoke', 'SMOKE': True, 'MODEL': 'fake'}
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(map(repr, PROFILES))}")
+    return {"PROFILE": profile, "SMOKE": bool(PROFILES[profile]["smoke"]), **(extra or {})}
+
+
+def check_extra(extra: dict, declared_by: dict) -> dict:
+    """Validate ``--set`` values against the notebooks' declared parameters (``declared_by``: notebook
+    name -> ``{name: Declared}``) before anything runs: a name no notebook declares is an error naming
+    the close matches; each value is coerced by every declaring notebook's type.  Returns
+    ``{notebook: {name: value}}`` of the coerced values each notebook gets."""
+    union = sorted({n for d in declared_by.values() for n in d})
+    unknown = [k for k in extra if k not in union]
+    problems = [unknown_message(unknown, union, "the selected notebooks (--set)")] if unknown else []
+    out: dict = {}
+    for nb, decl in declared_by.items():
+        mine = {k: v for k, v in extra.items() if k in decl}
+        try:
+            out[nb] = validate(mine, decl, nb)
+        except ParameterError as exc:
+            problems.append(f"{nb}: {exc}")
+    if problems:
+        raise ParameterError("; ".join(dict.fromkeys(problems)))
+    return out
+
+
 def filter_parameters(params: dict, declared: Iterable[str]) -> tuple:
     """Split ``params`` into those the notebook declares (passed) and the others (skipped, sorted)."""
     declared = set(declared)
@@ -156,18 +175,31 @@ def run_notebooks(
     cwd: os.PathLike | str | None = None,
     extra: dict | None = None,
     timings_path: os.PathLike | str | None = None,
-    log=print,
+    log=None,
+    report: bool | None = None,
 ) -> list:
     """Execute the notebooks with papermill; return one :class:`NotebookRun` each (never raises on
-    a notebook's failure: the caller decides).  Writes ``results/reproduce_timings.json``."""
+    a notebook's failure: the caller decides).  Writes ``results/reproduce_timings.json``.
+
+    ``extra``: ``--set`` values (text or Python values), validated against the selected notebooks'
+    declared parameters before anything runs (:class:`ParameterError`).  ``report``: whether this is
+    the report run that writes the committed ``figures/`` (default: ``profile == "default"`` and no
+    ``extra``); ``cwd`` default: the project root.
+
+    ``log(line)`` (default: print and flush) gets a line when each notebook starts and ends (with its
+    wall time) and, as they come, the kernel's output lines (facterlab's log lines: phases, cached vs
+    new predictions, time left) prefixed with ``[<notebook>]``."""
     import papermill
 
-    from facterlab.config import results_dir
+    if log is None:
+        log = _say
 
-    params = profile_parameters(profile, extra)
+    params = kernel_parameters(profile, extra)
+    if report is None:
+        report = profile == "default" and not extra
     if data_dir is not None:
         os.environ["FACTERLAB_DATA"] = str(Path(data_dir).expanduser().resolve())
-    cwd = Path(cwd) if cwd is not None else Path.cwd()
+    cwd = Path(cwd) if cwd is not None else paths.project_root()
     nb_dir = Path(notebooks_dir)
     if not nb_dir.is_absolute():
         nb_dir = cwd / nb_dir
@@ -178,21 +210,28 @@ def run_notebooks(
     notebooks = discover_notebooks(nb_dir, only)
     if not notebooks:
         raise FileNotFoundError(f"no notebooks matched in {nb_dir}" + (f" for --only {only!r}" if only else ""))
+    # a notebook without a tagged parameters cell (one a user added) takes no parameters: it runs as it is
+    declared_by = {nb.stem: declared_in_notebook(nb, missing_ok=True) for nb in notebooks}
+    typed_extra = check_extra(dict(extra or {}), declared_by)  # before any notebook runs
+    for nb in notebooks:  # the profile's values fit every notebook's declared types
+        passed, _ = filter_parameters({**params, **typed_extra[nb.stem]}, declared_by[nb.stem])
+        resolve(declared_by[nb.stem], passed, where=nb.stem)
+    log(f"[reproduce] report run: {report} (figures -> {paths.report_figures_dir() if report else 'beside results'})")
     runs = []
     t_all = time.perf_counter()
-    from facterlab import threads
-
-    saved_env = {k: os.environ.get(k) for k in threads.MANAGED_VARS}
+    saved_env = {k: os.environ.get(k) for k in (*threads.MANAGED_VARS, paths.ENV_REPORT, "FACTERLAB_NOTEBOOK")}
+    _set_env({paths.ENV_REPORT: "1" if report else None})  # the kernels inherit it
     try:
         for nb in notebooks:
-            passed, skipped = filter_parameters(params, declared_parameters(nb))
+            passed, skipped = filter_parameters({**params, **typed_extra[nb.stem]}, declared_by[nb.stem])
             target = out / nb.name
             log(f"[reproduce] {nb.name} (profile {profile}; parameters {passed})")
             # the kernel inherits os.environ: thread settings chosen now, before it loads torch
             plan, kernel_env = threads.child_env(where=f"{nb.name} kernel")
-            _set_env(kernel_env)
+            _set_env({**kernel_env, "FACTERLAB_NOTEBOOK": nb.stem})  # the run record names its notebook
             log(f"[reproduce] {nb.name} kernel: {plan.describe()}")
             t0 = time.perf_counter()
+            lines = KernelLines(nb.stem, log)
             try:
                 papermill.execute_notebook(
                     str(nb),
@@ -202,11 +241,15 @@ def run_notebooks(
                     cwd=str(cwd),
                     progress_bar=False,
                     log_output=False,
+                    stdout_file=lines,  # the kernel's output, streamed as it comes: log lines, prints
+                    stderr_file=lines,
                 )
                 status, error = "ok", None
             except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
                 status, error = "failed", _error_text(exc)
+                lines.finish()
                 log(f"[reproduce] FAILED {nb.name}: {error}")
+            lines.finish()
             runs.append(
                 NotebookRun(
                     nb.stem, time.perf_counter() - t0, status, str(target), passed, skipped, error, plan.describe()
@@ -228,6 +271,7 @@ def run_notebooks(
             {
                 "profile": profile,
                 "profile_description": PROFILES[profile]["description"],
+                "report": report,
                 "parameters": params,
                 "data_dir": os.environ.get("FACTERLAB_DATA"),
                 "total_seconds": total,
@@ -238,6 +282,45 @@ def run_notebooks(
         )
     )
     return runs
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+class KernelLines:
+    """A file-like sink for papermill's ``stdout_file``/``stderr_file``: each complete line of the
+    kernel's output goes to ``log`` as ``[<name>] <line>`` (``\\r`` also ends a line, for text
+    progress bars; blank lines are dropped).
+
+    >>> out = []
+    >>> k = KernelLines("06_x", out.append)
+    >>> for chunk in ("a\\nb", "c\\r\\n\\n", "tail"):
+    ...     _ = k.write(chunk)
+    >>> k.finish()
+    >>> out
+    ['[06_x] a', '[06_x] bc', '[06_x] tail']
+    """
+
+    def __init__(self, name: str, log):
+        self.name, self.log, self._buf = name, log, ""
+
+    def write(self, text: str) -> int:
+        self._buf += str(text)
+        *done, self._buf = re.split(r"\r\n|\r|\n", self._buf)
+        for line in done:
+            if line.strip():
+                self.log(f"[{self.name}] {line.rstrip()}")
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        """Emit what is left of an unterminated last line."""
+        if self._buf.strip():
+            self.log(f"[{self.name}] {self._buf.rstrip()}")
+        self._buf = ""
 
 
 def _set_env(values: dict) -> None:
@@ -262,22 +345,30 @@ def timings_table(runs: list, profile: str = "") -> str:
 
 
 def _parse_set(items: list | None) -> dict:
+    """``["KEY=VALUE", ...]`` -> ``{KEY: "VALUE"}``: the text as given; each notebook's declared type
+    coerces it (:func:`check_extra`)."""
     out = {}
     for item in items or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise ParameterError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
-        try:
-            out[key.strip()] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key.strip()] = raw
+        out[key.strip()] = raw.strip()
     return out
 
 
 def _cmd(args) -> int:
-    runs = run_notebooks(
-        profile=args.profile, only=args.only, data_dir=args.data_dir, out=args.out, extra=_parse_set(args.set)
-    )
+    try:
+        runs = run_notebooks(
+            profile=args.profile,
+            only=args.only,
+            data_dir=args.data_dir,
+            out=Path(args.out).resolve() if args.out else "build/notebooks",  # default: under the project root
+            extra=_parse_set(args.set),
+            report=args.report,
+        )
+    except ParameterError as exc:
+        print(f"facterlab reproduce: {exc}", file=sys.stderr)
+        return 2
     print(timings_table(runs, args.profile))
     failed = [r for r in runs if r.status != "ok"]
     if failed:
@@ -301,11 +392,21 @@ def register(subparsers) -> None:
     )
     p.add_argument("--only", default=None, help="run only notebooks matching this glob or substring")
     p.add_argument("--data-dir", default=None, help="data directory (sets FACTERLAB_DATA for the notebooks)")
-    p.add_argument("--out", default="build/notebooks", help="where the executed notebooks go")
+    p.add_argument(
+        "--out", default=None, help="where the executed notebooks go (default: build/notebooks/ of the project root)"
+    )
     p.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="extra parameter for every notebook that declares KEY (Python literal), repeatable",
+        help="parameter for every notebook that declares KEY, repeatable; checked and coerced by each "
+        "notebook's declared type (a list as [a, b]); an undeclared KEY is an error",
+    )
+    p.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write the committed report figures in figures/ (default: only --profile default without --set); "
+        "otherwise figures go beside the results (results/figures/)",
     )
     p.set_defaults(func=_cmd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -9,15 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from facterlab.config import results_dir
+from facterlab.datatypes import MissingValue
+from facterlab.facter.record import to_json
 
 
 def _clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, NaN/inf to None."""
+    """JSON-safe copy: numpy scalars to Python, NaN/inf to None, MissingValue and run-record parts to
+    their JSON form."""
     np: Any
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
         np = None
+    if isinstance(obj, MissingValue):
+        return obj.to_json()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # a part of a run record
+        return _clean(to_json(obj))
     if isinstance(obj, dict):
         return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

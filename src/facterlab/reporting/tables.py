@@ -1,6 +1,7 @@
-"""Tables from FACTER runs' ``metrics.json`` (docs/FACTER.md §4, §6): Markdown, CSV and LaTeX.
+"""Tables from FACTER run records (docs/FACTER.md §4, §6): Markdown, CSV and LaTeX.
 
-A table is built from one or more metrics dicts (the ``metrics.json`` schema of docs/CONTRACTS.md).
+A table is built from one or more run records (:mod:`facterlab.facter.record`; the flat view
+:meth:`RunMetrics.flat` gives each cell's value; metrics.json dicts are accepted and read leniently).
 Runs that agree on everything but the seed form one group; each cell of a group is
 ``mean ± sd`` over its seeds (sample sd, ``ddof = 1``; a single seed prints the value alone).
 A value that cannot be computed prints ``n/a [k]`` with footnote ``[k]`` giving the reason,
@@ -31,10 +32,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from facterlab.types import MissingValue
+from facterlab.datatypes import MissingValue
+from facterlab.facter.record import MethodMetrics, RunMetrics, as_metrics
+from facterlab.facter.record import as_value as metric_value
+from facterlab.reporting import published as pub
+from facterlab.reporting.figures import figures_dir
+from facterlab.reporting.labels import METHOD_LABELS as _METHOD_LABELS
+
+__all__ = ["MissingValue", "metric_value"]  # re-exported: the one missing-value type, record values as numbers
 
 METHODS = ("neutral", "fair", "facter")
-METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER", "random_floor": "Random ranking (floor)"}
+METHOD_LABELS = _METHOD_LABELS  # the one mapping of display names (facterlab.reporting.labels)
 VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count")
 ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
@@ -114,145 +122,33 @@ THRESHOLD_COLUMNS = (
 )
 
 
-def run_level_values(metrics: dict) -> dict:
-    """Run-level cells shown beside each method's: the shares of test and calibration rows with no
-    counterfactual neighbour (Delta = 0 there, so S is the prediction error d alone).
+def run_level_values(metrics: Any) -> dict:
+    """Run-level cells shown beside each method's (:meth:`RunMetrics.run_level`): the shares of test and
+    calibration rows with no counterfactual neighbour (Delta = 0 there, so S is the prediction error d alone).
 
     >>> run_level_values({"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}})
     {'no_neighbour_test': 0.95, 'no_neighbour_calib': 0.969}
     >>> run_level_values({})["no_neighbour_test"].reason
     'share of rows without a counterfactual neighbour not recorded in metrics.json'
     """
-    cal = metrics.get("calibration") or {}
-    what = "share of rows without a counterfactual neighbour"
-    return {
-        "no_neighbour_test": metric_value(cal.get("test_share_no_neighbour"), what),
-        "no_neighbour_calib": metric_value(cal.get("share_no_neighbour"), what),
-    }
+    return as_metrics(metrics).run_level()
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading metrics.json values
+def flatten_method_metrics(method: Any) -> dict:
+    """The flat view of one method's metrics (:meth:`facterlab.facter.record.MethodMetrics.flat`); a
+    metrics.json method block (dict) is read leniently.  Kept for callers not yet reading the record."""
+    if isinstance(method, MethodMetrics):
+        return method.flat()
+    return MethodMetrics.from_json(method or {}, strict=False).flat()
 
 
-def metric_value(x: Any, what: str = "value") -> Any:
-    """A metrics.json value as a float, or a :class:`MissingValue` with its reason.
-
-    Numbers pass through; ``{"value": null, "missing_reason": r}`` and ``None`` become missing;
-    NaN/inf become missing (they are never printed as numbers).
-
-    >>> metric_value(0.5), metric_value({"value": 2})
-    (0.5, 2.0)
-    >>> metric_value({"value": None, "missing_reason": "too few groups"}).reason
-    'too few groups'
-    >>> metric_value(None, "ndcg").reason
-    'ndcg not recorded in metrics.json'
-    """
-    if isinstance(x, MissingValue):
-        return x
-    if x is None:
-        return MissingValue(f"{what} not recorded in metrics.json")
-    if isinstance(x, dict):
-        if "value" in x:
-            if x["value"] is None:
-                return MissingValue(str(x.get("missing_reason") or f"{what} missing (no reason given)"))
-            return metric_value(x["value"], what)
-        return MissingValue(f"{what} is a mapping without a value")
-    if isinstance(x, bool):
-        return float(x)
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return MissingValue(f"{what} is not a number: {x!r}")
-    if not math.isfinite(v):
-        return MissingValue(f"{what} is not finite ({v})")
-    return v
-
-
-def flatten_method_metrics(method: dict) -> dict:
-    """Flat ``key -> float | MissingValue`` view of one method's block of metrics.json.
-
-    Keys: the scalar metrics as they are (``ndcg@10_multi``, ``valid@10``, ``cfr_multi``...);
-    ``snsr_<g>``/``snsv_<g>``/``n_groups_<g>`` for g in joint, gender, age, occupation;
-    ``cfr_<attr>`` for the single-attribute CFR; ``violations_<kind>`` = the count of the LAST pass
-    (REPRO's headline convention), ``violations_<kind>_total`` and ``violations_<kind>_pass<i>``
-    (1-based); ``q0`` and ``q_final`` from the threshold path; ``parse_<status>`` counts.
-
-    >>> f = flatten_method_metrics({"violations": {"adaptive": [5, 3]}, "threshold_path": [1.0, 1.2, 1.3],
-    ...                             "snsr_proxy": {"joint": {"snsr": 0.1, "snsv": 0.05, "n_groups": 3}}})
-    >>> f["violations_adaptive"], f["violations_adaptive_total"], f["violations_adaptive_pass1"], f["q_final"]
-    (3.0, 8.0, 5.0, 1.3)
-    >>> f["snsr_joint"], f["n_groups_joint"]
-    (0.1, 3.0)
-    """
-    out: dict = {}
-    for key, val in method.items():
-        if key in ("snsr_proxy", "cfr_single", "violations", "threshold_path", "parse_status"):
-            continue
-        if isinstance(val, (dict, list)) and not (isinstance(val, dict) and "value" in val):
-            continue
-        out[key] = metric_value(val, key)
-    snsr = method.get("snsr_proxy")
-    if isinstance(snsr, dict):
-        for g, block in snsr.items():
-            if isinstance(block, dict) and "snsr" in block:
-                out[f"snsr_{g}"] = metric_value(block.get("snsr"), f"snsr_{g}")
-                out[f"snsv_{g}"] = metric_value(block.get("snsv"), f"snsv_{g}")
-                out[f"n_groups_{g}"] = metric_value(block.get("n_groups"), f"n_groups_{g}")
-            else:
-                miss = metric_value(block, f"snsr_{g}")
-                for pre in ("snsr", "snsv", "n_groups"):
-                    out[f"{pre}_{g}"] = (
-                        miss if isinstance(miss, MissingValue) else MissingValue(f"snsr_{g} has no snsr/snsv fields")
-                    )
-    cfr = method.get("cfr_single")
-    if isinstance(cfr, dict) and "value" not in cfr:
-        for attr, val in cfr.items():
-            out[f"cfr_{attr}"] = metric_value(val, f"cfr_{attr}")
-    elif cfr is not None:
-        miss = metric_value(cfr, "cfr_single")
-        for attr in ATTRIBUTES:
-            out[f"cfr_{attr}"] = miss
-    viol = method.get("violations")
-    if isinstance(viol, dict):
-        for kind, series in viol.items():
-            if isinstance(series, (list, tuple)):
-                vals = [metric_value(v, f"violations_{kind}") for v in series]
-                for i, v in enumerate(vals, start=1):
-                    out[f"violations_{kind}_pass{i}"] = v
-                if not vals:
-                    out[f"violations_{kind}"] = MissingValue(f"violations_{kind}: no passes recorded")
-                    continue
-                out[f"violations_{kind}"] = vals[-1]
-                miss = [v for v in vals if isinstance(v, MissingValue)]
-                out[f"violations_{kind}_total"] = miss[0] if miss else float(sum(vals))
-            else:
-                out[f"violations_{kind}"] = metric_value(series, f"violations_{kind}")
-    path = method.get("threshold_path")
-    if isinstance(path, (list, tuple)) and path:
-        out["q0"] = metric_value(path[0], "q0")
-        out["q_final"] = metric_value(path[-1], "q_final")
-    status = method.get("parse_status")
-    if isinstance(status, dict):
-        for k, v in status.items():
-            out[f"parse_{k}"] = metric_value(v, f"parse_{k}")
-    return out
-
-
-def run_field(metrics: dict, key: str) -> Any:
-    """A run-level field (``dataset``, ``model``...) or a variant (``threshold_rule``...) of a run.
-
-    ``model``/``encoder`` prefer the registry names (``model_name``/``encoder_name``) over the
-    fingerprints when the run records both.
+def run_field(metrics: Any, key: str) -> Any:
+    """A run-level field or variant of a run (:meth:`RunMetrics.field_value`).
 
     >>> run_field({"model": "smollm2-135m@ab12", "model_name": "smollm2-135m"}, "model")
     'smollm2-135m'
     """
-    if key in ("model", "encoder") and metrics.get(f"{key}_name"):
-        return metrics[f"{key}_name"]
-    if key in metrics:
-        return metrics[key]
-    return (metrics.get("variants") or {}).get(key)
+    return as_metrics(metrics).field_value(key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,8 +323,6 @@ class Table:
     def save(self, directory: os.PathLike | str | None = None) -> dict:
         """Write ``<name>.md``, ``<name>.csv`` and ``<name>.tex`` into ``figures/`` (or
         ``directory``); return ``{"md": path, "csv": path, "tex": path}``."""
-        from facterlab.reporting.figures import figures_dir
-
         out = figures_dir(directory)
         paths = {}
         for ext, text in (("md", self.to_markdown()), ("csv", self.to_csv()), ("tex", self.to_latex())):
@@ -442,7 +336,7 @@ class Table:
 # Provenance
 
 
-def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str | None) -> list:
+def _provenance_notes(runs: Sequence[RunMetrics], varying: Sequence[str], profile: str | None) -> list:
     def values_of(key):
         vals = [run_field(m, key) for m in runs]
         return list(dict.fromkeys("n/a" if v is None else str(v) for v in vals))
@@ -456,9 +350,9 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str
     if profile is not None:
         made.append(f"profile {profile}")
     notes = ["Made by: " + ", ".join(made) + "."]
-    if any(bool(m.get("is_synthetic")) for m in runs):
+    if any(bool(m.is_synthetic) for m in runs):
         notes.insert(0, "SYNTHETIC DATA: these numbers are not MovieLens or Amazon results.")
-    variant_keys = list(dict.fromkeys([*VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})]))
+    variant_keys = list(dict.fromkeys([*VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
     proto = []
     for key in PROTOCOL_KEYS:
         if key in varying:
@@ -478,9 +372,9 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str
         variants.append(f"{key}={' / '.join(vals)}")
     if variants:
         notes.append("Variants: " + ", ".join(variants) + ".")
-    calib = [m.get("calibration") or {} for m in runs]
-    alphas = list(dict.fromkeys(str(c.get("alpha")) for c in calib if c.get("alpha") is not None))
-    sizes = list(dict.fromkeys(f"{m.get('n_calib')}/{m.get('n_test')}" for m in runs if m.get("n_calib") is not None))
+    calib = [m.calibration for m in runs]
+    alphas = list(dict.fromkeys(str(c.alpha) for c in calib if isinstance(c.alpha, (int, float))))
+    sizes = list(dict.fromkeys(f"{m.n_calib}/{m.n_test}" for m in runs if m.n_calib is not None))
     bits = []
     if alphas:
         bits.append(f"alpha {' / '.join(alphas)}")
@@ -488,7 +382,8 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str
         bits.append(f"calibration/test rows {' / '.join(sizes)}")
     if bits:
         notes.append("Setting: " + ", ".join(bits) + "; cells are mean ± sd over seeds (sd with ddof 1).")
-    shares = [(c.get("share_no_neighbour"), c.get("test_share_no_neighbour")) for c in calib]
+    num = lambda x: x if isinstance(x, (int, float)) else None  # noqa: E731
+    shares = [(num(c.share_no_neighbour), num(c.test_share_no_neighbour)) for c in calib]
     shares = [s for s in shares if s[0] is not None]
     if shares:
         fmt = lambda xs: " / ".join(dict.fromkeys(f"{x:.1%}" for x in xs if x is not None)) or "n/a"  # noqa: E731
@@ -499,13 +394,9 @@ def _provenance_notes(runs: Sequence[dict], varying: Sequence[str], profile: str
     return notes
 
 
-def _group_runs(runs: Sequence[dict], label_keys: Sequence[str]) -> list:
+def _group_runs(runs: Sequence[RunMetrics], label_keys: Sequence[str]) -> list:
     """Group runs that agree on every run key and variant (i.e. differ only by seed)."""
-    keys = list(
-        dict.fromkeys(
-            [*label_keys, *RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})]
-        )
-    )
+    keys = list(dict.fromkeys([*label_keys, *RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
     groups: dict = {}
     for m in runs:
         gk = tuple(str(run_field(m, k)) for k in keys)
@@ -513,16 +404,15 @@ def _group_runs(runs: Sequence[dict], label_keys: Sequence[str]) -> list:
     return list(groups.values())
 
 
-def varying_keys(runs: Sequence[dict]) -> list:
+def varying_keys(runs: Sequence[RunMetrics]) -> list:
     """Run keys and variants that take more than one value across ``runs``."""
-    keys = list(
-        dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in (m.get("variants") or {})})])
-    )
+    runs = [as_metrics(m) for m in runs]
+    keys = list(dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
     return [k for k in keys if len({str(run_field(m, k)) for m in runs}) > 1]
 
 
 def method_table(
-    runs: Iterable[dict] | dict,
+    runs: Iterable[Any] | Any,
     *,
     name: str,
     title: str,
@@ -535,7 +425,8 @@ def method_table(
 ) -> Table:
     """One row per (group of seeds, method), plus published rows, plus the random-ranking floor.
 
-    ``runs``: metrics.json dicts. Runs that differ only by seed are one group (mean ± sd).
+    ``runs``: run records, run results or their metrics (:func:`facterlab.facter.record.as_metrics`; a
+    metrics.json dict is read leniently). Runs that differ only by seed are one group (mean ± sd).
     ``row_by``: run fields or variants shown as row-label columns; any variant on which the runs
     disagree is added to them (never mixed silently). ``published``: ``(source, dataset, model)``
     triples whose numbers (:mod:`facterlab.reporting.published`) follow as rows labelled with
@@ -543,11 +434,9 @@ def method_table(
     among the runs' datasets, else REPRO's ML-1M Llama-3 rows. ``random_floor``: add the
     ``random_floor`` block of rank-protocol runs as a row.
     """
-    from facterlab.reporting import published as pub
-
-    runs = [runs] if isinstance(runs, dict) else list(runs)
+    runs = [as_metrics(r) for r in ([runs] if isinstance(runs, (dict, RunMetrics)) else list(runs))]
     if not runs:
-        raise ValueError("method_table needs at least one metrics dict")
+        raise ValueError("method_table needs at least one run record")
     varying = varying_keys(runs)
     label_keys = list(dict.fromkeys([*row_by, *[k for k in varying if k not in ("is_synthetic", "encoder")]]))
     notes = _provenance_notes(runs, label_keys, profile)
@@ -569,16 +458,11 @@ def method_table(
         for method in block_methods:
             flat: list[dict | None]
             if method == "random_floor":
-                flat = [{k: metric_value(v, k) for k, v in (m.get("random_floor") or {}).items()} for m in group]
+                flat = [m.flat("random_floor") or {} for m in group]
                 if not any(flat):
                     continue
             else:
-                flat = []
-                for m in group:
-                    block = (m.get("methods") or {}).get(method)
-                    flat.append(
-                        {**run_level_values(m), **flatten_method_metrics(block)} if isinstance(block, dict) else None
-                    )
+                flat = [m.flat(method) for m in group]
                 if all(f is None for f in flat):
                     continue
             cells = []
@@ -611,8 +495,8 @@ def method_table(
             rows.append(["ours", *labels, METHOD_LABELS.get(method, method), str(len(group)), *cells])
 
     if published is None:
-        run_protocols = {m.get("protocol") for m in runs}
-        datasets = {m.get("dataset") for m in runs}
+        run_protocols = {m.protocol for m in runs}
+        datasets = {m.dataset for m in runs}
         settings = []
         for r in pub.PUBLISHED:
             if r.protocol in run_protocols and r.dataset in datasets:
@@ -624,7 +508,7 @@ def method_table(
                 if r.protocol in run_protocols and r.source == "REPRO" and r.dataset == "ml-1m"
             ]
         published = list(dict.fromkeys(settings))
-    protocols = sorted({str(m.get("protocol")) for m in runs})
+    protocols = sorted({str(m.protocol) for m in runs})
     for source, dataset, model in published:
         for protocol in protocols:
             recs = [
@@ -672,7 +556,7 @@ def method_table(
 
 
 def per_pass_table(
-    runs: Iterable[dict] | dict,
+    runs: Iterable[Any] | Any,
     *,
     name: str,
     title: str,
@@ -682,12 +566,10 @@ def per_pass_table(
 ) -> Table:
     """Violations per pass (adaptive, fixed Q0, Q0 + repro_count correction, Q*) and the threshold after each pass,
     mean ± sd over the runs (seeds); REPRO's ML-1M open per-pass numbers as extra columns."""
-    from facterlab.reporting import published as pub
-
-    runs = [runs] if isinstance(runs, dict) else list(runs)
+    runs = [as_metrics(r) for r in ([runs] if isinstance(runs, (dict, RunMetrics)) else list(runs))]
     if not runs:
-        raise ValueError("per_pass_table needs at least one metrics dict")
-    flats = [flatten_method_metrics(((m.get("methods") or {}).get(method)) or {}) for m in runs]
+        raise ValueError("per_pass_table needs at least one run record")
+    flats = [m.methods[method].flat() if method in m.methods else {} for m in runs]
     n_pass = max((sum(1 for k in f if k.startswith("violations_adaptive_pass")) for f in flats), default=0)
     if n_pass == 0:
         raise ValueError(f"no per-pass violations recorded for method {method!r}")
@@ -699,11 +581,11 @@ def per_pass_table(
         ("violations_q_star_pass{p}", "V(Q*)", 1),
     ]
     header = ["Pass", *[c[1] for c in cols], "Q after pass"]
-    show_pub = published and any(m.get("protocol") == "open" for m in runs)
+    show_pub = published and any(m.protocol == "open" for m in runs)
     if show_pub:
         header += ["REPRO V(t)", "REPRO V(0)", "REPRO Q"]
     rows, long = [], []
-    paths = [((m.get("methods") or {}).get(method) or {}).get("threshold_path") or [] for m in runs]
+    paths = [m.methods[method].threshold_path if method in m.methods else [] for m in runs]
     for p in range(0, n_pass + 1):
         row = ["Q0 (before pass 1)" if p == 0 else str(p)]
         for key, _label, dec in cols:

@@ -36,8 +36,8 @@ from facterlab.simpson.simulate import (
     grid_summary,
     measure,
     random_experiment,
-    run,
     simulate,
+    simulate_and_measure,
     summarise,
     sweep,
 )
@@ -79,7 +79,7 @@ __all__ = [
     "grid_summary",
     "measure",
     "random_experiment",
-    "run",
+    "simulate_and_measure",
     "simulate",
     "summarise",
     "sweep",

@@ -15,8 +15,14 @@ from __future__ import annotations
 import html
 import io
 
-from facterlab.simpson.simulate import SimConfig, run
+from facterlab.simpson.plots import GAP_SERIES
+from facterlab.simpson.simulate import SimConfig, simulate_and_measure
+from facterlab.style import add_caption, title_with_provenance
 
+TEXT_FORM = (
+    "Simpson's paradox explorer: interactive sliders (run this notebook in Jupyter to use them); "
+    "the static figure and numbers below show the default setting."
+)
 DEFAULTS = {"d1": 1.5, "sigma1": 0.0, "bias": 0.03, "n_users": 5_000, "seed": 0}
 NUMBER_ROWS = (
     ("per_user_gap", "PerUserGap (truth, pp)", True),
@@ -49,11 +55,14 @@ def explorer_numbers(
     >>> sorted(k for k in r if k.startswith("ips_"))
     ['ips_counts', 'ips_estimand', 'ips_model', 'ips_oracle', 'ips_oracle_both']
     """
-    return run(base.replace(d1=float(d1), sigma1=float(sigma1), bias=float(bias), n_users=int(n_users), seed=int(seed)))
+    return simulate_and_measure(
+        base.replace(d1=float(d1), sigma1=float(sigma1), bias=float(bias), n_users=int(n_users), seed=int(seed))
+    )
 
 
-def numbers_html(res: dict) -> str:
-    """An HTML table of the read-outs; each value sits in an element with id ``simpson-<key>``."""
+def numbers_html(res: dict, ids: bool = True) -> str:
+    """An HTML table of the read-outs; each value sits in an element with id ``simpson-<key>``
+    (``ids=False``: no ids, for a static copy beside the live widget)."""
     rows = []
     for key, label, pp in NUMBER_ROWS:
         v = res.get(key)
@@ -64,7 +73,8 @@ def numbers_html(res: dict) -> str:
         )
         rows.append(
             f"<tr><td>{html.escape(label)}</td>"
-            f"<td id='simpson-{key.replace('_', '-')}' style='text-align:right'>{txt}</td></tr>"
+            + (f"<td id='simpson-{key.replace('_', '-')}'" if ids else "<td")
+            + f" style='text-align:right'>{txt}</td></tr>"
         )
     cfg = (
         f"d_1={res['d1']:.2f}, sigma_1={res['sigma1']:.2f}, b={res['bias']:.3f}, N={res['n_users']}, seed={res['seed']}"
@@ -83,9 +93,6 @@ def explorer_figure(res: dict, pyplot: bool = False):
     ``pyplot=False`` builds a bare ``matplotlib.figure.Figure`` (no display side effects, for the
     widget); ``pyplot=True`` uses ``plt.subplots`` (for the notebook's static figure).
     """
-    from facterlab.reporting.figures import title_with_provenance
-    from facterlab.simpson.plots import GAP_SERIES
-
     if pyplot:
         import matplotlib.pyplot as plt
 
@@ -113,6 +120,11 @@ def explorer_figure(res: dict, pyplot: bool = False):
         fontsize=8,
     )
     fig.tight_layout()
+    add_caption(
+        fig,
+        f"n = {res['n_users']:,} simulated users, one simulation (seed {res['seed']}): single values, no interval; "
+        "estimates use one random shown item per user.",
+    )
     return fig
 
 
@@ -178,6 +190,13 @@ class Explorer:
 
     def values(self) -> dict:
         return {k: s.value for k, s in self.sliders.items()}
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """``display(explorer)``: the widget in a live notebook; where widgets do not render (a saved
+        notebook on GitHub, a terminal) a sentence instead of ipywidgets' raw ``VBox(children=...)``."""
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs))
+        bundle["text/plain"] = TEXT_FORM
+        return bundle
 
     def _on_change(self, change) -> None:
         self.update()

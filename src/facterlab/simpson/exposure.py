@@ -22,6 +22,8 @@ def log_discount(position) -> np.ndarray:
 
     >>> log_discount(np.array([1, 3])).round(4).tolist()
     [1.0, 0.5]
+
+    Reference: [jarvelin2002ndcg], [singh2018exposure] (docs/references.bib).
     """
     p = np.asarray(position, dtype=float)
     if np.any(p < 1):
@@ -75,6 +77,8 @@ def competition(n, exposure: ExposureLike = "log") -> np.ndarray:
     [1.0, 0.7103]
     >>> competition(np.array([4]), "position").tolist()
     [2.5]
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     f = get_exposure(exposure)
     n = np.asarray(n)

@@ -166,6 +166,8 @@ def per_user_gap(stats: UserStats) -> PerUserGap:
     >>> st = UserStats(np.array([1, 2, 0]), np.array([1, 1, 3]), np.array([1., 3.]+[0.]), np.array([2., 4., 6.]), "position")
     >>> g = per_user_gap(st); g.value, g.n_defined, round(g.share_defined, 3)
     (-1.75, 2, 0.667)
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     mask = stats.defined
     gaps = np.where(mask, stats.e0 - stats.e1, np.nan)
@@ -191,6 +193,8 @@ def aggregate_gap(stats: UserStats) -> AggregateGap:
     >>> st = UserStats(np.array([1, 2]), np.array([1, 1]), np.array([1., 3.]), np.array([2., 4.]), "position")
     >>> aggregate_gap(st).value
     -1.6666666666666667
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     m0, m1 = int(stats.n0.sum()), int(stats.n1.sum())
     if m0 == 0 or m1 == 0:
@@ -211,6 +215,8 @@ def ips_estimand(stats: UserStats) -> float:
     >>> st = UserStats(np.array([1, 1]), np.array([1, 0]), np.array([1., 3.]), np.array([2., 0.]), "position")
     >>> ips_estimand(st), per_user_gap(st).value  # (1 + 3)/2 - 2 vs 1 - 2
     (0.0, -1.0)
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     has0, has1 = stats.n0 >= 1, stats.n1 >= 1
     if not has0.any() or not has1.any():
@@ -234,6 +240,8 @@ def lemma_aggregate_gap(stats: UserStats) -> float:
     >>> st = UserStats(np.array([1, 2]), np.array([1, 1]), np.array([1., 3.]), np.array([2., 4.]), "position")
     >>> round(lemma_aggregate_gap(st), 12)
     -1.666666666667
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     p0, p1 = user_mixtures(stats)
     e0 = np.where(stats.n0 > 0, stats.e0, 0.0)
@@ -308,6 +316,8 @@ def decompose(stats: UserStats) -> Decomposition:
     >>> st = UserStats(np.array([1, 2]), np.array([1, 1]), np.array([1., 3.]), np.array([2., 4.]), "position")
     >>> d = decompose(st); round(d.total, 12), round(d.competition_performance + d.per_user_gap_term, 12)
     (-1.666666666667, -1.666666666667)
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     p0, p1 = user_mixtures(stats)
     n = stats.n

@@ -54,6 +54,8 @@ def naive_estimate(exp) -> Estimate:
     >>> e = NS(relevant=np.array([1, 1, 1, 0]), group=np.array([0, 1, 1, 0]), exposure=np.array([0.5, 1.0, 0.2, 9.0]))
     >>> naive_estimate(e).value
     -0.09999999999999998
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     return _weighted(exp, np.ones(len(exp.exposure)), "naive")
 
@@ -118,6 +120,8 @@ def weights_model(exp, floor: float = 1e-3, features: str = "embedding", C: floa
     """w_s(v) = rate_s / max(h_s(v), floor), h_s a logistic regression of Rel on V over group-s rows.
 
     ``features``: ``"embedding"`` (the user vector U, default) or ``"scalar"`` (x = U . mu_1/|mu_1|).
+
+    Reference: [prost2022simpson] (docs/references.bib).
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -187,6 +191,8 @@ def ips_estimate(
     >>> # cell 1 is half as likely relevant as cell 0: its item gets twice the weight (4/3 vs 2/3)
     >>> round(ips_estimate(e, "counts", n_bins=2).value, 12), naive_estimate(e).value  # (2/3 - 1/3) vs (3/4 - 3/8)
     (0.333333333333, 0.375)
+
+    Reference: [horvitz1952ips], [prost2022simpson] (docs/references.bib).
     """
     if method == "counts":
         w = weights_counts(exp, n_bins)

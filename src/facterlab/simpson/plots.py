@@ -2,12 +2,14 @@
 
 matplotlib is imported inside the functions; every figure takes a ``title`` that the notebooks
 build with :func:`facterlab.reporting.figures.title_with_provenance` (the data is synthetic).
-Gaps are drawn in percentage points (pp = 100 x difference of mean exposures), mean ± sd over seeds.
+Gaps are drawn in percentage points (pp = 100 x difference of mean exposures), as the mean over seeds
+with a band: the 95% Student-t interval of the mean when the number of seeds is given (``n_seeds``),
+else ± 1 sd; the caption under each figure says which, and how many simulated users and seeds.
 """
 
 from __future__ import annotations
 
-from facterlab.reporting.figures import PALETTE
+from facterlab.style import PALETTE, add_caption, degenerate_note
 
 LABELS = {"d1": "density of group 1, $d_1$", "sigma1": r"noise level $\sigma_1$", "bias": "model bias $b$"}
 GAP_SERIES = {
@@ -22,16 +24,56 @@ GAP_SERIES = {
 }
 
 
-def band(ax, summary, x: str, col: str, label: str, color: str, scale: float = 100.0, **kw) -> None:
-    """Line of ``<col>_mean`` with a ± ``<col>_sd`` band against ``x`` (values multiplied by ``scale``)."""
+def band(
+    ax, summary, x: str, col: str, label: str, color: str, scale: float = 100.0, n_seeds: int | None = None, **kw
+) -> None:
+    """Line of ``<col>_mean`` against ``x`` (values multiplied by ``scale``) with a band: the 95%
+    Student-t interval of the mean over ``n_seeds`` seeds (``t_{n-1} sd / sqrt(n)``), or ± ``<col>_sd``
+    when ``n_seeds`` is None."""
     xs = summary[x].to_numpy()
     m = summary[f"{col}_mean"].to_numpy() * scale
-    s = summary[f"{col}_sd"].fillna(0).to_numpy() * scale
+    s = summary[f"{col}_sd"].fillna(0).to_numpy() * scale * _t_factor(n_seeds)
     ax.plot(xs, m, marker="o", ms=3, color=color, label=label, **kw)
     ax.fill_between(xs, m - s, m + s, color=color, alpha=0.2, lw=0)
 
 
-def plot_factors(summaries: dict, title: str = ""):
+def _t_factor(n_seeds: int | None) -> float:
+    """sd -> half-width of the 95% Student-t interval of a mean over ``n_seeds`` (1 for None: ± sd).
+
+    >>> round(_t_factor(10), 3), _t_factor(None), _t_factor(1)
+    (0.715, 1.0, 0.0)
+    """
+    if n_seeds is None:
+        return 1.0
+    if n_seeds < 2:
+        return 0.0
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, n_seeds - 1)) / n_seeds**0.5
+
+
+def band_text(n_seeds: int | None, n_users: int | None = None) -> str:
+    """The caption line of a seed-averaged figure.
+
+    >>> band_text(10, 10_000)
+    'n = 10,000 simulated users per simulation, 10 seeds per point; line: mean over seeds, band: 95% Student-t interval of the mean.'
+    """
+    who = f"n = {n_users:,} simulated users per simulation, " if n_users else "n = "
+    if n_seeds is None:
+        return f"{who}seeds per point as in the title; line: mean over seeds, band: ± 1 sd over seeds."
+    if n_seeds < 2:
+        return f"{who}1 seed per point; line: that seed's value, no interval."
+    return f"{who}{n_seeds} seeds per point; line: mean over seeds, band: 95% Student-t interval of the mean."
+
+
+def _too_few_points(ax, summary, x: str) -> bool:
+    if summary is None or len(summary) < 2:
+        degenerate_note(ax, f"{0 if summary is None else len(summary)} value(s) of {x}: fewer than 2 points")
+        return True
+    return False
+
+
+def plot_factors(summaries: dict, title: str = "", n_seeds: int | None = None, n_users: int | None = None):
     """Fig 3: parameters -> factors.  d_1 -> competition (n(u*), C(u*)); sigma_1 -> performance
     nDCG(u*); b -> PerUserGap (pp)."""
     import matplotlib.pyplot as plt
@@ -39,10 +81,12 @@ def plot_factors(summaries: dict, title: str = ""):
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     s = summaries["d1"]
     ax = axes[0]
-    band(ax, s, "d1", "probe_competition", "competition C(u*)", PALETTE["fair"], scale=1.0)
+    band(ax, s, "d1", "probe_competition", "competition C(u*)", PALETTE["fair"], scale=1.0, n_seeds=n_seeds)
     ax.set_ylabel("C(u*) (best mean exposure of its relevant items)")
     ax2 = ax.twinx()
-    band(ax2, s, "d1", "probe_n_relevant", "relevant items n(u*)", PALETTE["facter"], scale=1.0, ls="--")
+    band(
+        ax2, s, "d1", "probe_n_relevant", "relevant items n(u*)", PALETTE["facter"], scale=1.0, ls="--", n_seeds=n_seeds
+    )
     ax2.set_ylabel("n(u*)")
     ax2.grid(False)
     h1, l1 = ax.get_legend_handles_labels()
@@ -51,26 +95,53 @@ def plot_factors(summaries: dict, title: str = ""):
     ax.set_xlabel(LABELS["d1"])
     ax.set_title("competition")
     ax = axes[1]
-    band(ax, summaries["sigma1"], "sigma1", "probe_ndcg", "performance nDCG(u*)", PALETTE["fair"], scale=1.0)
-    band(ax, summaries["sigma1"], "sigma1", "mean_ndcg", "mean nDCG over users", PALETTE["neutral"], scale=1.0, ls="--")
+    band(
+        ax,
+        summaries["sigma1"],
+        "sigma1",
+        "probe_ndcg",
+        "performance nDCG(u*)",
+        PALETTE["fair"],
+        scale=1.0,
+        n_seeds=n_seeds,
+    )
+    band(
+        ax,
+        summaries["sigma1"],
+        "sigma1",
+        "mean_ndcg",
+        "mean nDCG over users",
+        PALETTE["neutral"],
+        scale=1.0,
+        ls="--",
+        n_seeds=n_seeds,
+    )
     ax.set_xlabel(LABELS["sigma1"])
     ax.set_ylabel("nDCG (full list, binary relevance)")
     ax.set_title("performance")
     ax.legend(fontsize=8)
     ax = axes[2]
-    band(ax, summaries["bias"], "bias", "per_user_gap", "PerUserGap", PALETTE["per_user"])
+    band(ax, summaries["bias"], "bias", "per_user_gap", "PerUserGap", PALETTE["per_user"], n_seeds=n_seeds)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xlabel(LABELS["bias"])
     ax.set_ylabel("PerUserGap (pp, group 0 - group 1)")
     ax.set_title("per-user gap")
     ax.legend(fontsize=8)
+    for a, key in zip(axes, ("d1", "sigma1", "bias")):
+        _too_few_points(a, summaries.get(key), key)
     if title:
         fig.suptitle(title, fontsize=10)
+    add_caption(fig, band_text(n_seeds, n_users))
     return fig
 
 
 def plot_gap_sweeps(
-    summaries: dict, series=("aggregate_gap", "per_user_gap"), title: str = "", params=("d1", "sigma1", "bias")
+    summaries: dict,
+    series=("aggregate_gap", "per_user_gap"),
+    title: str = "",
+    params=("d1", "sigma1", "bias"),
+    n_seeds: int | None = None,
+    n_users: int | None = None,
 ):
     """Fig 4 (and Fig 5 with the IPS series): gaps (pp) against each swept parameter."""
     import matplotlib.pyplot as plt
@@ -81,13 +152,15 @@ def plot_gap_sweeps(
         for col in series:
             if f"{col}_mean" in summaries[p]:
                 label, color = GAP_SERIES[col]
-                band(ax, summaries[p], p, col, label, color)
+                band(ax, summaries[p], p, col, label, color, n_seeds=n_seeds)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xlabel(LABELS.get(p, p))
         ax.set_ylabel("exposure gap (pp, group 0 - group 1)")
+        _too_few_points(ax, summaries[p], p)
     axes[0][0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
+    add_caption(fig, band_text(n_seeds, n_users))
     return fig
 
 
@@ -127,7 +200,8 @@ def plot_grid(df, table, title: str = "", seed=None):
     }
     x = np.arange(len(keys))
     m = table.loc[keys, "mean_abs_error_pp"].to_numpy()
-    sd = table.loc[keys, "sd_over_seeds_pp"].fillna(0).to_numpy()
+    n_seeds = int(table["n_seeds"].iloc[0])
+    sd = table.loc[keys, "sd_over_seeds_pp"].fillna(0).to_numpy() * _t_factor(n_seeds)
     ax = axes[1]
     ax.bar(
         x - 0.2,
@@ -136,14 +210,13 @@ def plot_grid(df, table, title: str = "", seed=None):
         yerr=sd,
         capsize=3,
         color=[GAP_SERIES[k][1] for k in keys],
-        label="facterlab (mean ± sd over seeds)",
+        label=f"facterlab (mean over {n_seeds} seeds, 95% t-interval)",
     )
     paper = table.loc[keys, "paper_pp"].to_numpy()
     has = np.isfinite(paper)
     ax.bar(x[has] + 0.2, paper[has], 0.4, color="lightgrey", edgecolor="black", label="paper")
     half = 0.5 * table.loc["aggregate_gap", "mean_abs_error_pp"]
     ax.axhline(half, color="black", ls="--", lw=0.8, label="half of the aggregate's error (acceptance)")
-    n_seeds = int(table["n_seeds"].iloc[0])
     for xi, k, v in zip(x, keys, m):
         txt = f"{v:.2f}"
         if k != "aggregate_gap":
@@ -157,13 +230,23 @@ def plot_grid(df, table, title: str = "", seed=None):
         f"users with relevant items of both groups: mean {share.mean():.1%}, min {share.min():.1%}", fontsize=9
     )
     ax.legend(fontsize=7, loc="upper right")
+    if len(one) < 2:
+        degenerate_note(axes[0], f"{len(one)} simulation(s): fewer than 2 points")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    n_users = sorted(df["n_users"].unique()) if "n_users" in df else []
+    add_caption(
+        fig,
+        f"n = {len(one)} simulations on the left (one seed), {len(df)} in all ({n_seeds} seeds)"
+        + (f", {int(n_users[0]):,} simulated users each" if len(n_users) == 1 else "")
+        + f". Right: bars = mean over the {n_seeds} seeds' grid errors, error bars = 95% Student-t interval"
+        + (" (one seed: none)." if n_seeds < 2 else "."),
+    )
     return fig
 
 
-def plot_held_per_user_gap(held: dict, title: str = ""):
+def plot_held_per_user_gap(held: dict, title: str = "", n_seeds: int | None = None, n_users: int | None = None):
     """Fig 4 panel: the AggregateGap against density and noise with the PerUserGap held fixed
     (the bias recalibrated at every point), mean ± sd over seeds; ``held`` maps the knob to the
     summary of :func:`facterlab.simpson.study.hold_per_user_gap`."""
@@ -173,19 +256,22 @@ def plot_held_per_user_gap(held: dict, title: str = ""):
     for ax, (p, s) in zip(axes[0], held.items()):
         for col in ("aggregate_gap", "per_user_gap"):
             label, color = GAP_SERIES[col]
-            band(ax, s, p, col, "PerUserGap (held fixed)" if col == "per_user_gap" else label, color)
+            band(ax, s, p, col, "PerUserGap (held fixed)" if col == "per_user_gap" else label, color, n_seeds=n_seeds)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xlabel(LABELS.get(p, p))
         ax.set_ylabel("exposure gap (pp, group 0 - group 1)")
+        _too_few_points(ax, s, p)
     axes[0][0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
+    add_caption(fig, band_text(n_seeds, n_users))
     return fig
 
 
-def plot_variant_study(verdicts, title: str = ""):
+def plot_variant_study(verdicts, title: str = "", n_seeds: int | None = None, n_users: int | None = None):
     """The reading study: per named reading, how far each knob moves AggregateGap - PerUserGap (pp)
-    and the mean errors of the aggregate and of the model IPS (pp)."""
+    and the mean errors of the aggregate and of the model IPS (pp).  Bars are the study's summary
+    numbers (ranges of seed means, mean errors over seeds and points): no interval is drawn."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -211,7 +297,15 @@ def plot_variant_study(verdicts, title: str = ""):
     axes[1].set_yticks(y, [""] * len(names))
     axes[1].set_xlabel("mean |x - PerUserGap| (pp)")
     axes[1].legend(fontsize=8)
+    if len(names) == 0:
+        degenerate_note(axes[0], "no reading in the study")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    who = f"n = {n_users:,} simulated users per simulation, " if n_users else "n = "
+    add_caption(
+        fig,
+        f"{who}{n_seeds if n_seeds else 'the stated number of'} seed(s) per point; bars: summary numbers of the study "
+        "(range of the seed means over the knob; mean absolute errors over seeds and points), no interval drawn.",
+    )
     return fig

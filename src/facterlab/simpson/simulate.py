@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 
 from facterlab.metrics.embeddings import normalise_rows
+from facterlab.progress import tqdm
+from facterlab.simpson import ips as ips_mod
 from facterlab.simpson.exposure import competition, get_exposure
 from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap, per_user_gap
 
@@ -316,8 +318,6 @@ def random_experiment(sim: Simulation, seed: int | None = None) -> RandomExperim
 
 def measure(sim: Simulation, experiment: RandomExperiment | None = None, ips: bool = True, n_bins: int = 10) -> dict:
     """All read-outs of one simulation: true gaps, decomposition, factors and estimates (raw units)."""
-    from facterlab.simpson import ips as ips_mod
-
     st = sim.stats
     pug = per_user_gap(st)
     agg = aggregate_gap(st)
@@ -348,8 +348,9 @@ def measure(sim: Simulation, experiment: RandomExperiment | None = None, ips: bo
     return out
 
 
-def run(cfg: SimConfig = SimConfig(), ips: bool = True) -> dict:
-    """simulate + random experiment + measure: a flat dict with the config's knobs and read-outs."""
+def simulate_and_measure(cfg: SimConfig = SimConfig(), ips: bool = True) -> dict:
+    """One simulation: simulate + random experiment + measure, as a flat dict of the config's knobs and
+    read-outs (called ``run`` before; "run" now means one FACTER run only, docs/ARCHITECTURE.md)."""
     sim = simulate(cfg)
     res = {
         k: getattr(cfg, k)
@@ -367,7 +368,7 @@ def sweep(
     ips: bool = True,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """One row per (value, seed): ``run(base.replace(param=value, seed=seed))``.
+    """One row per (value, seed): ``simulate_and_measure(base.replace(param=value, seed=seed))``.
 
     >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimConfig(n_users=300), progress=False)
     >>> df[["bias", "seed"]].values.tolist()
@@ -375,11 +376,9 @@ def sweep(
     """
     if param not in SWEEP_PARAMS:
         raise ValueError(f"unknown sweep parameter {param!r}; choose one of {', '.join(SWEEP_PARAMS)}")
-    from tqdm.auto import tqdm
-
     combos = list(itertools.product(list(values), list(seeds)))
     rows = [
-        run(base.replace(**{param: v, "seed": int(s)}), ips=ips)
+        simulate_and_measure(base.replace(**{param: v, "seed": int(s)}), ips=ips)
         for v, s in tqdm(combos, desc=f"sweep {param}", disable=not progress)
     ]
     return pd.DataFrame(rows)
@@ -406,7 +405,7 @@ def grid(
     n_jobs: int = 1,
 ) -> pd.DataFrame:
     """The 160-simulation grid (docs/SIMPSON.md §3): sigma_1 in linspace(0,10,16) x d_1 in linspace(1.5,4,10),
-    b = 0.03, one run each, N = 50,000 by default.
+    b = 0.03, one simulation each, N = 50,000 by default.
 
     Configuration k runs on the k-th child of ``SeedSequence(seed)`` (``spawn``), so grids with
     different seeds are independent and no configuration shares a stream with another.
@@ -427,16 +426,16 @@ def grid(
 
 
 def _run_many(cfgs: list, n_jobs: int = 1, progress: bool = False, desc: str = "") -> list:
-    """``[run(c) for c in cfgs]``, in ``n_jobs`` worker processes when > 1 (same results: every
+    """``[simulate_and_measure(c) for c in cfgs]``, in ``n_jobs`` worker processes when > 1 (same results: every
     configuration carries its own random streams)."""
-    from tqdm.auto import tqdm
-
     if n_jobs is None or n_jobs <= 1 or len(cfgs) <= 1:
-        return [run(c) for c in tqdm(cfgs, desc=desc, disable=not progress)]
+        return [simulate_and_measure(c) for c in tqdm(cfgs, desc=desc, disable=not progress)]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
-        return list(tqdm(pool.map(run, cfgs, chunksize=4), total=len(cfgs), desc=desc, disable=not progress))
+        return list(
+            tqdm(pool.map(simulate_and_measure, cfgs, chunksize=4), total=len(cfgs), desc=desc, disable=not progress)
+        )
 
 
 def grid_seeds(

@@ -19,8 +19,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.progress import tqdm
 from facterlab.simpson.gaps import per_user_gap
-from facterlab.simpson.simulate import MU1_READINGS, NOISE_READINGS, SimConfig, measure, run, simulate
+from facterlab.simpson.simulate import MU1_READINGS, NOISE_READINGS, SimConfig, measure, simulate, simulate_and_measure
 
 MOVE_PP = 1.0  # a knob "moves the aggregate" when the seed-mean of Agg - PerUser spans >= 1 pp over the knob
 HALF_RULE = 0.5  # "the estimate stays close": mean |IPS model - PerUser| <= half of mean |Agg - PerUser|
@@ -40,13 +41,11 @@ def variant_study(
     base: SimConfig | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """One row per (reading, swept knob, value, seed) with every read-out of :func:`run`.
+    """One row per (reading, swept knob, value, seed) with every read-out of :func:`~facterlab.simpson.simulate.simulate_and_measure`.
 
     Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
     (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.
     """
-    from tqdm.auto import tqdm
-
     base = (base or SimConfig()).replace(n_users=int(n_users), bias=float(bias))
     sweeps = {
         "sigma1": ("d1", 1.5, np.linspace(0.0, 10.0, n_points)),
@@ -59,7 +58,7 @@ def variant_study(
     for v, knob, x, s in tqdm(jobs, desc="variant study", disable=not progress):
         other, other_value, _ = sweeps[knob]
         cfg = base.replace(noise=v["noise"], mu1=v["mu1"], seed=s, **{knob: x, other: other_value})
-        res = run(cfg)
+        res = simulate_and_measure(cfg)
         res.update(variant=variant_name(v["noise"], v["mu1"]), knob=knob, value=x)
         rows.append(res)
     return pd.DataFrame(rows)
@@ -136,8 +135,6 @@ def hold_per_user_gap(
     """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
     ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target."""
-    from tqdm.auto import tqdm
-
     rows = []
     for v, s in tqdm(
         list(itertools.product(list(values), list(seeds))), desc=f"hold PerUserGap, {param}", disable=not progress

@@ -70,12 +70,22 @@ class Prediction:
 
 @runtime_checkable
 class Recommender(Protocol):
-    """Anything that turns prompt requests into predictions.  Must be deterministic per request."""
+    """Anything that turns prompt requests into predictions.  Must be deterministic per request.
+
+    ``plan_batches(requests)`` says which requests :meth:`predict` would run together (lists of indices
+    into ``requests``), so that callers (:class:`~facterlab.models.cache.CachedRecommender`, the FACTER
+    monitor's lookahead) can group their calls the same way; the default, ``None``, means "no
+    preference: chunk by your own batch size".  Subclass this protocol to inherit the default.
+    """
 
     fingerprint: str
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:  # list[Prediction]
         ...
+
+    def plan_batches(self, requests: Sequence[PromptRequest]) -> list | None:  # list[list[int]] or None
+        """Index batches :meth:`predict` would run together, or ``None`` (no preference; the default)."""
+        return None
 
 
 @runtime_checkable

@@ -30,6 +30,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from facterlab.facter.conformal import min_calibration_size
+
 __all__ = ["ConfigError", "validate_config", "smallest_n_rows", "check_split", "check_out_dir"]
 
 
@@ -53,8 +55,6 @@ def _is_real(v) -> bool:
 def smallest_n_rows(alpha: float, calib_frac: float) -> int:
     """Smallest ``n_rows`` whose calibration split (``round(calib_frac * n)`` rows) gives a defined
     conformal quantile at ``alpha`` and leaves at least one test row."""
-    from facterlab.facter.conformal import min_calibration_size
-
     need = min_calibration_size(alpha)
     n = 2
     while True:
@@ -144,8 +144,6 @@ def config_problems(cfg) -> list:
 
 
 def _split_problems(n_rows: int, n_calib: int, alpha: float, calib_frac: float) -> list:
-    from facterlab.facter.conformal import min_calibration_size
-
     need = min_calibration_size(alpha)
     if need <= n_calib < n_rows:
         return []

@@ -1,0 +1,70 @@
+"""Dataset resolution and loading by name (docs/FACTER.md §1.1).
+
+``"auto"`` is ``"ml-1m"`` when its files lie in the data directory, else ``"ml-100k"`` when present,
+else ``"synthetic"``; explicit names never fall back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from facterlab.config import DATASETS
+from facterlab.config import data_dir as _data_dir
+from facterlab.data.amazon import load_amazon
+from facterlab.data.dataset import Dataset
+from facterlab.data.download import SOURCES, ensure_dataset
+from facterlab.data.movielens import load_ml1m, load_ml100k
+from facterlab.data.synthetic import load_synthetic
+
+__all__ = ["DATASET_DIRS", "resolve_dataset", "load_dataset"]
+
+# Sub-directory of the data directory for each real dataset
+DATASET_DIRS = {"ml-1m": "ml-1m", "ml-100k": "ml-100k", "amazon": "amazon-movies-tv"}
+
+
+def _has_files(directory: Path, files) -> bool:
+    return all((directory / f).is_file() for f in files)
+
+
+def resolve_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None) -> str:
+    """Resolve a dataset name: "auto" -> "ml-1m" if present, else "ml-100k" if present, else "synthetic".
+
+    Explicit names are returned unchanged (never a fallback); unknown names are a ValueError.
+
+    >>> import tempfile
+    >>> resolve_dataset("auto", tempfile.mkdtemp())
+    'synthetic'
+    >>> resolve_dataset("ml-1m", tempfile.mkdtemp())
+    'ml-1m'
+    """
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(map(repr, DATASETS))}")
+    if name != "auto":
+        return name
+    root = _data_dir(data_dir)
+    for candidate in ("ml-1m", "ml-100k"):
+        if _has_files(root / DATASET_DIRS[candidate], SOURCES[candidate].files):
+            return candidate
+    return "synthetic"
+
+
+def load_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None, **kw: Any) -> Dataset:
+    """Load a dataset by name (after :func:`resolve_dataset`).
+
+    Keywords: ``download`` (bool, fetch missing real files), ``demographics_seed`` and
+    ``max_reviews`` (Amazon), and the generator parameters of :mod:`facterlab.data.synthetic`
+    (``n_users``, ``n_items``, ``n_ratings``, ``seed``).
+    """
+    resolved = resolve_dataset(name, data_dir)
+    root = _data_dir(data_dir)
+    download = bool(kw.pop("download", False))
+    if resolved == "synthetic":
+        return load_synthetic(**kw)
+    directory = ensure_dataset(resolved, root, download=download)
+    if resolved == "ml-1m":
+        return load_ml1m(directory, **kw)
+    if resolved == "ml-100k":
+        return load_ml100k(directory, **kw)
+    return load_amazon(directory, **kw)

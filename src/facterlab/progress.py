@@ -1,0 +1,421 @@
+"""Feedback on long work: facterlab's log lines and progress bars.
+
+Logging.  Every module logs on its own ``logging.getLogger(__name__)`` (``facterlab.*``).  Importing
+facterlab never touches the root logger; :func:`enable_logging` puts one handler on the
+``facterlab`` logger.  It is called
+
+- by the ``facterlab`` command (INFO; ``-v`` DEBUG, ``-q`` warnings only),
+- when facterlab is imported inside a Jupyter kernel (JupyterLab, papermill, ``facterlab reproduce``):
+  INFO, on the cell's stdout,
+- from the environment: ``FACTERLAB_LOG=DEBUG|INFO|WARNING|off`` (read at import; ``off`` or
+  ``WARNING`` silences the INFO lines in notebooks too).
+
+Tests (pytest, not a kernel) stay quiet unless they ask (``caplog`` still sees every record).
+
+Progress.  :class:`Progress` is a ``tqdm.auto`` bar (a widget in JupyterLab, text in a terminal)
+plus log lines: every ``FACTERLAB_LOG_EVERY`` seconds (default 15) one INFO line says how far the
+phase is, how many predictions were answered from the cache and how many were generated, and an
+estimate of the time left from the measured rate of new predictions.  The prediction cache reports
+its hits and misses with :func:`record_predictions` to every open :class:`Progress`.
+
+In a notebook a finished bar is replaced by its final text line (``calibration: 100%|...| 17/17``)
+through the display's id, so an executed notebook (papermill, GitHub, nbconvert) shows where each
+bar ended instead of the ``0%`` that the widget's text form had when it was first displayed.
+
+>>> format_seconds(42.4), format_seconds(185), format_seconds(7300)
+('42 s', '3 min 05 s', '2 h 01 min')
+>>> p = Progress("demo", total=4, bar=False, every=None)
+>>> p.update(2); record_predictions(cached=1, new=3, seconds=1.5); p.close()
+>>> (p.n, p.cached, p.new)
+(2, 1, 3)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "enable_logging",
+    "auto_enable_logging",
+    "Progress",
+    "loading",
+    "record_predictions",
+    "tqdm",
+    "format_seconds",
+    "in_kernel",
+    "ENV_LOG",
+    "ENV_LOG_EVERY",
+]
+
+ENV_LOG = "FACTERLAB_LOG"
+ENV_LOG_EVERY = "FACTERLAB_LOG_EVERY"
+DEFAULT_LOG_EVERY = 15.0
+_OFF = ("off", "none", "0", "false", "no")
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# logging
+
+
+class _StreamAtEmit(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout``/``sys.stderr`` is when a record comes (pytest and
+    ipykernel replace them)."""
+
+    def __init__(self, which: str):
+        self.which = which
+        super().__init__(getattr(sys, which))
+
+    @property
+    def stream(self):
+        return getattr(sys, self.which)
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+    def emit(self, record: logging.LogRecord) -> None:
+        std = sys.modules.get("tqdm.std")
+        if std is not None and getattr(std.tqdm, "_instances", None):
+            with std.tqdm.external_write_mode(file=self.stream):  # a text bar is cleared, then redrawn
+                super().emit(record)
+        else:
+            super().emit(record)
+
+
+class _Format(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        record.short = record.name.removeprefix("facterlab.")
+        return super().format(record)
+
+
+def _not_handled_below(record: logging.LogRecord) -> bool:
+    """Skip records whose own logger already prints them (``facterlab.threads`` in the CLI)."""
+    return not logging.getLogger(record.name).handlers or record.name == "facterlab"
+
+
+def in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (without importing IPython)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or "ipykernel" not in sys.modules:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _level(level: int | str | None) -> int | None:
+    if level is None:
+        return None
+    if isinstance(level, int) and not isinstance(level, bool):
+        return level
+    text = str(level).strip()
+    if text.lower() in _OFF:
+        return None
+    value = logging.getLevelName(text.upper())
+    if not isinstance(value, int):
+        raise ValueError(f"unknown log level {level!r}; choose DEBUG, INFO, WARNING, ERROR or off")
+    return value
+
+
+def enable_logging(level: int | str | None = "INFO", stream: str | None = None) -> logging.Logger:
+    """Show facterlab's log records at ``level`` and above (``"off"``/``None``: remove the handler).
+
+    One handler on the ``facterlab`` logger (never the root logger), replaced on each call; lines
+    look like ``11:34:17 facter.pipeline: calibration: 17 rows under the neutral system prompt``.  ``stream``: ``"stdout"`` or
+    ``"stderr"`` (default: stdout inside a Jupyter kernel, else stderr).  Returns the logger.
+    """
+    logger = logging.getLogger("facterlab")
+    for h in [h for h in logger.handlers if getattr(h, "_facterlab_handler", False)]:
+        logger.removeHandler(h)
+    value = _level(level)
+    if value is None:
+        logger.setLevel(logging.NOTSET)
+        return logger
+    which = stream or ("stdout" if in_kernel() else "stderr")
+    if which not in ("stdout", "stderr"):
+        raise ValueError(f"stream must be 'stdout' or 'stderr', got {stream!r}")
+    handler = _StreamAtEmit(which)
+    handler._facterlab_handler = True  # type: ignore[attr-defined]
+    handler.setFormatter(_Format("%(asctime)s %(short)s: %(message)s", datefmt="%H:%M:%S"))
+    handler.addFilter(_not_handled_below)
+    logger.addHandler(handler)
+    logger.setLevel(value)
+    return logger
+
+
+def auto_enable_logging(environ=None) -> bool:
+    """Called when facterlab is imported: ``FACTERLAB_LOG`` if set, else INFO inside a Jupyter kernel,
+    else nothing.  Returns whether a handler was installed."""
+    environ = os.environ if environ is None else environ
+    wanted = environ.get(ENV_LOG)
+    if wanted is not None and wanted.strip():
+        try:
+            value = _level(wanted)
+        except ValueError:
+            log.warning("%s=%r is not a log level (DEBUG, INFO, WARNING, off); ignored", ENV_LOG, wanted)
+            return False
+        if value is None:
+            return False
+        enable_logging(value)
+        return True
+    if in_kernel():
+        enable_logging("INFO", stream="stdout")
+        return True
+    return False
+
+
+def format_seconds(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    s = int(round(max(0.0, float(seconds))))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+def _log_every() -> float:
+    raw = os.environ.get(ENV_LOG_EVERY)
+    if raw is None or not raw.strip():
+        return DEFAULT_LOG_EVERY
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_LOG_EVERY}={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise ValueError(f"{ENV_LOG_EVERY}={raw!r} must be >= 0 seconds")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# bars
+
+
+_NOTEBOOK_CLASS: Any = None
+
+
+def _notebook_class():
+    """tqdm.auto's notebook bar, changed so that ``close()`` replaces the widget's display with the
+    final text line (also for ``leave=False``: a record of where the bar ended, not a blank output)."""
+    global _NOTEBOOK_CLASS
+    if _NOTEBOOK_CLASS is None:
+        from tqdm.auto import tqdm as auto
+
+        class FinalTextNotebookBar(auto):
+            def __init__(self, *args, **kwargs):
+                wanted = kwargs.pop("display", True)
+                super().__init__(*args, display=False, **kwargs)
+                self._handle = None
+                if wanted and not self.disable and self.delay <= 0:
+                    from IPython.display import display
+
+                    self._handle = display(self.container, display_id=True)
+                    self.displayed = True
+
+            def close(self):
+                if self.disable:
+                    return
+                was_closed = getattr(self, "_final_shown", False)
+                super().close()
+                if self._handle is not None and not was_closed:
+                    self._final_shown = True
+                    self._handle.update({"text/plain": self.format_meter(**self.format_dict)}, raw=True)
+
+        _NOTEBOOK_CLASS = FinalTextNotebookBar
+    return _NOTEBOOK_CLASS
+
+
+def tqdm(*args, **kwargs):
+    """A ``tqdm.auto`` bar (same arguments); in a notebook its final state replaces the widget's
+    display when it closes (module docstring)."""
+    from tqdm.auto import tqdm as auto
+    from tqdm.notebook import tqdm_notebook
+
+    if isinstance(auto, type) and issubclass(auto, tqdm_notebook):
+        return _notebook_class()(*args, **kwargs)
+    return auto(*args, **kwargs)
+
+
+@contextmanager
+def loading(what: str, log: logging.Logger | None = None) -> Iterator[None]:
+    """Log ``loading <what>`` and ``<what> loaded in N s`` around a model load, with transformers' own
+    progress bars ("Loading weights") off meanwhile: their widget's text form would stay at ``0%`` in
+    an executed notebook, and the load is one step for the reader."""
+    logger = log or logging.getLogger(__name__)
+    logger.info("loading %s", what)
+    t0 = time.monotonic()
+    restore = None
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # no transformers: nothing to silence
+        pass
+    else:
+        if hf_logging.is_progress_bar_enabled():
+            hf_logging.disable_progress_bar()
+            restore = hf_logging.enable_progress_bar
+    try:
+        yield
+    finally:
+        if restore is not None:
+            restore()
+    logger.info("%s loaded in %s", what, format_seconds(time.monotonic() - t0))
+
+
+# ---------------------------------------------------------------------------------------------
+# progress of a phase
+
+
+_open = threading.local()
+
+
+def _open_progress() -> list:
+    refs = getattr(_open, "refs", None)
+    if refs is None:
+        refs = _open.refs = []
+    return refs
+
+
+def record_predictions(cached: int = 0, new: int = 0, seconds: float = 0.0) -> None:
+    """Count predictions answered from the cache (``cached``) and generated (``new``, in ``seconds``)
+    in every open :class:`Progress` of this thread (the prediction cache calls this)."""
+    for ref in list(_open_progress()):
+        p = ref()
+        if p is not None:
+            p._predictions(int(cached), int(new), float(seconds))
+
+
+class Progress:
+    """A phase of work with an optional bar and periodic log lines (module docstring).
+
+    ``total``: units of work (rows) or None; ``bar``: show a tqdm bar; ``leave``: keep the finished
+    bar; ``advance_on_predictions``: each generated prediction moves the bar by one (for phases
+    whose bar counts requests answered inside one long ``predict`` call); ``every``: seconds between
+    log lines (default ``FACTERLAB_LOG_EVERY`` or 15; None: no periodic lines); ``summary``: log a
+    line when closed.  Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        total: int | None = None,
+        unit: str = "rows",
+        log: logging.Logger | None = None,
+        bar: bool = True,
+        leave: bool = True,
+        advance_on_predictions: bool = False,
+        every: float | None | str = "default",
+        summary: bool = True,
+    ):
+        self.what, self.total, self.unit = what, (None if total is None else int(total)), unit
+        self.log = log or logging.getLogger(__name__)
+        self.n = self.new = self.cached = 0
+        self.gen_seconds = 0.0
+        self.advance_on_predictions, self.summary = advance_on_predictions, summary
+        self.every = _log_every() if every == "default" else (None if every is None else float(every))
+        self.t0 = time.monotonic()
+        self._last_log = self.t0
+        self.n_logged = 0
+        self.closed = False
+        self._bar = tqdm(total=self.total, desc=what, unit=unit, leave=leave) if bar else None
+        self._ref = weakref.ref(self)
+        _open_progress().append(self._ref)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(failed=exc_type is not None)
+
+    # -- counting
+    def update(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        self.n += int(n)
+        if self._bar is not None:
+            self._bar.update(int(n))
+        self._maybe_log()
+
+    def update_to(self, n: int) -> None:
+        """Move to ``n`` units done (never backwards)."""
+        self.update(int(n) - self.n)
+
+    def _predictions(self, cached: int, new: int, seconds: float) -> None:
+        self.cached += cached
+        self.new += new
+        self.gen_seconds += seconds
+        if self.advance_on_predictions and new:
+            room = new if self.total is None else max(0, min(new, self.total - self.n))
+            self.update(room)
+        else:
+            self._maybe_log()
+
+    # -- reporting
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def eta(self) -> float | None:
+        """Seconds left: the requests left times the share that needed a new prediction so far, at the
+        measured rate of new predictions (wall time); without predictions, the rate of rows.
+
+        One request per row is assumed; requests answered ahead of their row (the monitor predicts a
+        batch ahead) count as done."""
+        if self.total is None:
+            return None
+        elapsed = self.elapsed()
+        if self.new > 0:
+            done = min(self.total, max(self.n, self.new + self.cached))
+            share_new = self.new / (self.new + self.cached)
+            return (self.total - done) * share_new * elapsed / self.new
+        if self.n <= 0:
+            return None
+        return max(0, self.total - self.n) * elapsed / self.n
+
+    def status(self) -> str:
+        """One line: ``calibration: 8/17 rows (47%), 40 s; predictions 8 new (0.20/s), 0 cached; about 46 s left``."""
+        elapsed = self.elapsed()
+        done = f"{self.n}/{self.total} {self.unit}" if self.total is not None else f"{self.n} {self.unit}"
+        if self.total:
+            done += f" ({100 * self.n / self.total:.0f}%)"
+        head = f"{done}, " if self.total is not None or self.n else ""
+        parts = [f"{self.what}: {head}{format_seconds(elapsed)}"]
+        if self.new or self.cached:
+            rate = f" ({self.new / elapsed:.2f}/s)" if self.new and elapsed > 0 else ""
+            parts.append(f"predictions {self.new} new{rate}, {self.cached} cached")
+        eta = None if self.closed or (self.total is not None and self.n >= self.total) else self.eta()
+        if eta is not None:
+            parts.append(f"about {format_seconds(eta)} left")
+        return "; ".join(parts)
+
+    def _maybe_log(self) -> None:
+        if self.every is None or self.closed or (self.total is not None and self.n >= self.total):
+            return  # finished: close() says so
+        now = time.monotonic()
+        if now - self._last_log >= self.every:
+            self._last_log = now
+            self.n_logged += 1
+            self.log.info(self.status())
+
+    def close(self, failed: bool = False) -> None:
+        """Close the bar and log the summary (INFO when the phase took a second or more, generated
+        predictions or logged on the way; DEBUG otherwise)."""
+        if self.closed:
+            return
+        self.closed = True
+        refs = _open_progress()
+        if self._ref in refs:
+            refs.remove(self._ref)
+        if self._bar is not None:
+            self._bar.close()
+        level = logging.INFO if (self.elapsed() >= 1.0 or self.new or self.n_logged) else logging.DEBUG
+        if not self.summary and not failed:
+            return
+        self.log.log(logging.WARNING if failed else level, self.status() + (" (stopped by an error)" if failed else ""))

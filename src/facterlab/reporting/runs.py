@@ -1,0 +1,173 @@
+"""``facterlab runs list`` and ``facterlab runs compare A B``: the saved FACTER runs of a results folder.
+
+``facterlab runs list [--results DIR]`` prints one line per run folder under ``DIR/runs`` (default: the
+results folder, :func:`facterlab.config.results_dir`): id, start time, dataset, model, protocol,
+calibration/test rows, seed, code version and status (``ok``, or why the folder does not load).
+Runs made before ``run.json`` existed show ``n/a`` for start time and code version.
+
+``facterlab runs compare A B [--results DIR] [--all]`` prints the two runs side by side: provenance
+(``run.json``), the config settings that differ, then every flat metric (:meth:`RunMetrics.flat`) that
+differs, per method (``--all``: every metric).  ``A`` and ``B`` may be unique prefixes of run ids.
+
+Formatting only: the record is read by :mod:`facterlab.facter.record`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from facterlab.config import results_dir
+from facterlab.datatypes import MissingValue
+from facterlab.facter.record import RecordError, RunRecord, resolve_prefix, run_folders
+from facterlab.facter.runfolder import run_folder_problem
+
+LIST_COLUMNS = ("run_id", "started", "dataset", "model", "protocol", "n", "seed", "code", "status")
+
+
+def runs_dir(results: os.PathLike | str | None = None) -> Path:
+    """``<results>/runs`` (``results`` defaults to the results folder); a folder that itself holds run
+    folders (no ``runs`` inside) is taken as is."""
+    base = results_dir(results)
+    if (base / "runs").is_dir() or not base.is_dir():
+        return base / "runs"
+    if any((p / "metrics.json").is_file() for p in base.iterdir() if p.is_dir()):
+        return base
+    return base / "runs"
+
+
+def list_rows(runs: os.PathLike | str) -> list:
+    """One dict per run folder under ``runs`` (the columns of ``facterlab runs list``), oldest first;
+    folders that do not load are listed with their problem as status."""
+    rows = []
+    for folder in run_folders(runs):
+        problem = run_folder_problem(folder)
+        try:
+            row = {**RunRecord.load(folder).describe(), "status": problem or "ok"}
+        except RecordError as exc:
+            row = {c: "?" for c in LIST_COLUMNS}
+            row.update(run_id=folder.name, status=f"does not load: {problem or exc}")
+        rows.append({c: "n/a" if row.get(c) is None else str(row.get(c)) for c in LIST_COLUMNS})
+    return sorted(rows, key=lambda r: (r["started"].startswith(("n/a", "?")), r["started"], r["run_id"]))
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_list(runs: os.PathLike | str) -> str:
+    rows = list_rows(runs)
+    if not rows:
+        return f"no runs under {runs}"
+    return _table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows]) + f"\n{len(rows)} run(s) under {runs}"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, MissingValue):
+        return f"n/a ({v.reason[:60]})"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "n/a" if v is None else str(v)
+
+
+def _flat_settings(node: Any, prefix: str = "") -> dict:
+    if isinstance(node, dict):
+        out: dict = {}
+        for k, v in node.items():
+            out.update(_flat_settings(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def compare_rows(a: RunRecord, b: RunRecord, every: bool = False) -> dict:
+    """The sections of ``facterlab runs compare``: ``{"run": [...], "config": [...], "<method>": [...]}``,
+    each a list of ``(key, value A, value B, B - A)`` strings; config and metrics keep only differences
+    unless ``every``."""
+    out: dict = {}
+    ma, mb = a.metrics, b.metrics
+    run: list[tuple[str, Any, Any]] = [("run_id", a.run_id, b.run_id)]
+    for label, get in (
+        ("started", lambda r: r.meta.started_at if r.meta else None),
+        ("finished", lambda r: r.meta.finished_at if r.meta else None),
+        ("code", lambda r: r.meta.code_version if r.meta else None),
+        ("command", lambda r: r.meta.command if r.meta else None),
+        ("host", lambda r: r.meta.host if r.meta else None),
+    ):
+        run.append((label, get(a), get(b)))
+    for key in ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic", "n_calib", "n_test"):
+        run.append((key, ma.field_value(key), mb.field_value(key)))
+    out["run"] = [(k, _fmt(x), _fmt(y), "") for k, x, y in run]
+    sa, sb = _flat_settings(a.config.config), _flat_settings(b.config.config)
+    sa.update(
+        {
+            f"fingerprint.{k}": v
+            for k, v in (("llm", a.config.fingerprints.llm), ("encoder", a.config.fingerprints.encoder))
+        }
+    )
+    sb.update(
+        {
+            f"fingerprint.{k}": v
+            for k, v in (("llm", b.config.fingerprints.llm), ("encoder", b.config.fingerprints.encoder))
+        }
+    )
+    sa["content_hash"], sb["content_hash"] = a.config.content_hash, b.config.content_hash
+    out["config"] = [
+        (k, _fmt(sa.get(k)), _fmt(sb.get(k)), "") for k in sorted(set(sa) | set(sb)) if every or sa.get(k) != sb.get(k)
+    ]
+    for method in dict.fromkeys([*ma.methods, *mb.methods, "random_floor"]):
+        fa, fb = ma.flat(method) or {}, mb.flat(method) or {}
+        if not fa and not fb:
+            continue
+        rows = []
+        for k in dict.fromkeys([*fa, *fb]):
+            x, y = fa.get(k), fb.get(k)
+            if not every and x == y:
+                continue
+            delta = f"{y - x:+.4g}" if isinstance(x, float) and isinstance(y, float) else ""
+            rows.append((k, _fmt(x), _fmt(y), delta))
+        out[method] = rows
+    return out
+
+
+def format_compare(a: RunRecord, b: RunRecord, every: bool = False) -> str:
+    parts = []
+    for section, rows in compare_rows(a, b, every).items():
+        title = {"run": "run", "config": "config (settings that differ)"}.get(section, f"metrics: {section}")
+        if section not in ("run", "config") and not every:
+            title += " (values that differ)"
+        parts.append(f"== {title}")
+        parts.append(_table(("key", "A", "B", "B - A"), rows) if rows else "(no differences)")
+    return "\n".join(parts)
+
+
+def register(subparsers) -> None:
+    """Add the ``runs`` command (``list``, ``compare``) to the ``facterlab`` parser."""
+    p = subparsers.add_parser("runs", help="list the saved runs, or compare two side by side")
+    sub = p.add_subparsers(dest="runs_command", metavar="list|compare")
+    ls = sub.add_parser("list", help="one line per saved run: id, start, dataset, model, protocol, n, seed, code")
+    ls.add_argument("--results", default=None, help="results folder (default: $FACTERLAB_RESULTS or ./results)")
+    ls.set_defaults(func=cmd_list)
+    cmp = sub.add_parser("compare", help="config and metric differences of two runs (ids may be prefixes)")
+    cmp.add_argument("a", help="run id or a unique prefix")
+    cmp.add_argument("b", help="run id or a unique prefix")
+    cmp.add_argument("--results", default=None, help="results folder (default: $FACTERLAB_RESULTS or ./results)")
+    cmp.add_argument("--all", action="store_true", help="show every setting and metric, not only differences")
+    cmp.set_defaults(func=cmd_compare)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def cmd_list(args) -> int:
+    print(format_list(runs_dir(args.results)))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    base = runs_dir(args.results)
+    a, b = (RunRecord.load(resolve_prefix(base, x)) for x in (args.a, args.b))
+    print(format_compare(a, b, every=args.all))
+    return 0
