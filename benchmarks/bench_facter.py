@@ -24,6 +24,8 @@ import tracemalloc
 
 import numpy as np
 
+from facterlab.config import data_dir as config_data_dir
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -98,7 +100,7 @@ def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: s
     from facterlab.metrics import CatalogueMapper
     from facterlab.models import load_encoder, make_recommender
 
-    data_dir = os.environ.get("FACTERLAB_DATA", "/work/shared/data")
+    data_dir = config_data_dir()
     ds = load_dataset("ml-100k", data_dir)
     n_rows = max(int(round(n_test / 0.3)) + 1, int(round(n_calib / 0.7)) + 1)
     cfg = preset(
@@ -217,7 +219,7 @@ def bench_real_run(n_rows: int = 100, passes: int = 3, cfr_rows: int = 20) -> di
     t0 = time.perf_counter()
     res = run_experiment(
         cfg,
-        data_dir=os.environ.get("FACTERLAB_DATA", "/work/shared/data"),
+        data_dir=config_data_dir(),
         out_dir=tempfile.mkdtemp(prefix="bench_facter_"),
         progress=False,
     )

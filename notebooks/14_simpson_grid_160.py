@@ -80,7 +80,7 @@ for k in ("ips_model", "ips_counts", "ips_oracle", "ips_estimand"):
     )
     print(
         f"{ESTIMATORS[k]}: error ratio to the aggregate {r.error_ratio_to_aggregate:.2f} -> {verdict} "
-        f"the half rule ({r.seeds_passing_half_rule}/{r.n_seeds} seeds)"
+        f"the half rule ({r.seeds_passing_half_rule:.0f}/{r.n_seeds} seeds)"
     )
 
 # %%
