@@ -56,8 +56,14 @@ def title_with_provenance(title: str, dataset: str, is_synthetic: bool, model: s
 def add_caption(fig, text: str, fontsize: float = 7.5) -> None:
     """A caption line (or lines) under the figure: its n, the interval drawn, notes.  Stored on the
     figure as ``fig._facterlab_caption`` too, so tests and callers can read it back."""
+    import textwrap
+
     fig._facterlab_caption = text
-    fig.text(0.01, -0.01, text, ha="left", va="top", fontsize=fontsize, wrap=True, gid="facterlab-caption")
+    # wrapped here, to the figure's width, instead of matplotlib's ``wrap=True``: a wrapped text is laid
+    # out again when ``bbox_inches="tight"`` saves the figure, and then lands on the legend above it
+    chars = max(40, int(fig.get_figwidth() * 72 / (fontsize * 0.55)))
+    lines = "\n".join(textwrap.fill(part, chars) for part in text.split("\n"))
+    fig.text(0.01, -0.01, lines, ha="left", va="top", fontsize=fontsize, gid="facterlab-caption")
 
 
 DEGENERATE_PREFIX = "not drawn: "

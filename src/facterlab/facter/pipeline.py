@@ -605,15 +605,7 @@ def run_experiment(
     )
 
     t0 = time.perf_counter()
-    if encoder is None:
-        encoder = build_encoder(cfg)
-    if recommender is None:
-        if cfg.model.llm == SIMULATED_LLM:
-            recommender = simulated_from_config(cfg, inter)
-        elif cfg.model.llm == FAKE_LLM:
-            recommender = fake_recommender(cfg, inter.items)
-        else:
-            recommender = make_recommender(cfg.model, cfg.protocol)
+    recommender, encoder = _models(cfg, inter, recommender, encoder)
     timings["models_s"] = time.perf_counter() - t0
     fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
     run_id = run_id_for(cfg, inter.content_hash, fingerprints)
@@ -675,19 +667,7 @@ def run_experiment(
         represent=represent.predictions,
         prompts=prompts,
     )
-    results, monitors = {}, {}
-    for kind in ("neutral", "fair"):
-        t0 = time.perf_counter()
-        log.info("passes: %s baseline, 1 pass over %d test rows", kind, len(test_rows))
-        res = run_baseline(kind, settings, **parts)
-        results[kind], monitors[kind] = res, res.extra.pop("monitor")
-        timings[f"{kind}_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    log.info("passes: FACTER, %d pass(es) over %d test rows", cfg.facter.passes, len(test_rows))
-    fm = FacterMonitor(settings, **parts)  # system_kind "facter" is the default
-    results["facter"] = fm.run(cfg.facter.passes)
-    monitors["facter"] = fm
-    timings["facter_s"] = time.perf_counter() - t0
+    results, monitors = _run_methods(settings, parts, cfg.facter.passes, timings)
 
     t0 = time.perf_counter()
     log.info("metrics and CFR: %d counterfactual rows per method%s", cfg.metrics.cfr_rows, " + snsr_fairllm" * fairllm)
@@ -710,6 +690,41 @@ def run_experiment(
     )
     log.info("run %s done in %s%s: %s", run_id, format_seconds(overall.elapsed()), counts, out)
     return RunResult.of_record(record, rows=rows, calibration=calib_df, out_dir=out)
+
+
+def _models(cfg: RunConfig, inter, recommender=None, encoder=None) -> tuple:
+    """The run's recommender and encoder: those passed in, else built from ``cfg.model`` (the simulated
+    and the fake recommender from the run's own interactions, any other name through the registry)."""
+    if encoder is None:
+        encoder = build_encoder(cfg)
+    if recommender is None:
+        if cfg.model.llm == SIMULATED_LLM:
+            recommender = simulated_from_config(cfg, inter)
+        elif cfg.model.llm == FAKE_LLM:
+            recommender = fake_recommender(cfg, inter.items)
+        else:
+            recommender = make_recommender(cfg.model, cfg.protocol)
+    return recommender, encoder
+
+
+def _run_methods(settings: MonitorSettings, parts: dict, passes: int, timings: dict) -> tuple:
+    """Neutral and Fair (one pass each, no rules) then FACTER (``passes`` passes of the repair loop) over
+    the test rows; ``({method: result}, {method: monitor})``, with each method's seconds in ``timings``."""
+    n_test = len(parts["rows"])
+    results, monitors = {}, {}
+    for kind in ("neutral", "fair"):
+        t0 = time.perf_counter()
+        log.info("passes: %s baseline, 1 pass over %d test rows", kind, n_test)
+        res = run_baseline(kind, settings, **parts)
+        results[kind], monitors[kind] = res, res.extra.pop("monitor")
+        timings[f"{kind}_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    log.info("passes: FACTER, %d pass(es) over %d test rows", passes, n_test)
+    fm = FacterMonitor(settings, **parts)  # system_kind "facter" is the default
+    results["facter"] = fm.run(passes)
+    monitors["facter"] = fm
+    timings["facter_s"] = time.perf_counter() - t0
+    return results, monitors
 
 
 def read_run_folder(path: os.PathLike | str) -> RunResult:

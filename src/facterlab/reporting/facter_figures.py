@@ -6,6 +6,7 @@ which dataset, model and profile made it (synthetic data says so).  matplotlib i
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -426,9 +427,17 @@ def figure1(
         ax.set_ylabel("violations / test rows" if j == 0 else "")
         n_test = sum(int(m.get("n_test") or 0) for m in runs)
         m0 = runs[0]
+        chars = 62  # a column is 4.6 in wide: longer title lines run into the next column's title
         ax.set_title(
-            f"{label}\n{m0.get('dataset')}{' (SYNTHETIC)' if m0.get('is_synthetic') else ''}, "
-            f"{n_test} test rows in {len(runs)} run(s)\n{no_neighbour_text(runs)}",
+            "\n".join(
+                textwrap.fill(part, chars)
+                for part in (
+                    label,
+                    f"{m0.get('dataset')}{' (SYNTHETIC)' if m0.get('is_synthetic') else ''}, "
+                    f"{n_test} test rows in {len(runs)} run(s)",
+                    no_neighbour_text(runs),
+                )
+            ),
             fontsize=7.5,
         )
         paths = [
@@ -458,7 +467,18 @@ def figure1(
         h, lab = a.get_legend_handles_labels()
         handles += h
         labels += lab
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    # anchored in figure coordinates: the default anchor (the figure's box) moves to the bottom of the caption
+    # when ``bbox_inches="tight"`` widens the box to hold it, and the legend then lands on the caption
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.0),
+        bbox_transform=fig.transFigure,
+        ncol=3,
+        fontsize=7,
+        frameon=False,
+    )
     fig.suptitle(title_with_provenance(title, "", False, "", profile).strip(" ,"), fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))
     n_runs = {len(runs) for _, runs in panels}
