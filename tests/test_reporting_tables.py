@@ -298,3 +298,18 @@ def test_figure1_shows_the_no_neighbour_share():
     assert "no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)" in texts
     fig = violations_by_pass([_run(0.1)], "Fig. 1", profile="smoke", method="facter")
     assert any("test n/a, calibration n/a" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_ranker_of_a_recommender_with_its_own_scores_and_per_model_split_sizes():
+    llm = _run(0.1)
+    llm["variants"]["ranker"] = "likelihood"
+    sim = _run(0.3, model="simulated")
+    sim["variants"]["ranker"] = "generate"  # the config's default, unused by the simulator
+    sim["n_calib"], sim["n_test"] = 1750, 750
+    t = tb.method_table([llm, sim], name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
+    by_model = {r[t.header.index("Model")]: r[t.header.index("Ranker")] for r in t.rows}
+    assert by_model == {"smollm2-135m": "likelihood", "simulated": "own scores"}
+    setting = next(n for n in t.notes if n.startswith("Setting:"))
+    assert "smollm2-135m 28/12" in setting and "simulated 1750/750" in setting
+    one = tb.method_table([llm], name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
+    assert "calibration/test rows 28/12;" in next(n for n in one.notes if n.startswith("Setting:"))

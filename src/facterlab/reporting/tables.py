@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from facterlab.config import FAKE_LLM, SIMULATED_LLM
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import MethodMetrics, RunMetrics, as_metrics
 from facterlab.facter.record import as_value as metric_value
@@ -375,6 +376,10 @@ def _provenance_notes(runs: Sequence[RunMetrics], varying: Sequence[str], profil
     calib = [m.calibration for m in runs]
     alphas = list(dict.fromkeys(str(c.alpha) for c in calib if isinstance(c.alpha, (int, float))))
     sizes = list(dict.fromkeys(f"{m.n_calib}/{m.n_test}" for m in runs if m.n_calib is not None))
+    if len(sizes) > 1:  # say which runs have which split
+        sizes = list(
+            dict.fromkeys(f"{run_field(m, 'model')} {m.n_calib}/{m.n_test}" for m in runs if m.n_calib is not None)
+        )
     bits = []
     if alphas:
         bits.append(f"alpha {' / '.join(alphas)}")
@@ -402,6 +407,18 @@ def _group_runs(runs: Sequence[RunMetrics], label_keys: Sequence[str]) -> list:
         gk = tuple(str(run_field(m, k)) for k in keys)
         groups.setdefault(gk, []).append(m)
     return list(groups.values())
+
+
+#: recommenders that rank by their own scores: no LLM ranker (``ranker``) is involved in their answers
+OWN_SCORE_MODELS = (SIMULATED_LLM, FAKE_LLM)
+
+
+def _label(m: RunMetrics, key: str) -> str:
+    """A row-label cell: the run's value of ``key``; ``ranker`` of a recommender that ranks by its own
+    scores (simulated, fake) reads "own scores", not the config's unused default."""
+    if key == "ranker" and str(run_field(m, "model")) in OWN_SCORE_MODELS:
+        return "own scores"
+    return str(run_field(m, key))
 
 
 def varying_keys(runs: Sequence[RunMetrics]) -> list:
@@ -451,7 +468,7 @@ def method_table(
     rows, long = [], []
 
     for group in _group_runs(runs, label_keys):
-        labels = [str(run_field(group[0], k)) for k in label_keys]
+        labels = [_label(group[0], k) for k in label_keys]
         block_methods = list(methods)
         if random_floor:
             block_methods.append("random_floor")
