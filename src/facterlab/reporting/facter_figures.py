@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from facterlab.facter.record import RunMetrics, as_metrics
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
-from facterlab.reporting.tables import MissingValue, flatten_method_metrics
+from facterlab.reporting.tables import MissingValue
 from facterlab.style import PALETTE, apply_style, title_with_provenance
 
 METHODS = ("neutral", "fair", "facter")
@@ -22,28 +24,42 @@ METHODS = ("neutral", "fair", "facter")
 REPRO_N_TEST = 750  # ML-1M test rows of REPRO (docs/FACTER.md §1.2): scales its counts to rates
 
 
-def _title(title: str, m: dict, profile: str) -> str:
-    model = m.get("model_name") or m.get("model")
-    return title_with_provenance(title, str(m.get("dataset")), bool(m.get("is_synthetic")), str(model), profile)
+def _records(runs: Any) -> list[RunMetrics]:
+    """The runs as typed run records: records, run results or metrics.json dicts (read leniently by
+    :func:`facterlab.facter.record.as_metrics`); empty entries dropped."""
+    if isinstance(runs, (dict, RunMetrics)):
+        runs = [runs]
+    return [as_metrics(m) for m in runs if m]
 
 
-def run_size_text(runs: Sequence[dict]) -> str:
+def _num(x: Any) -> float:
+    """A recorded value as a float; NaN for a missing value (``MissingValue`` or absent)."""
+    return np.nan if x is None or isinstance(x, MissingValue) else float(x)
+
+
+def _title(title: str, run: Any, profile: str) -> str:
+    m = as_metrics(run)
+    model = m.field_value("model")
+    return title_with_provenance(title, str(m.dataset), bool(m.is_synthetic), str(model), profile)
+
+
+def run_size_text(runs: Sequence[Any]) -> str:
     """How much data stands behind a FACTER figure: test and calibration rows, CFR rows, runs.
 
     >>> run_size_text([{"n_test": 12, "n_calib": 28, "methods": {"facter": {"cfr_detail": {"n_rows": 3}}}}])
     'n = 12 test rows (28 calibration rows; CFR over 3 rows), 1 run'
     """
-    runs = [m for m in runs if m]
+    runs = _records(runs)
     if not runs:
         return "n = 0 runs"
-    n_test = sorted({int(m.get("n_test") or 0) for m in runs})
-    n_cal = sorted({int(m.get("n_calib") or 0) for m in runs})
+    n_test = sorted({int(m.n_test or 0) for m in runs})
+    n_cal = sorted({int(m.n_calib or 0) for m in runs})
     cfr = sorted(
         {
-            int(b["cfr_detail"]["n_rows"])
+            int(b.cfr_detail["n_rows"])
             for m in runs
-            for b in (m.get("methods") or {}).values()
-            if isinstance(b, dict) and isinstance(b.get("cfr_detail"), dict) and b["cfr_detail"].get("n_rows")
+            for b in m.methods.values()
+            if isinstance(b.cfr_detail, dict) and b.cfr_detail.get("n_rows")
         }
     )
 
@@ -55,16 +71,14 @@ def run_size_text(runs: Sequence[dict]) -> str:
     return text + f", {len(runs)} run{'s' if len(runs) != 1 else ''}"
 
 
-def method_bars(
-    metrics: dict | Sequence[dict], keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None
-):
+def method_bars(metrics: Any, keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None):
     """Grouped bars: one group per metric key (readable names, :func:`facterlab.reporting.labels.label`),
     one bar per method; missing values are marked 'n/a'.  ``metrics``: one run's metrics dict, or a list
     of runs (seeds), then the bars are means with 95% Student-t intervals over the runs.  A caption gives
     the test rows and runs behind the bars."""
     import matplotlib.pyplot as plt
 
-    runs = [metrics] if isinstance(metrics, dict) else [m for m in metrics if m]
+    runs = _records(metrics)
     if not runs:
         raise ValueError("method_bars needs at least one run's metrics")
     apply_style()
@@ -72,11 +86,7 @@ def method_bars(
     width = 0.8 / len(METHODS)
     x = np.arange(len(keys))
     for j, method in enumerate(METHODS):
-        flats = [
-            flatten_method_metrics(b)
-            for b in ((m.get("methods") or {}).get(method) for m in runs)
-            if isinstance(b, dict)
-        ]
+        flats = [m.methods[method].flat() for m in runs if method in m.methods]
         if not flats:
             continue
         cells = []
@@ -109,7 +119,7 @@ def method_bars(
 
 
 def violations_by_pass(
-    runs: Sequence[dict], title: str, profile: str = "", method: str = "facter", published: dict | None = None
+    runs: Sequence[Any], title: str, profile: str = "", method: str = "facter", published: dict | None = None
 ):
     """Fig. 1: violations per pass against the adaptive threshold Q_t, the fixed Q0 and the final Q*
     as a share of the test rows (so that runs of different sizes compare; mean over runs, error bars
@@ -128,17 +138,14 @@ def violations_by_pass(
     )
     series: dict[str, list[list[float]]] = {k: [] for k, _, _ in kinds}
     paths = []
+    runs = _records(runs)
     for m in runs:
-        block = (m.get("methods") or {}).get(method) or {}
-        v = block.get("violations") or {}
-        n_test = float(m.get("n_test") or np.nan)
+        block = m.methods.get(method)
+        v = block.violations if block else {}
+        n_test = float(m.n_test or np.nan)
         for k, _, _ in kinds:
-            series[k].append(
-                [np.nan if x is None or isinstance(x, dict) else float(x) / n_test for x in (v.get(k) or [])]
-            )
-        paths.append(
-            [np.nan if x is None or isinstance(x, dict) else float(x) for x in (block.get("threshold_path") or [])]
-        )
+            series[k].append([_num(x) / n_test for x in (v.get(k) or [])])
+        paths.append([_num(x) for x in (block.threshold_path if block else [])])
     n_pass = max((len(s) for k in series for s in series[k]), default=0)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     x = np.arange(1, n_pass + 1)
@@ -215,7 +222,7 @@ def _interval_text(n_runs: int) -> str:
     return "One run: no interval across runs."
 
 
-def no_neighbour_text(runs: Sequence[dict]) -> str:
+def no_neighbour_text(runs: Sequence[Any]) -> str:
     """``"no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)"``,
     mean over the runs; "n/a" for runs that did not record it.
 
@@ -223,10 +230,10 @@ def no_neighbour_text(runs: Sequence[dict]) -> str:
     'no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)'
     """
 
+    records = _records(runs)
+
     def share(key):
-        vals = [
-            float(c[key]) for c in ((m.get("calibration") or {}) for m in runs) if isinstance(c.get(key), (int, float))
-        ]
+        vals = [float(v) for v in (getattr(m.calibration, key) for m in records) if isinstance(v, (int, float))]
         return f"{np.mean(vals):.1%}" if vals else "n/a"
 
     return (
@@ -390,7 +397,7 @@ def figure1(
         ("fixed_q0", "V(Q0): S > fixed Q0", PALETTE["neutral"], "-s"),
         ("q_star", "V(Q*): S > final Q*", PALETTE["fair"], "-^"),
     )
-    panels = [(lab, [m for m in runs if m]) for lab, runs in panels if runs]
+    panels = [(lab, _records(runs)) for lab, runs in panels if runs]
     if not panels:
         raise ValueError("figure1 needs at least one panel with runs")
     fig, axes = plt.subplots(
@@ -402,9 +409,9 @@ def figure1(
         for k, name, colour, style in kinds:
             rows = []
             for m in runs:
-                v = (((m.get("methods") or {}).get(method) or {}).get("violations") or {}).get(k) or []
-                n_test = float(m.get("n_test") or np.nan)
-                rows.append([np.nan if x is None or isinstance(x, dict) else float(x) / n_test for x in v])
+                block = m.methods.get(method)
+                v = (block.violations.get(k) if block else None) or []
+                rows.append([_num(x) / float(m.n_test or np.nan) for x in v])
             n_pass = max([n_pass] + [len(r) for r in rows])
             arr = np.array([r + [np.nan] * (n_pass - len(r)) for r in rows], dtype=float)
             x = np.arange(1, n_pass + 1)
@@ -425,7 +432,7 @@ def figure1(
         ax.set_xticks(np.arange(1, n_pass + 1))
         ax.set_ylim(bottom=0)
         ax.set_ylabel("violations / test rows" if j == 0 else "")
-        n_test = sum(int(m.get("n_test") or 0) for m in runs)
+        n_test = sum(int(m.n_test or 0) for m in runs)
         m0 = runs[0]
         chars = 62  # a column is 4.6 in wide: longer title lines run into the next column's title
         ax.set_title(
@@ -433,20 +440,14 @@ def figure1(
                 textwrap.fill(part, chars)
                 for part in (
                     label,
-                    f"{m0.get('dataset')}{' (SYNTHETIC)' if m0.get('is_synthetic') else ''}, "
+                    f"{m0.dataset}{' (SYNTHETIC)' if m0.is_synthetic else ''}, "
                     f"{n_test} test rows in {len(runs)} run(s)",
                     no_neighbour_text(runs),
                 )
             ),
             fontsize=7.5,
         )
-        paths = [
-            [
-                np.nan if x is None or isinstance(x, dict) else float(x)
-                for x in (((m.get("methods") or {}).get(method) or {}).get("threshold_path") or [])
-            ]
-            for m in runs
-        ]
+        paths = [[_num(x) for x in (m.methods[method].threshold_path if method in m.methods else [])] for m in runs]
         width = max([n_pass + 1] + [len(p) for p in paths])
         parr = np.array([p + [np.nan] * (width - len(p)) for p in paths], dtype=float)
         qx.plot(
