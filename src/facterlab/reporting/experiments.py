@@ -27,21 +27,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from facterlab.config import SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
+from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
 from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
-from facterlab.facter.pipeline import read_run_folder, run_experiment, run_id_for
+from facterlab.facter.pipeline import HASH_ENCODER, fake_recommender, read_run_folder, run_experiment, run_id_for
 from facterlab.facter.record import RunRecord, as_metrics, as_value, find, missing_json
-from facterlab.models.fake import FakeRecommender, HashEncoder
+from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
 from facterlab.models.simulated import simulated_from_config
 from facterlab.reporting.llm_simpson import popularity_groups
 from facterlab.reporting.published import PUBLISHED_MODELS
 
-FAKE_MODEL = "fake"
-FAKE_ENCODER = "hash-encoder"
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +65,8 @@ def run_config(
     so that seeds are independent repetitions as in REPRO's 3 seeds.  ``ranker`` applies to the
     rank protocol only (open-generation configs keep the default, so their run ids do not depend on it).
     """
-    if model == FAKE_MODEL:
-        encoder = FAKE_ENCODER
+    if model == FAKE_LLM:
+        encoder = HASH_ENCODER  # the fake model goes with the torch-free encoder (as `facterlab run --model fake`)
     if protocol != "rank":
         ranker = "generate"
     kw = dict(
@@ -90,26 +88,18 @@ def run_config(
     return preset(preset_name, **kw)
 
 
-def _fake_models(cfg: RunConfig, data_dir=None, inter=None):
-    if inter is None:
-        inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
-    rec = FakeRecommender(inter.items, protocol=cfg.protocol, mode="biased", obey_rules=True, seed=cfg.seed)
-    return rec, HashEncoder()
-
-
 def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
     """The model fingerprints a run of ``cfg`` would record, without loading the models (``inter``: the
     interactions when already loaded)."""
-    if cfg.model.llm == FAKE_MODEL:
-        rec, enc = _fake_models(cfg, data_dir, inter)
-        return {"llm": str(rec.fingerprint), "encoder": str(enc.fingerprint)}
-    if cfg.model.encoder == FAKE_ENCODER:
+    if cfg.model.encoder == HASH_ENCODER:
         enc_fp = HashEncoder().fingerprint
     else:
         enc_fp = resolve_encoder(cfg.model.encoder).fingerprint
-    if cfg.model.llm == SIMULATED_LLM:  # cheap to build: a truncated SVD of the training histories
+    if cfg.model.llm in (SIMULATED_LLM, FAKE_LLM):  # built as the run builds them: cheap, from the interactions
         if inter is None:
             inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+        if cfg.model.llm == FAKE_LLM:
+            return {"llm": str(fake_recommender(cfg, inter.items).fingerprint), "encoder": str(enc_fp)}
         return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp}
     return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp}
 
@@ -137,7 +127,7 @@ def load_saved_run(path: os.PathLike | str):
 def run(cfg: RunConfig, data_dir: os.PathLike | str | None = None, progress: bool = True, reuse: bool = True, **kw):
     """Run one experiment, or read it back when a finished run of the same config, data and model
     fingerprints exists (``reuse``; said once through ``logging`` and ``print``: which run, from when,
-    where); fake models are built here for ``llm="fake"``.
+    where).
 
     Returns the :class:`RunResult` of ``run_experiment``.
     """
@@ -147,10 +137,7 @@ def run(cfg: RunConfig, data_dir: os.PathLike | str | None = None, progress: boo
             result = load_saved_run(saved)
             _say_reused(result)
             return result
-    rec = enc = None
-    if cfg.model.llm == FAKE_MODEL:
-        rec, enc = _fake_models(cfg, data_dir)
-    return run_experiment(cfg, recommender=rec, encoder=enc, data_dir=data_dir, progress=progress, **kw)
+    return run_experiment(cfg, data_dir=data_dir, progress=progress, **kw)  # it builds fake and simulated models too
 
 
 def _say_reused(result) -> None:

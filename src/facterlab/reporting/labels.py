@@ -1,7 +1,7 @@
 """Readable names for metric keys and methods, and the notes every figure carries.
 
 One mapping for figures and tables: ``metrics.json`` and the flat keys of
-:func:`facterlab.reporting.tables.flatten_method_metrics` (``ndcg@10_multi``, ``cfr_multi``,
+:meth:`facterlab.facter.record.MethodMetrics.flat` (``ndcg@10_multi``, ``cfr_multi``,
 ``violations_adaptive``...) are never shown as they are; :func:`label` gives the display name.
 
 Figure helpers (no matplotlib import here; they take the figure or axes they annotate):

@@ -34,7 +34,7 @@ from typing import Any
 
 from facterlab.config import FAKE_LLM, SIMULATED_LLM
 from facterlab.datatypes import MissingValue
-from facterlab.facter.record import MethodMetrics, RunMetrics, as_metrics
+from facterlab.facter.record import RunMetrics, as_metrics
 from facterlab.facter.record import as_value as metric_value
 from facterlab.reporting import published as pub
 from facterlab.reporting.figures import figures_dir
@@ -133,14 +133,6 @@ def run_level_values(metrics: Any) -> dict:
     'share of rows without a counterfactual neighbour not recorded in metrics.json'
     """
     return as_metrics(metrics).run_level()
-
-
-def flatten_method_metrics(method: Any) -> dict:
-    """The flat view of one method's metrics (:meth:`facterlab.facter.record.MethodMetrics.flat`); a
-    metrics.json method block (dict) is read leniently.  Kept for callers not yet reading the record."""
-    if isinstance(method, MethodMetrics):
-        return method.flat()
-    return MethodMetrics.from_json(method or {}, strict=False).flat()
 
 
 def run_field(metrics: Any, key: str) -> Any:
