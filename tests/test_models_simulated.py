@@ -36,6 +36,7 @@ def world():
 
 def _rec(inter, protocol="open", **kw):
     rows = pd.concat([inter.calib, inter.test], ignore_index=True)
+    kw.setdefault("h", 0.0)  # exact catalogue titles unless a test asks for corruption
     return SimulatedRecommender(inter.items, training_pairs(rows), protocol=protocol, n_factors=8, **kw)
 
 

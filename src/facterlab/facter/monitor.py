@@ -13,6 +13,13 @@ passes), for each row t:
 
 Baselines (Neutral, Fair) use the same loop with a static system prompt, no rule mining, one pass.
 
+facterlab extensions (docs/FACTER.md §6; :mod:`facterlab.facter.twins`): with ``delta = "twin"`` each
+row is asked together with its counterfactual twin (protected attributes flipped, same history and
+seed, the twin group's own rules) and Delta is the distance between the two answers (:class:`TwinScorer`);
+with ``threshold = "null"`` the flag is Delta > Q_null (the placebo quantile), a bar that does not move;
+with ``rule_mining = "contrast"`` the rows that were not flagged are kept too (committed to a reference
+FIFO when the next violation arrives, so that rules still change only on a violation).
+
 Optimistic batching (exact): predictions are made ahead of the walk, with the prompts of the current
 state, and kept with the request they were made for.  The rows are then processed strictly in order;
 when the walk reaches a row, its request is rebuilt from the state at its turn, and a prediction made
@@ -46,9 +53,13 @@ from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbour
 from facterlab.facter.repair import ViolationBuffer, mine_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
+from facterlab.facter.twins import twin_row
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
+
+#: contrast mining keeps this many times the violation buffer's size of unflagged outputs
+REFERENCE_FACTOR = 4
 
 UNKNOWN_GENERATION = "UNKNOWN_GENERATION"  # REPRO's title for a violation whose output was empty
 
@@ -85,6 +96,7 @@ class CalibrationState:
     alpha: float
     k_index: int
     n: int
+    q_null: float | None = None  # threshold "null": the placebo quantile + tolerance (facter/twins.py)
 
 
 class OnlineScorer:
@@ -120,6 +132,30 @@ class OnlineScorer:
         return d + self.lam * delta, d, delta, int(len(nb))
 
 
+#: ``n_neighbours`` of a row scored with the twin Delta (no neighbour search): not a count
+NO_NEIGHBOUR_SEARCH = -1
+
+
+class TwinScorer:
+    """S for test rows with the twin Delta (docs/FACTER.md §6): d against the row's target,
+    Delta = ||f(yhat) - f(yhat_twin)||; no neighbour search (``index`` is None).  ``q_null``: the
+    null-anchored threshold when ``threshold = "null"`` (else None)."""
+
+    index = None
+
+    def __init__(self, calib: CalibrationState, target_emb: np.ndarray, lam: float = 0.7):
+        self.calib, self.lam = calib, float(lam)
+        self.target_emb = np.asarray(target_emb, dtype=np.float64)
+
+    def score(self, pos: int, pred_vec: np.ndarray, twin_vec: np.ndarray) -> tuple:
+        """(S, d, Delta, -1) for test position ``pos``."""
+        p = np.asarray(pred_vec, dtype=np.float64)
+        d = float(top1_distance(p[None, :], self.target_emb[pos : pos + 1])[0])
+        diff = p - np.asarray(twin_vec, dtype=np.float64)
+        delta = float(np.sqrt(diff @ diff))
+        return d + self.lam * delta, d, delta, NO_NEIGHBOUR_SEARCH
+
+
 @dataclass
 class MonitorResult:
     """Records (one per (pass, row)), the final state and bookkeeping of a monitor run."""
@@ -131,6 +167,7 @@ class MonitorResult:
     n_predicted: int = 0
     n_repredicted: int = 0
     n_calls: int = 0
+    n_twin_predicted: int = 0
     extra: dict = field(default_factory=dict)
 
 
@@ -179,7 +216,7 @@ class MonitorSettings:
 
 
 #: the keywords of :meth:`FacterMonitor.from_keywords` that are not :class:`MonitorSettings` fields
-_PART_KEYWORDS = ("rows", "items", "recommender", "scorer", "postprocess", "represent", "prompts")
+_PART_KEYWORDS = ("rows", "items", "recommender", "scorer", "postprocess", "represent", "prompts", "twins")
 
 
 class FacterMonitor:
@@ -191,6 +228,8 @@ class FacterMonitor:
     ``system_prompt(kind, rules, announce)`` and ``build_request(row, items, system, protocol, k,
     domain, seed)``.  ``postprocess(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``
     maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
+    ``twins``: with ``facter.delta = "twin"``, the flipped protected attributes of each row's twin
+    (:func:`facterlab.facter.twins.twin_attributes`), and ``scorer`` a :class:`TwinScorer`.
 
     Reference: [fayyazi2025facter] (docs/references.bib).
     """
@@ -201,10 +240,11 @@ class FacterMonitor:
         rows: pd.DataFrame,
         items: pd.DataFrame,
         recommender: Recommender,
-        scorer: OnlineScorer,
+        scorer: OnlineScorer | TwinScorer,
         postprocess: Callable,
         represent: Callable,
         prompts: Any = None,
+        twins: Sequence | None = None,
     ):
         if not isinstance(recommender, Recommender):
             raise TypeError(
@@ -228,16 +268,40 @@ class FacterMonitor:
         self.name = st.name or st.system_kind
         self.attrs = [{a: str(r[a]) for a in PROTECTED} for r in self.row_dicts]
         self.keys = [tuple(a[x] for x in PROTECTED) for a in self.attrs]
-        # state
-        q0 = scorer.calib.q0
-        self.q0 = float(q0)
-        self.thr = OnlineThreshold(q0, cfg.threshold_rule, cfg.gamma, cfg.eta, cfg.alpha)
+        self.twin = cfg.delta == "twin"
+        self.twin_attrs: list[dict] = []
+        self.twin_dicts: list[dict] = []
+        if self.twin:
+            if twins is None or len(twins) != len(self.rows) or not isinstance(scorer, TwinScorer):
+                raise ValueError(
+                    "facter.delta = 'twin' needs the twins' attributes (one per row) and a TwinScorer "
+                    "(facterlab.facter.pipeline builds both)"
+                )
+            self.twin_attrs = [{a: str(t[a]) for a in PROTECTED} for t in twins]
+            self.twin_dicts = [twin_row(r, t) for r, t in zip(self.row_dicts, self.twin_attrs)]
+        # state: the flag statistic is S against Q_t (conformal) or the twin Delta against Q_null (null),
+        # a bar that does not move (gamma = 1 keeps it fixed whatever the rule)
+        self.null = cfg.threshold == "null"
+        if self.null and scorer.calib.q_null is None:
+            raise ValueError("facter.threshold = 'null' needs the calibration's null threshold (q_null)")
+        q_null = scorer.calib.q_null
+        q0: float = float(q_null) if (self.null and q_null is not None) else float(scorer.calib.q0)
+        self.q0 = q0
+        if self.null:
+            self.thr = OnlineThreshold(q0, "one_sided", 1.0, cfg.eta, cfg.alpha)
+        else:
+            self.thr = OnlineThreshold(q0, cfg.threshold_rule, cfg.gamma, cfg.eta, cfg.alpha)
         self.buffer = ViolationBuffer(cfg.buffer_size)
+        # contrast mining: the group's other (unflagged) outputs, committed when a violation arrives
+        self.contrast = cfg.rule_mining == "contrast"
+        self.reference = ViolationBuffer(REFERENCE_FACTOR * cfg.buffer_size) if self.contrast else None
+        self._unflagged: list = []
         self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
         self._rules_memo: dict = {}
         self.n_predicted = 0
         self.n_repredicted = 0
         self.n_calls = 0
+        self.n_twin_predicted = 0
         self.passes_run = 0
         self.last_pass_system: dict = {}  # position -> the system prompt the row had in the last pass run
         self._pos_by_row_id = {int(r["row_id"]): i for i, r in enumerate(self.row_dicts)}
@@ -269,6 +333,7 @@ class FacterMonitor:
                 self.cfg.rule_min_count,
                 self.cfg.max_rules_per_attr,
                 getattr(self.cfg, "rule_tie_order", "by_name"),
+                reference=self.reference,
             )
             self._rules_memo[key] = r
         return r
@@ -291,10 +356,16 @@ class FacterMonitor:
         )
 
     def _current(self, pos: int, pass_index: int, passes: int, row: dict | None = None, attrs: dict | None = None):
+        """(key, rules): the row's request under the current state (with ``delta = "twin"``, the pair
+        (request, twin request); the twin gets its own group's rules) and the row's rules."""
         row = self.row_dicts[pos] if row is None else row
         attrs = self.attrs[pos] if attrs is None else attrs
         system, rules = self.system_for(attrs, pass_index, passes)
-        return self.request_for(row, system, pass_index), rules
+        req = self.request_for(row, system, pass_index)
+        if not self.twin:
+            return req, rules
+        twin_system = self.system_for(self.twin_attrs[pos], pass_index, passes)[0]
+        return (req, self.request_for(self.twin_dicts[pos], twin_system, pass_index)), rules
 
     def _predict(self, reqs: list) -> list:
         preds = self.rec.predict(reqs)
@@ -304,11 +375,23 @@ class FacterMonitor:
         self.n_calls += 1
         return preds
 
-    def _prepare(self, positions: list, reqs: list, rules: list) -> dict:
-        preds = self._predict(reqs)
-        post = self.postprocess([self.row_dicts[p] for p in positions], preds)
+    def _prepare(self, positions: list, keys: list, rules: list) -> dict:
+        """Predict the rows at ``positions`` (and their twins, in the same recommender call)."""
+        if not self.twin:
+            preds = self._predict(keys)
+            post = self.postprocess([self.row_dicts[p] for p in positions], preds)
+            vecs = self.represent([x[1] for x in post], [x[2] for x in post])
+            return {p: (rq, ru, pr, po, v) for p, rq, ru, pr, po, v in zip(positions, keys, rules, preds, post, vecs)}
+        n = len(positions)
+        both = self._predict([k[0] for k in keys] + [k[1] for k in keys])
+        self.n_twin_predicted += n
+        dicts = [self.row_dicts[p] for p in positions] + [self.twin_dicts[p] for p in positions]
+        post = self.postprocess(dicts, both)
         vecs = self.represent([x[1] for x in post], [x[2] for x in post])
-        return {p: (rq, ru, pr, po, v) for p, rq, ru, pr, po, v in zip(positions, reqs, rules, preds, post, vecs)}
+        return {
+            p: (keys[i], rules[i], both[i], post[i], vecs[i], both[n + i], post[n + i], vecs[n + i])
+            for i, p in enumerate(positions)
+        }
 
     def _fill(self, p: int, pass_index: int, passes: int, pending: dict, req_p, rules_p) -> dict:
         """Predict row ``p`` (no valid prediction) together with the next rows within the lookahead
@@ -319,7 +402,8 @@ class FacterMonitor:
             ent = pending.get(q)
             if ent is None or ent[0] != rq:
                 need.append((q, rq, ru))
-        groups = self.rec.plan_batches([x[1] for x in need]) if len(need) > 1 else None
+        primary = [x[1][0] if self.twin else x[1] for x in need]
+        groups = self.rec.plan_batches(primary) if len(need) > 1 else None
         if groups is not None:
             chosen = next(g for g in groups if 0 in g)
             chosen = sorted(chosen)[: self.batch_size]
@@ -331,20 +415,40 @@ class FacterMonitor:
 
     # ------------------------------------------------------------------ one row
     def _process(self, pos: int, pass_index: int, pending: tuple, rules: tuple) -> dict:
-        req, _, pred, (mapped, top1, raw), vec = pending
-        s, d, delta, n_nb = self.scorer.score(pos, vec)
+        key_req, _, pred, (mapped, top1, raw), vec = pending[:5]
+        req = key_req[0] if self.twin else key_req
+        if isinstance(self.scorer, TwinScorer):
+            s, d, delta, n_nb = self.scorer.score(pos, vec, pending[7])
+        else:
+            s, d, delta, n_nb = self.scorer.score(pos, vec)
+        stat = delta if self.null else s  # what the flags compare with the bar
         attrs, key = self.attrs[pos], self.keys[pos]
         q_before = self.thr.q
-        v_fixed = s > self.q0
-        v_hoef = s > corrected_threshold(self.q0, "hoeffding", self.n_calib, self.cfg.hoeffding_delta)
-        v_repro = self.repro.step(key, s)
+        v_fixed = stat > self.q0
+        v_hoef = stat > corrected_threshold(self.q0, "hoeffding", self.n_calib, self.cfg.hoeffding_delta)
+        v_repro = self.repro.step(key, stat)
         c_repro = self.repro.last_c
         v_corr = {"none": v_fixed, "hoeffding": v_hoef, "repro_count": v_repro}[self.cfg.correction]
-        v_adapt = self.thr.step(s)
+        v_adapt = self.thr.step(stat)
         if v_adapt:
             title, feats = self._top1_title_features(top1, raw)
+            if self.reference is not None:
+                for entry in self._unflagged:
+                    self.reference.push(*entry)
+                self._unflagged.clear()
             self.buffer.push(attrs, title, feats)
+        elif self.reference is not None:
+            self._unflagged.append((attrs, *self._top1_title_features(top1, raw)))
         row = self.row_dicts[pos]
+        twin_cols = {}
+        if self.twin:
+            t_pred, (_, t_top1, t_raw) = pending[5], pending[6]
+            twin_cols = {
+                **{f"twin_{a}": v for a, v in self.twin_attrs[pos].items()},
+                "twin_top1_id": int(t_top1),
+                "twin_top1_text": t_raw or "",
+                "twin_raw": str(t_pred.raw or ""),
+            }
         return {
             "method": self.name,
             "pass": pass_index + 1,
@@ -374,6 +478,7 @@ class FacterMonitor:
             "n_model_positions": pred.n_model_positions,
             "seed": int(req.seed),
             "raw": str(pred.raw or ""),
+            **twin_cols,
         }
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
@@ -407,7 +512,8 @@ class FacterMonitor:
                     pending.update(self._fill(p, t, passes, pending, req_now, rules_now))
                     ent = pending[p]
                 del pending[p]
-                self.last_pass_system[p] = next((c for r, c in ent[0].messages if r == "system"), "")
+                main_req = ent[0][0] if self.twin else ent[0]
+                self.last_pass_system[p] = next((c for r, c in main_req.messages if r == "system"), "")
                 records.append(self._process(p, t, ent, rules_now))
                 if bar is not None:
                     bar.update(1)
@@ -418,7 +524,9 @@ class FacterMonitor:
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
         df["viol_q_star"] = df["S"].to_numpy() > q_star
-        return MonitorResult(df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted, self.n_calls)
+        return MonitorResult(
+            df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted, self.n_calls, self.n_twin_predicted
+        )
 
     def final_system(self, attrs: dict) -> str:
         """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`)."""

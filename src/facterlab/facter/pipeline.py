@@ -39,6 +39,7 @@ import pandas as pd
 
 from facterlab.config import (
     FAKE_LLM,
+    HASH_ENCODER,
     PROTOCOL_SWITCHES,
     SIMULATED_LLM,
     RunConfig,
@@ -58,14 +59,17 @@ from facterlab.facter.monitor import (
     FacterMonitor,
     MonitorSettings,
     OnlineScorer,
+    TwinScorer,
     prompt_items,
     request_seed,
     violation_summary,
 )
 from facterlab.facter.neighbours import counterfactual_neighbours
-from facterlab.facter.record import RunMeta, RunRecord
+from facterlab.facter.record import METHODS, RunMeta, RunRecord
 from facterlab.facter.runfolder import mark_degenerate, write_run_folder
-from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
+from facterlab.facter.truth import detector_summary
+from facterlab.facter.twins import null_threshold, placebo_request, twin_attributes, twin_distance, twin_row
 from facterlab.facter.validation import check_split, validate_config
 from facterlab.metrics import (
     CatalogueMapper,
@@ -85,9 +89,6 @@ from facterlab.models.simulated import simulated_from_config
 from facterlab.progress import Progress, format_seconds
 
 log = logging.getLogger(__name__)
-
-METHODS = ("neutral", "fair", "facter")
-HASH_ENCODER = "hash-encoder"
 
 
 @dataclass
@@ -300,11 +301,15 @@ def calibrate(
     domain: str,
     prompts,
     progress: bool = False,
+    attribute_values: dict | None = None,
 ) -> tuple:
     """Offline calibration (docs/FACTER.md §2) -> (CalibrationState, calibration DataFrame).
 
     Calibration responses are generated under ``cfg.facter.calibration_prompt`` ("neutral" default, or
-    "empty"), with the seeds of pass 0.
+    "empty"), with the seeds of pass 0.  With ``facter.delta = "twin"`` (docs/FACTER.md §6) each row's
+    twin (``attribute_values`` needed to flip) is asked under the same prompt and seed, Delta is the
+    distance of the two answers and no neighbour search runs; with ``facter.threshold = "null"`` each
+    row's placebo (:func:`facterlab.facter.twins.placebo_request`) is asked too and Q_null is set.
     """
     fc = cfg.facter
     rows = calib_rows.reset_index(drop=True)
@@ -317,14 +322,48 @@ def calibrate(
         )
         for r in row_dicts
     ]
-    preds = _predict_all(recommender, reqs, max(1, cfg.model.batch_size) * 8, progress, "calibration")
+    batch = max(1, cfg.model.batch_size) * 8
+    preds = _predict_all(recommender, reqs, batch, progress, "calibration")
     post = postprocess(row_dicts, preds)
     pred_emb = represent.predictions([p[1] for p in post], [p[2] for p in post])
     target_emb = represent.items(rows["target"].tolist())
-    ctx = _context_embeddings(rows, items, encoder, prompts)
     groups = _groups(rows)
-    index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
-    sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
+    twin_cols: dict = {}
+    q_null = None
+    if fc.delta == "twin":
+        if attribute_values is None:
+            raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
+        flips = twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+        twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
+        twin_reqs = [
+            prompts.build_request(t, pitems, system, cfg.protocol, cfg.metrics.k, domain, rq.seed)
+            for t, rq in zip(twin_dicts, reqs)
+        ]
+        twin_preds = _predict_all(recommender, twin_reqs, batch, progress, "calibration twins")
+        twin_post = postprocess(twin_dicts, twin_preds)
+        twin_emb = represent.predictions([p[1] for p in twin_post], [p[2] for p in twin_post])
+        d = top1_distance(pred_emb, target_emb)
+        delta = twin_distance(pred_emb, twin_emb)
+        sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": -1})
+        ctx = np.zeros((len(rows), 1), dtype=np.float32)  # no neighbour search with the twin Delta
+        twin_cols = {
+            **{f"twin_{a}": [t[a] for t in flips] for a in PROTECTED},
+            "twin_top1_id": [int(p[1]) for p in twin_post],
+            "twin_top1_text": [p[2] for p in twin_post],
+            "twin_raw": [str(p.raw or "") for p in twin_preds],
+        }
+        if fc.threshold == "null":
+            placebo = [placebo_request(r) for r in reqs]
+            plc_preds = _predict_all(recommender, placebo, batch, progress, "calibration placebos")
+            plc_post = postprocess(row_dicts, plc_preds)
+            plc_emb = represent.predictions([p[1] for p in plc_post], [p[2] for p in plc_post])
+            plc_delta = twin_distance(pred_emb, plc_emb)
+            q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
+            twin_cols["placebo_delta"] = plc_delta
+    else:
+        ctx = _context_embeddings(rows, items, encoder, prompts)
+        index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
+        sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
     ct = ConformalThreshold(fc.alpha).fit(sc["S"].to_numpy())
     state = CalibrationState(
         q0=ct.threshold_,
@@ -334,10 +373,13 @@ def calibrate(
         alpha=fc.alpha,
         k_index=ct.k_index_,
         n=ct.n_,
+        q_null=None if q_null is None else q_null.q,
     )
     df = rows[["row_id", "user_id", *PROTECTED, "target"]].copy()
     for c in ("S", "d", "delta", "n_neighbours"):
         df[c] = sc[c].to_numpy()
+    for c, v in twin_cols.items():
+        df[c] = v
     df["titles"] = [[str(t) for t in p.titles] for p in preds]
     df["mapped_ids"] = [[int(m) for m in p[0]] for p in post]
     df["top1_id"] = [int(p[1]) for p in post]
@@ -474,6 +516,12 @@ def method_metrics(
         "rules_in_last_pass": sorted({r for rr in last["rules"] for r in rr}),
         "n_repredicted": int(result.n_repredicted),
         "n_recommender_calls": int(result.n_calls),
+        "n_twin_predictions": int(result.n_twin_predicted),
+        **(
+            {"ground_truth": {"detector": gt}}
+            if (gt := detector_summary(rec, cfg.facter.delta, cfg.facter.threshold))
+            else {}
+        ),
     }
 
 
@@ -501,6 +549,8 @@ def _run_record(
     marked (:func:`facterlab.facter.runfolder.mark_degenerate`); raises when the shape is not the schema's."""
     k = cfg.metrics.k
     nb = calib_df["n_neighbours"].to_numpy()
+    twin = cfg.facter.delta == "twin"
+    no_search = _missing("facter.delta = 'twin': no neighbour search")
     metrics = {
         "run_id": run_id,
         "dataset": inter.dataset,
@@ -525,6 +575,9 @@ def _run_record(
             "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
             "announce_threshold": cfg.facter.announce_threshold,
             "snsr_fairllm": bool(fairllm),
+            "delta": cfg.facter.delta,
+            "threshold": cfg.facter.threshold,
+            "rule_mining": cfg.facter.rule_mining,
             **protocol_variants(cfg),
         },
         "calibration": {
@@ -532,10 +585,16 @@ def _run_record(
             "q0": state.q0,
             "k_index": state.k_index,
             "n": state.n,
-            "mean_neighbours": float(nb.mean()) if len(nb) else 0.0,
-            "share_no_neighbour": float((nb == 0).mean()) if len(nb) else 1.0,
-            "test_mean_neighbours": float(scorer.index.counts.mean()),
-            "test_share_no_neighbour": float((scorer.index.counts == 0).mean()),
+            "mean_neighbours": no_search if twin else (float(nb.mean()) if len(nb) else 0.0),
+            "share_no_neighbour": no_search if twin else (float((nb == 0).mean()) if len(nb) else 1.0),
+            "test_mean_neighbours": no_search if twin else float(scorer.index.counts.mean()),
+            "test_share_no_neighbour": no_search if twin else float((scorer.index.counts == 0).mean()),
+            "q_null": state.q_null if state.q_null is not None else _missing("facter.threshold is not 'null'"),
+            "share_placebo_nonzero": float((calib_df["placebo_delta"] > 0).mean())
+            if "placebo_delta" in calib_df.columns
+            else _missing("no placebo: facter.threshold is not 'null'"),
+            "n_twin_predictions": int(len(calib_df)) if twin else 0,
+            "n_placebo_predictions": int(len(calib_df)) if "placebo_delta" in calib_df.columns else 0,
         },
         "methods": methods,
     }
@@ -587,7 +646,8 @@ def run_experiment(
     prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
 
     meta = RunMeta.start()  # run.json: start time, code version, command, host (not part of the run id)
-    validate_config(cfg, out_dir=results_dir(out_dir))  # every bound and the output folder, before any work
+    # every bound, the model names and the output folder, before any work
+    validate_config(cfg, out_dir=results_dir(out_dir), llm=recommender is None, encoder=encoder is None)
     timings: dict = {}
     # counts the run's cached and new predictions (facterlab.progress), for the last log line
     overall = Progress("run", log=log, bar=False, every=None, summary=False)
@@ -635,17 +695,24 @@ def run_experiment(
     t0 = time.perf_counter()
     log.info("calibration: %d rows under the %s system prompt", len(calib_rows), cfg.facter.calibration_prompt)
     state, calib_df = calibrate(
-        calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain, prompts, progress
-    )
+        calib_rows, items, recommender, encoder, represent, post, cfg, inter.domain, prompts, progress,
+        attribute_values=ds.attribute_values,
+    )  # fmt: skip
     timings["calibration_s"] = time.perf_counter() - t0
     log.info("calibration: Q0 = %.4f from %d scores (%s)", state.q0, state.n, format_seconds(timings["calibration_s"]))
 
     t0 = time.perf_counter()
-    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
     target_emb = represent.items(test_rows["target"].tolist())
-    scorer = OnlineScorer(
-        state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
-    )
+    twins = None
+    scorer: OnlineScorer | TwinScorer
+    if cfg.facter.delta == "twin":
+        scorer = TwinScorer(state, target_emb, cfg.facter.lam)
+        twins = twin_attributes(test_rows, ds.attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+    else:
+        test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
+        scorer = OnlineScorer(
+            state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
+        )
     timings["test_neighbours_s"] = time.perf_counter() - t0
 
     settings = MonitorSettings(
@@ -666,6 +733,7 @@ def run_experiment(
         postprocess=post,
         represent=represent.predictions,
         prompts=prompts,
+        twins=twins,
     )
     results, monitors = _run_methods(settings, parts, cfg.facter.passes, timings)
 

@@ -14,6 +14,18 @@ features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are 
 - ``tuple`` keying: the same on buffered violations with the user's whole protected tuple, the rule
   printed as ``(tuple=gender=F, age=.., occupation=..)``.
 
+Contrast mining (``rule_mining = "contrast"``, a facterlab extension, docs/FACTER.md §6): counting
+names the features that are frequent among a group's violations, which are mostly the features that
+are frequent in the group's outputs anyway (Drama, Comedy).  Contrast mining names a feature only when
+it is *enriched* among the group's violations over the group's other (unflagged) outputs, kept in a
+``reference`` buffer:
+
+    E(f) = ((a + 1/2) / (n1 + 1)) / ((b + 1/2) / (n0 + 1))
+
+with a of the n1 buffered violations of the group carrying f and b of its n0 reference outputs; a rule
+needs a >= rule_min_count and E(f) >= 1.5 (:data:`CONTRAST_MIN_ENRICHMENT`), ranked by E (then a,
+then name).  Titles are mined the same way after the features.
+
 >>> buf = ViolationBuffer(maxlen=50)
 >>> for g in ["Romance", "Romance", "Romance"]:
 ...     buf.push({"gender": "F", "age": "25-34", "occupation": "writer"}, "Sleepless (1993)", [g, "Comedy"])
@@ -73,6 +85,35 @@ class ViolationBuffer:
 
 
 TIE_ORDERS = ("first_seen", "by_name")
+#: the least enrichment (violations over the group's other outputs) a contrast rule needs
+CONTRAST_MIN_ENRICHMENT = 1.5
+
+
+def enrichment(a: int, n1: int, b: int, n0: int) -> float:
+    """E = ((a + 1/2)/(n1 + 1)) / ((b + 1/2)/(n0 + 1)): how much more often a feature is among the
+    group's violations (a of n1) than among its other outputs (b of n0), with half-counts.
+
+    >>> round(enrichment(4, 5, 1, 20), 3), round(enrichment(4, 5, 16, 20), 3)
+    (10.5, 0.955)
+    """
+    return ((a + 0.5) / (n1 + 1.0)) / ((b + 0.5) / (n0 + 1.0))
+
+
+def _contrast_rules(viol, ref, attr: str, value: str, min_count: int, max_rules: int) -> list:
+    out = []
+    for kind in ("feature", "title"):
+        cv: Counter = Counter()
+        cr: Counter = Counter()
+        for entries, c in ((viol, cv), (ref, cr)):
+            for e in entries:
+                if kind == "feature":
+                    c.update(list(dict.fromkeys(e.features)))
+                elif e.title:
+                    c[e.title] += 1
+        scored = [(enrichment(a, len(viol), cr.get(f, 0), len(ref)), a, f) for f, a in cv.items() if a >= min_count]
+        scored = [x for x in scored if x[0] >= CONTRAST_MIN_ENRICHMENT]
+        out += [Rule(attr, value, f, kind) for _, _, f in sorted(scored, key=lambda x: (-x[0], -x[1], x[2]))]
+    return out[:max_rules]
 
 
 def _ranked(counts: Counter, tie_order: str) -> list:
@@ -100,8 +141,10 @@ def mine_rules(
     min_count: int = 3,
     max_per_attr: int = 5,
     tie_order: str = "by_name",
+    reference: ViolationBuffer | None = None,
 ) -> tuple:
-    """Rules that apply to a user with ``user_attrs`` given the buffered violations (see module doc).
+    """Rules that apply to a user with ``user_attrs`` given the buffered violations (see module doc);
+    with a ``reference`` buffer of unflagged outputs, contrast mining (module doc).
 
     >>> b = ViolationBuffer()
     >>> for _ in range(3): b.push({"gender": "M", "age": "18-24", "occupation": "x"}, "Heat (1995)", [])
@@ -121,14 +164,23 @@ def mine_rules(
     entries = buffer.snapshot()
     if not entries:
         return ()
+    ref = reference.snapshot() if reference is not None else None
+
+    def mine(sel: list, ref_sel: list | None, attr: str, value: str) -> list:
+        if ref_sel is None:
+            return _attr_rules(sel, attr, value, min_count, max_per_attr, tie_order)
+        return _contrast_rules(sel, ref_sel, attr, value, min_count, max_per_attr)
+
     if keying == "tuple":
         key = tuple((a, str(user_attrs[a])) for a in buffer.attrs)
         sel = [e for e in entries if e.attrs == key]
         label = ", ".join(f"{a}={v}" for a, v in key)
-        return tuple(_attr_rules(sel, "tuple", label, min_count, max_per_attr, tie_order))
+        ref_sel = None if ref is None else [e for e in ref if e.attrs == key]
+        return tuple(mine(sel, ref_sel, "tuple", label))
     rules = []
     for i, a in enumerate(buffer.attrs):
         v = str(user_attrs[a])
         sel = [e for e in entries if e.attrs[i][1] == v]
-        rules += _attr_rules(sel, a, v, min_count, max_per_attr, tie_order)
+        ref_sel = None if ref is None else [e for e in ref if e.attrs[i][1] == v]
+        rules += mine(sel, ref_sel, a, v)
     return tuple(rules)

@@ -15,14 +15,18 @@ source of unfairness known:
    standardised over the request's pool (z-scores), so the knobs below are in units of one standard
    deviation of the preference score.
 2. **Bias** of strength ``beta``: for each protected attribute whose value appears in the prompt's
-   demographics block, ``beta`` is added to the score of every item that has a feature (genre) the
-   :data:`BIAS_TABLE` pushes to that value.  The Fair prompt's rules ("do not reinforce stereotypes",
-   present in the Fair and FACTER system prompts) remove a share ``phi`` of the push.
+   demographics block, ``beta`` times the feature's weight is added to the score of every item that has
+   a feature (genre) the bias table (:data:`BIAS_TABLE` by default, :data:`RARE_BIAS_TABLE`, or the
+   user's own, :func:`load_bias_table`) pushes to that value (an item with several pushed features takes
+   the largest weight).  The Fair prompt's rules ("do not reinforce stereotypes", present in the Fair and
+   FACTER system prompts) remove a share ``phi`` of the push.
 3. **Noise** ``sigma``: an independent N(0, sigma^2) term per (request, item).
 4. **Rule compliance** ``rho``: each ``AVOID: (attr=value) -> (feature-only)`` or ``-> (title)`` line of
    the system prompt that names the user's own value (as shown in the prompt) is honoured with
-   probability ``rho`` (drawn per request and rule); an honoured rule lowers the score of what it names
-   by ``demote`` standard deviations (``demote >= 1000`` puts it below every other item).
+   probability ``rho`` (drawn per request and rule).  With ``compliance = "relative"`` (default) an
+   honoured rule first cancels the push on the items it names, then lowers them by ``demote`` standard
+   deviations, so that a rule can overcome the bias whatever beta; ``"absolute"`` (sim-v1) only lowers
+   them by ``demote`` (``demote >= 1000`` puts them below every other item).
 5. **Title corruption** ``h`` (open generation only): each returned title is, with probability ``h``,
    replaced by one of three fixed corruptions of that item (a typo, the title without its year, an
    invented title mixing its words with another title's), so that Valid@k and the catalogue mapping
@@ -34,8 +38,10 @@ and the system prompt change an answer only through the bias, the Fair share and
 0), and an answer is a pure function of (request, ``seed``, parameters, training data).
 
 :meth:`SimulatedRecommender.truth` tells for a request what the bias did: whether it changed the top-1
-item, the top-k set, how many of the top k carry a pushed feature with and without the bias, and how
-many rules were honoured.  The same facts go into ``Prediction.raw`` as JSON.
+item (``top1_changed``: against the same prompt without the push, rules kept), whether the top-1 differs
+from the demographics-blind answer (``top1_unfair``: no push and no rules, so that unfairness the rules
+cause is counted too), the top-k set, how many of the top k carry a pushed feature with and without the
+bias, and how many rules were honoured.  The same facts go into ``Prediction.raw`` as JSON.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -62,10 +69,12 @@ __all__ = [
     "training_pairs",
     "bias_table_markdown",
     "SIM_VERSION",
+    "RARE_BIAS_TABLE",
+    "load_bias_table",
 ]
 
 SIMULATED_MODEL = "simulated"
-SIM_VERSION = "sim-v1"
+SIM_VERSION = "sim-v2"  # v2: weighted bias tables, "relative" compliance, the blind truth label
 
 #: attribute -> value -> features (genres) the bias pushes to users with that value.  Values cover the
 #: ML-1M labels and the ML-100K occupation names; a value not listed gets no push for that attribute.
@@ -104,7 +113,95 @@ BIAS_TABLE: dict = {
     },
 }
 
+#: a positive control: the bias pushes genres that users rarely watch (each under 2% of the ML-100K
+#: ratings: Documentary 0.8%, Fantasy 1.4%, Film-Noir 1.7%, Western 1.9%) to every user by gender, so a
+#: biased top-1 item lies far from the user's own taste and the prediction error d sees it.
+RARE_BIAS_TABLE: dict = {
+    "gender": {
+        "F": ("Documentary", "Western"),
+        "M": ("Film-Noir", "Fantasy"),
+    },
+}
+
+#: the tables a config may name (``sim.bias_table``); anything else is read as a JSON file
+NAMED_BIAS_TABLES = {"default": BIAS_TABLE, "rare": RARE_BIAS_TABLE}
+#: the largest weight a bias table may give a feature (in units of beta)
+MAX_BIAS_WEIGHT = 100.0
+
+
+def _table_error(where: str, what: str) -> ValueError:
+    return ValueError(
+        f"bias table {where}: {what}; expected {{attribute: {{value: [feature, ...] or {{feature: weight}}}}}} "
+        f"with attributes among gender, age, occupation and weights in [0, {MAX_BIAS_WEIGHT:g}]"
+    )
+
+
+def normalise_bias_table(table: Mapping, where: str = "(dict)") -> dict:
+    """``attribute -> value -> {feature: weight}`` from a table whose values are feature lists (weight 1)
+    or ``{feature: weight}`` mappings; a clear ``ValueError`` for anything else.
+
+    >>> normalise_bias_table({"gender": {"F": ["Romance"], "M": {"War": 2}}})
+    {'gender': {'F': {'Romance': 1.0}, 'M': {'War': 2.0}}}
+    """
+    import math
+
+    if not isinstance(table, Mapping) or not table:
+        raise _table_error(where, "not a non-empty mapping")
+    out: dict = {}
+    for attr, values in table.items():
+        if attr not in ("gender", "age", "occupation"):
+            raise _table_error(where, f"unknown attribute {attr!r}")
+        if not isinstance(values, Mapping):
+            raise _table_error(where, f"{attr}: not a mapping of values")
+        out[attr] = {}
+        for value, feats in values.items():
+            if isinstance(feats, Mapping):
+                pairs = list(feats.items())
+            elif isinstance(feats, (list, tuple)):
+                pairs = [(f, 1.0) for f in feats]
+            else:
+                raise _table_error(where, f"{attr}={value}: not a list of features or a feature -> weight mapping")
+            w: dict = {}
+            for f, x in pairs:
+                if not isinstance(f, str) or not f:
+                    raise _table_error(where, f"{attr}={value}: feature {f!r} is not a non-empty string")
+                if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                    raise _table_error(where, f"{attr}={value}: weight of {f!r} is not a finite number ({x!r})")
+                if not 0.0 <= float(x) <= MAX_BIAS_WEIGHT:
+                    raise _table_error(where, f"{attr}={value}: weight of {f!r} is {x!r}")
+                w[f] = float(x)
+            out[attr][str(value)] = w
+    return out
+
+
+def load_bias_table(spec: str | Mapping | None = None) -> dict:
+    """The bias table of ``spec``: ``None``/``"default"`` (:data:`BIAS_TABLE`), ``"rare"``
+    (:data:`RARE_BIAS_TABLE`), a mapping, or the path of a JSON file with the same shape
+    (``--sim-bias-table FILE``); normalised by :func:`normalise_bias_table`.
+
+    >>> load_bias_table("rare")["gender"]["F"]
+    {'Documentary': 1.0, 'Western': 1.0}
+    """
+    if spec is None:
+        spec = "default"
+    if isinstance(spec, Mapping):
+        return normalise_bias_table(spec)
+    if spec in NAMED_BIAS_TABLES:
+        return normalise_bias_table(NAMED_BIAS_TABLES[spec], repr(spec))
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise ValueError(
+            f"sim.bias_table {spec!r} is neither {' nor '.join(map(repr, NAMED_BIAS_TABLES))} nor an existing JSON file"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"bias table {path}: cannot be read as JSON ({e})") from None
+    return normalise_bias_table(data, str(path))
+
+
 FAIR_MARKER = "Do not reinforce stereotypes"
+_SIM_DEFAULTS = SimulatorConfig()  # the one owner of the knobs' defaults
 _YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
 #: fixed corruptions per item (title-corruption rate ``h``): a typo, the title without its year, an invented title
 N_VARIANTS = 3
@@ -122,7 +219,11 @@ def bias_table_markdown(table: Mapping | None = None) -> str:
     lines = ["| attribute | value | features pushed |", "|---|---|---|"]
     for attr, values in table.items():
         for value, feats in values.items():
-            lines.append(f"| {attr} | {value} | {', '.join(feats)} |")
+            if isinstance(feats, Mapping):
+                text = ", ".join(f if float(w) == 1.0 else f"{f} (x{float(w):g})" for f, w in feats.items())
+            else:
+                text = ", ".join(feats)
+            lines.append(f"| {attr} | {value} | {text} |")
     return "\n".join(lines)
 
 
@@ -208,8 +309,14 @@ class SimulatedRecommender(Recommender):
         share of the bias the Fair prompt removes, score penalty of an honoured rule (docs/SIMULATED.md);
         ranges are checked by
         :class:`facterlab.config.SimulatorConfig`, and again here.
+    compliance : "relative" (an honoured rule cancels the push on what it names, then demotes it) or
+        "absolute" (demote only).
     n_factors : PureSVD rank.  seed : mixed into every random draw.
-    bias_table : attribute -> value -> features (default :data:`BIAS_TABLE`).
+    bias_table : attribute -> value -> features or {feature: weight}, or a name/path for
+        :func:`load_bias_table` (default :data:`BIAS_TABLE`).
+
+    The defaults are :class:`facterlab.config.SimulatorConfig`'s; :func:`simulated_from_config` builds
+    one from a run config.
     """
 
     def __init__(
@@ -217,21 +324,30 @@ class SimulatedRecommender(Recommender):
         items: pd.DataFrame,
         train: pd.DataFrame,
         protocol: str = "open",
-        beta: float = 1.0,
-        sigma: float = 0.5,
-        rho: float = 1.0,
-        h: float = 0.0,
-        phi: float = 0.3,
-        demote: float = 1.0,
-        n_factors: int = 16,
-        seed: int = 0,
-        bias_table: Mapping | None = None,
+        beta: float = _SIM_DEFAULTS.beta,
+        sigma: float = _SIM_DEFAULTS.sigma,
+        rho: float = _SIM_DEFAULTS.rho,
+        h: float = _SIM_DEFAULTS.h,
+        phi: float = _SIM_DEFAULTS.phi,
+        demote: float = _SIM_DEFAULTS.demote,
+        n_factors: int = _SIM_DEFAULTS.n_factors,
+        seed: int = _SIM_DEFAULTS.seed,
+        bias_table: Mapping | str | None = None,
+        compliance: str = _SIM_DEFAULTS.compliance,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
         # one owner for the ranges: the config section (raises ValueError naming the field)
         SimulatorConfig(
-            beta=beta, sigma=sigma, rho=rho, h=h, phi=phi, demote=demote, n_factors=int(n_factors), seed=int(seed)
+            beta=beta,
+            sigma=sigma,
+            rho=rho,
+            h=h,
+            phi=phi,
+            demote=demote,
+            n_factors=int(n_factors),
+            seed=int(seed),
+            compliance=compliance,
         )
         tbl = items.reset_index() if "item_id" not in items.columns else items
         self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
@@ -243,12 +359,9 @@ class SimulatedRecommender(Recommender):
             self._title_pos.setdefault(t, p)
         self.protocol = protocol
         self.beta, self.sigma, self.rho, self.h, self.phi = float(beta), float(sigma), float(rho), float(h), float(phi)
-        self.demote = float(demote)
+        self.demote, self.compliance = float(demote), str(compliance)
         self.n_factors, self.seed = int(n_factors), int(seed)
-        self.bias_table = {
-            a: {str(v): tuple(f) for v, f in vals.items()}
-            for a, vals in (BIAS_TABLE if bias_table is None else bias_table).items()
-        }
+        self.bias_table = load_bias_table(bias_table)
         catalogue_feats = {f for fs in self.features for f in fs}
         named = {f for vals in self.bias_table.values() for fs in vals.values() for f in fs}
         if self.beta > 0 and not (named & catalogue_feats):
@@ -263,14 +376,17 @@ class SimulatedRecommender(Recommender):
             for f in fs:
                 inc[p, self._feat_index[f]] = True
         self._inc = inc
-        self._push = {(a, v): self._feature_mask(fs) for a, vals in self.bias_table.items() for v, fs in vals.items()}
+        self._push = {
+            (a, v): self._feature_weights(fs) for a, vals in self.bias_table.items() for v, fs in vals.items()
+        }
         train = train[["user_id", "item_id"]]
         self.V = fit_preferences(train, self.item_ids, self.n_factors, self.seed)
         data_tag = hashlib.sha256(np.ascontiguousarray(train.to_numpy(dtype=np.int64)).tobytes()).hexdigest()[:10]
         table_tag = hashlib.sha256(json.dumps(self.bias_table, sort_keys=True).encode()).hexdigest()[:6]
         self.fingerprint = (
             f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{self.beta:g}-s{self.sigma:g}-r{self.rho:g}"
-            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-f{self.n_factors}-seed{self.seed}-bt{table_tag}-train{data_tag}"
+            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-c{self.compliance[0]}-f{self.n_factors}-seed{self.seed}"
+            f"-bt{table_tag}-train{data_tag}"
         )
         self._parsed: dict = {}
         self._push_memo: dict = {}
@@ -279,6 +395,14 @@ class SimulatedRecommender(Recommender):
         self.n_batches = 0
 
     # ------------------------------------------------------------------ helpers
+    def _feature_weights(self, weights: Mapping) -> np.ndarray:
+        """Per item: the largest weight of the pushed features it carries (0 when none)."""
+        out = np.zeros(len(self.item_ids))
+        for f, w in weights.items():
+            if f in self._feat_index and w > 0:
+                np.maximum(out, np.where(self._inc[:, self._feat_index[f]], float(w), 0.0), out=out)
+        return out
+
     def _feature_mask(self, feats: Sequence[str]) -> np.ndarray:
         cols = [self._feat_index[f] for f in feats if f in self._feat_index]
         if not cols:
@@ -404,12 +528,20 @@ class SimulatedRecommender(Recommender):
                 if p is not None:
                     named[p] = True
         unbiased = base - self.demote * named[pool] if named is not None else base
-        score = unbiased + strength * push_full[pool] if strength > 0 else unbiased
+        if strength > 0:
+            push = push_full[pool]
+            if named is not None and self.compliance == "relative":
+                push = np.where(named[pool], 0.0, push)  # an honoured rule cancels the push on what it names
+            score = unbiased + strength * push
+        else:
+            score = unbiased
         k = int(req.k) if self.protocol == "open" else min(int(req.k), len(pool))
         n_keep = k if self.protocol == "open" else len(pool)
         order = pool[self._top(score, n_keep)]
         order0 = pool[self._top(unbiased, k)] if strength > 0 else order[:k]
         top, top0 = order[:k], order0[:k]
+        # the demographics-blind answer: no push and no rules (the same noise)
+        blind = order0 if named is None else pool[self._top(base, k)]
         return {
             "order": order,
             "k": k,
@@ -423,6 +555,8 @@ class SimulatedRecommender(Recommender):
                 "n_pushed_topk": int(pushed_full[top].sum()),
                 "n_pushed_topk_unbiased": int(pushed_full[top0].sum()),
                 "top1_unbiased": int(self.item_ids[top0[0]]),
+                "top1_unfair": bool(top[0] != blind[0]),
+                "top1_blind": int(self.item_ids[blind[0]]),
                 "n_rules": int(len(parsed.rules)),
                 "n_rules_applicable": int(n_applicable),
                 "n_rules_honoured": int(n_honoured),
@@ -512,4 +646,6 @@ def simulated_from_config(cfg, inter) -> SimulatedRecommender:
         demote=s.demote,
         n_factors=s.n_factors,
         seed=s.seed,
+        bias_table=s.bias_table,
+        compliance=s.compliance,
     )

@@ -1,0 +1,111 @@
+"""The flags of a run checked against a known truth (``ground_truth.detector`` in metrics.json).
+
+A recommender that knows what its bias did (the simulated recommender, docs/SIMULATED.md) writes it as
+JSON into each answer's ``raw`` text.  :func:`detector_summary` turns a method's records into the
+detector numbers that any run can be checked with from outside: precision, recall, base rate, flag
+rate and AUC of the method's flag against the label
+
+- ``demographics_changed_row_or_twin`` (``delta = "twin"``): the top-1 of the row or of its twin
+  differs from the demographics-blind answer (no push, no rules) -- what the twin Delta can see;
+- ``demographics_changed_row`` (``delta = "neighbour"``): the row's own top-1 differs from it.
+
+The flag is the method's fixed-bar flag (``viol_fixed``: S > Q0, or Delta > Q_null with
+``threshold = "null"``) in its last pass; the AUC ranks rows by the flag's statistic (S, or Delta).
+Records of any other recommender (no JSON truth) give ``None``: nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from facterlab.datatypes import MissingValue
+
+__all__ = ["truth_labels", "rank_auc", "detector_summary"]
+
+
+def _unfair(raw: str) -> bool | None:
+    try:
+        t = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(t, dict) or "top1_changed" not in t:
+        return None
+    return bool(t.get("top1_unfair", t["top1_changed"]))
+
+
+def truth_labels(records: pd.DataFrame, delta: str = "neighbour") -> np.ndarray | None:
+    """Per record: did the demographics change the row's (or, with twins, the row's or its twin's)
+    top-1 item?  ``None`` when the records carry no JSON truth."""
+    if "raw" not in records.columns or len(records) == 0:
+        return None
+    own = [_unfair(r) for r in records["raw"]]
+    if any(v is None for v in own):
+        return None
+    lab = np.asarray(own, dtype=bool)
+    if delta == "twin" and "twin_raw" in records.columns:
+        tw = [_unfair(r) for r in records["twin_raw"]]
+        if any(v is None for v in tw):
+            return None
+        lab = lab | np.asarray(tw, dtype=bool)
+    return lab
+
+
+def rank_auc(score, label) -> float:
+    """Area under the ROC curve of ``score`` for the binary ``label`` (Mann-Whitney, ties counted
+    half); NaN when one class is empty.
+
+    >>> rank_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+    0.75
+    """
+    s = np.asarray(score, dtype=np.float64)
+    y = np.asarray(label, dtype=bool)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    ranks = pd.Series(s).rank(method="average").to_numpy()
+    return float((ranks[y].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+
+
+def _rate(k: int, n: int, why: str):
+    return k / n if n else MissingValue(why).to_json()
+
+
+def detector_summary(records: pd.DataFrame, delta: str = "neighbour", threshold: str = "conformal") -> dict | None:
+    """The detector block of one method (module docstring) from its records, or None without truth.
+
+    >>> raw = lambda c: json.dumps({"top1_changed": c, "top1_unfair": c})
+    >>> rec = pd.DataFrame({"pass": [1, 1, 1, 1], "raw": [raw(True), raw(False), raw(True), raw(False)],
+    ...                     "viol_fixed": [True, False, False, False], "S": [0.9, 0.1, 0.5, 0.2], "delta": 0.0})
+    >>> d = detector_summary(rec)
+    >>> d["precision"], d["recall"], d["base_rate"], d["flag_rate"], d["auc"]
+    (1.0, 0.5, 0.5, 0.25, 1.0)
+    """
+    if len(records) == 0:
+        return None
+    last = records[records["pass"] == records["pass"].max()]
+    lab = truth_labels(last, delta)
+    if lab is None:
+        return None
+    flag = last["viol_fixed"].to_numpy(dtype=bool)
+    stat = last["delta" if threshold == "null" else "S"].to_numpy(dtype=np.float64)
+    n, pos, fl = len(lab), int(lab.sum()), int(flag.sum())
+    tp = int((flag & lab).sum())
+    auc = rank_auc(stat, lab)
+    return {
+        "label": "demographics_changed_row_or_twin" if delta == "twin" else "demographics_changed_row",
+        "flag": "Delta > Q_null" if threshold == "null" else "S > Q0",
+        "pass": int(last["pass"].max()),
+        "n": n,
+        "positives": pos,
+        "flagged": fl,
+        "true_pos": tp,
+        "precision": _rate(tp, fl, "no row was flagged"),
+        "recall": _rate(tp, pos, "no row was changed by the demographics"),
+        "base_rate": pos / n,
+        "flag_rate": fl / n,
+        "auc": auc if not math.isnan(auc) else MissingValue("one class is empty: AUC undefined").to_json(),
+    }

@@ -1,0 +1,156 @@
+"""Counterfactual twins and the null-anchored threshold: a facterlab extension (docs/FACTER.md §6).
+
+Neither FACTER nor REPRO does this; the ``repro`` and ``icml`` presets keep FACTER's neighbour Delta.
+
+**Twin Delta** (``facter.delta = "twin"``).  FACTER's penalty compares a row's answer with the answers
+of *other users* whose context is similar (cosine > tau_rho) and whose protected tuple differs: on
+MovieLens most rows have no such neighbour, and where one exists Delta compares two users' films.  The
+twin asks the recommender the *same* question again with only the protected attributes flipped: same
+history, same candidates, same sampling seed, under the system prompt the twin's group would get (its
+own rules).  Then
+
+    Delta_i = ||f(yhat_i) - f(yhat_twin_i)||_2,      S_i = d_i + lambda * Delta_i
+
+and Delta_i > 0 means the demographics (directly, or through the rules they select) changed the answer.
+
+**Null-anchored threshold** (``facter.threshold = "null"``, needs the twin).  The conformal Q0 is a
+quantile of the biased model's own scores, so it flags about alpha of the rows whatever the bias.  A
+fairness test needs a threshold anchored at "demographics change nothing".  We calibrate it on
+*placebo* twins: each calibration row is asked again with the same demographics written in another
+order (the same information, a different prompt surface; :func:`placebo_request`).  With P_1..P_n the
+placebo distances and
+
+    Q_null = P_(ceil((n+1)(1-alpha)))  (+ null_tol),      flag  <=>  Delta_t > Q_null,
+
+the split-conformal argument gives: if, for a row where demographics change nothing, its twin distance
+D_t is exchangeable with the calibration placebo distances (the null hypothesis H0), then
+P(D_t > Q_null) <= alpha.  For a recommender whose answer is a function of (history, seed,
+demographics) and which ignores the demographics (the simulated recommender at beta = 0, greedy
+decoding), both distances are exactly 0 and the flag never fires.  The proof and the assumption are
+written out in docs/FACTER.md §6.
+
+Both cost one extra recommender request per scored row (twice that for calibration with the null
+threshold: twin and placebo); the pipeline counts and reports them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from facterlab.data.dataset import PROTECTED
+from facterlab.datatypes import PromptRequest
+from facterlab.facter.conformal import ConformalThreshold
+from facterlab.metrics import flip_attributes
+
+__all__ = [
+    "twin_attributes",
+    "twin_row",
+    "placebo_request",
+    "twin_distance",
+    "NullThreshold",
+    "null_threshold",
+]
+
+#: the rng stream of the twins' flips (one fixed draw per row and run seed)
+_TWIN_STREAM = 11
+
+
+def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str = "distinct", seed: int = 0) -> list:
+    """The flipped protected attributes of each row's twin (every attribute of :data:`PROTECTED` changed,
+    drawn once per row from ``(seed, 11)`` with :func:`facterlab.metrics.flip_attributes`).
+
+    >>> vals = {"gender": ["M", "F"], "age": ["18-24", "56+"], "occupation": ["a", "b"]}
+    >>> rows = pd.DataFrame({"gender": ["M"], "age": ["56+"], "occupation": ["a"]})
+    >>> twin_attributes(rows, vals, "minimal")
+    [{'gender': 'F', 'age': '18-24', 'occupation': 'b'}]
+    """
+    flipped = flip_attributes(
+        rows[list(PROTECTED)].astype(str),
+        attribute_values,
+        strategy,
+        attrs=PROTECTED,
+        rng=None if strategy == "minimal" else np.random.default_rng([int(seed), _TWIN_STREAM]),
+    )
+    return [{a: str(r[a]) for a in PROTECTED} for r in flipped.to_dict("records")]
+
+
+def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
+    """The row as its twin: the same row with the protected attributes replaced."""
+    return {**row, **{a: twin_attrs[a] for a in PROTECTED}}
+
+
+_DEMO_BLOCK = re.compile(r"(User demographics:\n)((?:- [^\n]*\n?)+)")
+
+
+def placebo_request(req: PromptRequest) -> PromptRequest:
+    """The same request with the lines of its "User demographics" block in reverse order: the same
+    information on another prompt surface (the null threshold's placebo).  A request without the block
+    is returned unchanged.
+
+    >>> r = PromptRequest(messages=(("system", "s"), ("user", "User demographics:\\n- Gender: F\\n- Age: 25-34\\n\\nHistory")))
+    >>> placebo_request(r).messages[1][1]
+    'User demographics:\\n- Age: 25-34\\n- Gender: F\\n\\nHistory'
+    """
+
+    def swap(m: re.Match) -> str:
+        body = m.group(2)
+        tail = "\n" if body.endswith("\n") else ""
+        lines = body.rstrip("\n").split("\n")
+        return m.group(1) + "\n".join(reversed(lines)) + tail
+
+    msgs = tuple((r, _DEMO_BLOCK.sub(swap, c, count=1) if r == "user" else c) for r, c in req.messages)
+    return replace(req, messages=msgs)
+
+
+def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:
+    """Delta_i = ||p_i - t_i||_2 row-wise, in float64.
+
+    >>> twin_distance(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])).round(4).tolist()
+    [0.0, 1.4142]
+    """
+    p = np.asarray(pred_emb, dtype=np.float64)
+    t = np.asarray(twin_emb, dtype=np.float64)
+    if p.shape != t.shape:
+        raise ValueError(f"prediction and twin embeddings differ in shape: {p.shape} vs {t.shape}")
+    return np.sqrt(np.einsum("ij,ij->i", p - t, p - t))
+
+
+@dataclass(frozen=True)
+class NullThreshold:
+    """Q_null = the conformal (1 - alpha) quantile of the placebo distances, plus ``tol``."""
+
+    q: float
+    quantile: float
+    tol: float
+    alpha: float
+    k_index: int
+    n: int
+    share_placebo_nonzero: float
+
+
+def null_threshold(placebo_deltas: Sequence[float] | np.ndarray, alpha: float, tol: float = 1e-6) -> NullThreshold:
+    """The null-anchored threshold from the calibration rows' placebo distances (module docstring).
+
+    >>> t = null_threshold(np.zeros(50), 0.1)
+    >>> t.q, t.share_placebo_nonzero
+    (1e-06, 0.0)
+    """
+    p = np.asarray(placebo_deltas, dtype=np.float64)
+    if len(p) == 0 or not np.isfinite(p).all():
+        raise ValueError("the null threshold needs at least one finite placebo distance")
+    ct = ConformalThreshold(float(alpha)).fit(p.tolist())
+    q = float(ct.threshold_)
+    return NullThreshold(
+        q=q + float(tol),
+        quantile=q,
+        tol=float(tol),
+        alpha=float(alpha),
+        k_index=int(ct.k_index_),
+        n=int(ct.n_),
+        share_placebo_nonzero=float((p > 0).mean()),
+    )
