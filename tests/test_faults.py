@@ -131,13 +131,13 @@ def _cfg(**kw):
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        ({"facter__passes": 0}, "facter.passes = 0: must be an integer >= 1"),
-        ({"facter__passes": 2.5}, "facter.passes = 2.5: must be an integer >= 1"),
+        ({"facter__passes": 0}, "facter.passes = 0: must be an integer in [1, 100]"),
+        ({"facter__passes": 2.5}, "facter.passes = 2.5: must be an integer in [1, 100]"),
         ({"data__n_rows": 10}, "data.n_rows = 10 is too small for alpha = 0.1"),
         ({"data__n_rows": 10}, "use data.n_rows >= 13"),
         ({"metrics__snsr_min_group": 0}, "metrics.snsr_min_group = 0"),
         ({"metrics__cfr_rows": 0}, "metrics.cfr_rows = 0"),
-        ({"seed": -1}, "seed = -1: must be an integer >= 0"),
+        ({"seed": -1}, "seed = -1: must be an integer in [0, 4294967295]"),
         ({"model__max_new_tokens": 0}, "model.max_new_tokens = 0"),
         ({"model__batch_size": 0}, "model.batch_size = 0"),
         ({"facter__tau_rho": 1.5}, "facter.tau_rho = 1.5"),

@@ -15,6 +15,9 @@ import argparse
 import importlib
 import sys
 
+from facterlab.config import THREADS
+from facterlab.params import ParameterError, parse_set_items
+from facterlab.paths import ENV_STRICT_DATA
 from facterlab.progress import ENV_LOG, enable_logging
 from facterlab.threads import configure_cli
 
@@ -27,14 +30,29 @@ _COMMANDS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``facterlab run: error: argument --passes: invalid int value:
+    'nan' (facterlab run --help lists the flags)`` instead of the usage block.  Sub-command parsers
+    inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the flags)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="facterlab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="facterlab", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--threads",
         default=None,
         metavar="N|auto|off",
-        help="CPU threads for torch (default auto: one per usable core, with "
+        help=f"CPU threads for torch, {THREADS.span()} (default auto: one per usable core, with "
         "OMP_WAIT_POLICY=PASSIVE; also FACTERLAB_THREADS; off: torch's defaults)",
+    )
+    parser.add_argument(
+        "--strict-data",
+        action="store_true",
+        help="a data file that differs from its pinned SHA-256 is an error, not a warning (anywhere on the "
+        f"line; also {ENV_STRICT_DATA}=1)",
     )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument("-v", "--verbose", action="store_true", help="log DEBUG lines too (anywhere on the line)")
@@ -55,6 +73,7 @@ def main(argv: list | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" not in argv and "--help" not in argv and argv:
         try:
+            _check_threads(argv)
             argv = configure_cli(argv)  # --threads / FACTERLAB_THREADS, applied before torch loads
         except ValueError as exc:
             print(f"facterlab: error: {exc}", file=sys.stderr)
@@ -64,16 +83,67 @@ def main(argv: list | None = None) -> int:
     except ValueError as exc:  # FACTERLAB_LOG=<not a level>
         print(f"facterlab: error: {exc}", file=sys.stderr)
         return 2
+    if "--strict-data" in argv:  # anywhere on the line; exported so that notebook kernels follow it
+        import os
+
+        argv = [a for a in argv if a != "--strict-data"]
+        os.environ[ENV_STRICT_DATA] = "1"
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "set", None):  # facterlab reproduce --set KEY=VALUE: a KEY given twice is an error
+        try:
+            parse_set_items(args.set)
+        except ParameterError as exc:
+            print(f"facterlab {args.command}: error: {exc}", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except (FileNotFoundError, ValueError) as exc:
         print(f"facterlab {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a full disk, a folder another process holds, a permission: one line
+        print(f"facterlab {args.command}: error: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError: the cause and the path(s) it names, with what to do for a full disk.
+
+    >>> import errno
+    >>> os_error_line(OSError(errno.ENOSPC, "No space left on device", "/r/runs/x"))
+    "no space left on device: '/r/runs/x' (free some space or pass another --out-dir / FACTERLAB_CACHE; the partial run was discarded)"
+    """
+    import errno
+
+    cause = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".")
+    where = " -> ".join(repr(str(p)) for p in (exc.filename, exc.filename2) if p is not None)
+    line = f"{cause[:1].lower()}{cause[1:]}" + (f": {where}" if where else "")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        line += " (free some space or pass another --out-dir / FACTERLAB_CACHE; the partial run was discarded)"
+    return line
+
+
+def _check_threads(argv: list) -> None:
+    """``--threads N`` / ``FACTERLAB_THREADS=N`` within :data:`facterlab.config.THREADS`."""
+    import os
+
+    from facterlab.threads import ENV_THREADS, parse_threads
+
+    values = [(ENV_THREADS, os.environ.get(ENV_THREADS))]
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            values.append(("--threads", argv[i + 1]))
+        elif a.startswith("--threads="):
+            values.append(("--threads", a.split("=", 1)[1]))
+    for source, raw in values:
+        if raw is None or not str(raw).strip():
+            continue
+        n = parse_threads(raw)
+        if isinstance(n, int) and not THREADS.contains(n):
+            raise ValueError(f"{source} {raw}: must be {THREADS.describe()}, 'auto' or 'off' ({THREADS.why})")
 
 
 def _configure_logging(argv: list) -> list:

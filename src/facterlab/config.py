@@ -89,6 +89,58 @@ GENDER_WORDINGS = ("code", "word")
 NDCG_POSITIONS = ("compacted", "positional")
 SNSR_ITEMS = ("mapped_title", "item_text")
 CFR_PROMPTS = ("last_pass", "final_rules")
+# facterlab extensions (docs/FACTER.md §6): the first value of each is FACTER's / REPRO's method
+DELTA_KINDS = ("neighbour", "twin")
+THRESHOLD_KINDS = ("conformal", "null")
+RULE_MININGS = ("count", "contrast")
+# the simulated recommender (docs/SIMULATED.md)
+SIM_COMPLIANCE = ("relative", "absolute")
+SIM_BIAS_TABLES = ("default", "rare")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The allowed range of one numeric config field: ``lo``..``hi`` (``lo_open``/``hi_open``: the end
+    itself is excluded), an integer when ``integer``; ``why`` says where the upper end comes from;
+    ``example`` is a value that works when the field's default is None.
+
+    >>> Bound(1, 100, integer=True).describe()
+    'an integer in [1, 100]'
+    >>> Bound(0, 1, lo_open=True, hi_open=True).contains(1.0)
+    False
+    """
+
+    lo: float
+    hi: float
+    integer: bool = False
+    lo_open: bool = False
+    hi_open: bool = False
+    why: str = ""
+    example: Any = None
+
+    def contains(self, value: Any) -> bool:
+        """``value`` has the right type, is finite and lies in the range."""
+        import math
+        import numbers
+
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if self.integer and not isinstance(value, numbers.Integral):
+            return False
+        v = float(value)
+        if not math.isfinite(v):
+            return False
+        return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
+
+    def describe(self) -> str:
+        """``an integer in [1, 100]``, ``a number in (0, 1)``."""
+        lb, rb = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
+        return f"{'an integer' if self.integer else 'a number'} in {lb}{self.span(', ')}{rb}"
+
+    def span(self, sep: str = "..") -> str:
+        """``1..100`` (integers written out in full)."""
+        fmt = (lambda x: str(int(x))) if self.integer else (lambda x: f"{x:g}")
+        return f"{fmt(self.lo)}{sep}{fmt(self.hi)}"
 
 
 @dataclass(frozen=True)
@@ -110,8 +162,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         _check_choice("dataset", self.dataset, DATASETS)
         _check_choice("tie_order", self.tie_order, TIE_ORDERS)
-        if not 0.0 < self.calib_frac < 1.0:
-            raise ValueError(f"calib_frac must be in (0, 1), got {self.calib_frac}")
+        _raise_bound_problems("data", self, only=("calib_frac",))
 
 
 @dataclass(frozen=True)
@@ -159,8 +210,20 @@ class FacterConfig:
     top1: str = "first_mapped"  # open generation: "first_mapped" (REPRO) | "position0"
     empty_output_rule: str = "unknown_generation"  # "unknown_generation" (REPRO) | "skip"
     gender_in_prompt: str = "code"  # user prompt: "code" (M/F, as the rules; REPRO) | "word" (male/female)
+    # facterlab extensions (docs/FACTER.md §6), off in every preset:
+    delta: str = "neighbour"  # fairness penalty: "neighbour" (FACTER/REPRO) | "twin" (same row, attributes flipped)
+    threshold: str = "conformal"  # flag: "conformal" (S > Q_t, FACTER) | "null" (twin Delta > placebo quantile)
+    rule_mining: str = "count"  # "count" (FACTER/REPRO) | "contrast" (enrichment over the group's other outputs)
+    null_tol: float = 1e-6  # threshold "null": Delta must exceed the placebo quantile by more than this
 
     def __post_init__(self) -> None:
+        _check_choice("delta", self.delta, DELTA_KINDS)
+        _check_choice("threshold", self.threshold, THRESHOLD_KINDS)
+        _check_choice("rule_mining", self.rule_mining, RULE_MININGS)
+        if self.threshold == "null" and self.delta != "twin":
+            raise ValueError("facter.threshold 'null' tests the twin distance: it needs facter.delta 'twin'")
+        if not 0.0 <= self.null_tol <= 0.1:
+            raise ValueError(f"facter.null_tol must be in [0, 0.1], got {self.null_tol!r}")
         _check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
         _check_choice("correction", self.correction, CORRECTIONS)
         _check_choice("rule_keying", self.rule_keying, RULE_KEYINGS)
@@ -169,8 +232,7 @@ class FacterConfig:
         _check_choice("top1", self.top1, TOP1_RULES)
         _check_choice("empty_output_rule", self.empty_output_rule, EMPTY_OUTPUT_RULES)
         _check_choice("gender_in_prompt", self.gender_in_prompt, GENDER_WORDINGS)
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        _raise_bound_problems("facter", self, only=("alpha",))
 
 
 @dataclass(frozen=True)
@@ -203,7 +265,10 @@ class SimulatorConfig:
     ``beta``: bias strength (score standard deviations added to pushed features); ``sigma``: score noise;
     ``rho``: probability that an applicable AVOID rule is honoured; ``h``: title-corruption rate (open
     generation); ``phi``: share of the bias the Fair prompt's rules remove; ``demote``: score penalty (in
-    standard deviations) of an honoured rule's items; ``n_factors``: PureSVD rank;
+    standard deviations) of an honoured rule's items; ``compliance``: ``"relative"`` (an honoured rule
+    first cancels the push on the items it names, then lowers them by ``demote``) or ``"absolute"``
+    (only ``demote``: sim-v1's reading); ``bias_table``: ``"default"``, ``"rare"`` (pushes rarely
+    watched genres: a positive control) or the path of a JSON table; ``n_factors``: PureSVD rank;
     ``seed``: mixed into every draw.  Ignored (and left out of the run id) for other models.
     """
 
@@ -213,40 +278,28 @@ class SimulatorConfig:
     h: float = 0.05
     phi: float = 0.3
     demote: float = 1.0
+    compliance: str = "relative"
+    bias_table: str = "default"
     n_factors: int = 16
     seed: int = 0
 
     def __post_init__(self) -> None:
-        import math
+        _check_choice("sim.compliance", self.compliance, SIM_COMPLIANCE)
+        if not isinstance(self.bias_table, str) or not self.bias_table:
+            raise ValueError(
+                f"sim.bias_table must be {' or '.join(map(repr, SIM_BIAS_TABLES))} or the path of a JSON file, "
+                f"got {self.bias_table!r}"
+            )
 
-        for name, lo, hi in (
-            ("beta", 0.0, None),
-            ("sigma", 0.0, None),
-            ("rho", 0.0, 1.0),
-            ("h", 0.0, 1.0),
-            ("phi", 0.0, 1.0),
-            ("demote", 0.0, None),
-        ):
-            v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or not math.isfinite(v)
-                or v < lo
-                or (hi is not None and v > hi)
-            ):
-                want = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
-                raise ValueError(f"sim.{name} must be a number {want}, got {v!r}")
-        if isinstance(self.n_factors, bool) or not isinstance(self.n_factors, int) or self.n_factors < 1:
-            raise ValueError(f"sim.n_factors must be an integer >= 1, got {self.n_factors!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"sim.seed must be an integer >= 0, got {self.seed!r}")
+        _raise_bound_problems("sim", self)
 
 
 SIMULATED_LLM = "simulated"
 #: the deterministic test recommender (:class:`facterlab.models.fake.FakeRecommender`), used with the
 #: torch-free ``"hash-encoder"``; accepted by the notebooks (``MODEL = "fake"``) and ``facterlab run --model fake``
 FAKE_LLM = "fake"
+#: the torch-free encoder that goes with the fake recommender (:class:`facterlab.models.fake.HashEncoder`)
+HASH_ENCODER = "hash-encoder"
 
 
 @dataclass(frozen=True)
@@ -266,7 +319,145 @@ class RunConfig:
         _check_choice("protocol", self.protocol, PROTOCOLS)
 
 
+#: Largest seed numpy's generators take.
+MAX_SEED = 2**32 - 1
+_SEED = Bound(0, MAX_SEED, integer=True, why="numpy seeds are 32-bit")
+
+#: The bounds of every numeric field, by section (``""``: the top-level :class:`RunConfig`).  The one
+#: owner of every bound: :func:`facterlab.facter.validation.validate_config`, the ``facterlab run`` help,
+#: the notebook parameters (:data:`facterlab.params.PARAMETER_FIELDS`) and the sections' own checks read
+#: them here.  Upper ends are sizes nobody needs (each ``why`` says so), chosen so that a typo cannot
+#: start a run that never ends or overflows.
+BOUNDS: dict = {
+    "": {"seed": _SEED},
+    "data": {
+        "n_rows": Bound(2, 1_000_000, integer=True, why="ML-1M has 1,000,209 ratings", example=2500),
+        "calib_frac": Bound(0, 1, lo_open=True, hi_open=True),
+        "history_len": Bound(1, 100, integer=True, why="REPRO uses 10"),
+        "future_window": Bound(1, 100, integer=True, why="REPRO uses 10"),
+        "n_candidates": Bound(0, 1000, integer=True, why="a ranked prompt of more items exceeds any context"),
+        "min_rating": Bound(1, 5, integer=True, why="ratings are 1..5"),
+        "seed": _SEED,
+        "demographics_seed": _SEED,
+        "max_reviews": Bound(1, 1_000_000_000, integer=True, why="more lines than any Amazon file", example=100_000),
+    },
+    "model": {
+        "batch_size": Bound(1, 1024, integer=True, why="larger batches do not fit a GPU"),
+        "temperature": Bound(0, 10),
+        "top_p": Bound(0, 1, lo_open=True),
+        "max_new_tokens": Bound(1, 8192, integer=True, why="a list of 10 titles needs about 250"),
+        "repetition_penalty": Bound(0, 10, lo_open=True),
+        "max_prompt_tokens": Bound(1, 1_048_576, integer=True, why="no model has a longer context", example=2048),
+    },
+    "facter": {
+        "alpha": Bound(0, 1, lo_open=True, hi_open=True),
+        "lam": Bound(0, 100),
+        "tau_rho": Bound(-1, 1, lo_open=True),
+        "tau_x": Bound(0, 100, example=0.5),
+        "hoeffding_delta": Bound(0, 1, lo_open=True, hi_open=True),
+        "passes": Bound(1, 100, integer=True, why="the paper uses 3; each pass re-asks every test row"),
+        "gamma": Bound(0, 1, lo_open=True),
+        "eta": Bound(0, 10),
+        "buffer_size": Bound(1, 1_000_000, integer=True),
+        "rule_min_count": Bound(1, 1_000_000, integer=True),
+        "max_rules_per_attr": Bound(1, 100, integer=True, why="the prompt holds every rule"),
+        "null_tol": Bound(0, 0.1),
+    },
+    "metrics": {
+        "k": Bound(1, 100, integer=True, why="the prompt asks for k titles"),
+        "map_threshold": Bound(0, 1, why="cosine similarity (rapidfuzz: 0..100)"),
+        "snsr_min_group": Bound(1, 1_000_000, integer=True),
+        "cfr_rows": Bound(1, 1_000_000, integer=True),
+        "fairllm_users": Bound(1, 1_000_000, integer=True),
+    },
+    "sim": {
+        "beta": Bound(0, 10, why="score standard deviations: 10 already pushes every item"),
+        "sigma": Bound(0, 10, why="score standard deviations"),
+        "rho": Bound(0, 1),
+        "h": Bound(0, 1),
+        "phi": Bound(0, 1),
+        "demote": Bound(0, 1000, why="score standard deviations; >= 1000 puts a rule's items below every other item"),
+        "n_factors": Bound(1, 1000, integer=True),
+        "seed": _SEED,
+    },
+}
+
+#: map_threshold's bound with ``mapping = "rapidfuzz"`` (a 0..100 score)
+RAPIDFUZZ_THRESHOLD = Bound(0, 100)
+#: ``--threads N`` / ``FACTERLAB_THREADS`` (facterlab.threads)
+THREADS = Bound(1, 1024, integer=True, why="more threads than cores only slow torch down")
+
+
+def field_default(section: str, name: str) -> Any:
+    """The default of config field ``name`` of ``section`` (``""``: :class:`RunConfig`); the one place
+    a default is written is its dataclass.
+
+    >>> field_default("facter", "passes"), field_default("sim", "h")
+    (3, 0.05)
+    """
+    cls = SECTIONS[section]
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            raise ValueError(f"{section}.{name} has no plain default")
+    raise ValueError(f"unknown config field {section + '.' if section else ''}{name}")
+
+
+def bound_hint(section: str, name: str) -> str:
+    """``1..100, default 3``: the range and default of a field, for help texts.
+
+    >>> bound_hint("facter", "passes")
+    '1..100, default 3'
+    """
+    b = BOUNDS[section][name]
+    d = field_default(section, name)
+    return f"{b.span()}, default {d if d is not None else 'None'}"
+
+
+def bound_problems(section: str, obj: Any, only: tuple | None = None) -> list:
+    """One sentence per field of ``obj`` (a config section) outside its :data:`BOUNDS`, each naming the
+    field, the value, the range and a value that works (the default).  None is allowed where the
+    default is None."""
+    out = []
+    for name, b in BOUNDS[section].items():
+        if only is not None and name not in only:
+            continue
+        if not hasattr(obj, name):
+            continue
+        value = getattr(obj, name)
+        default = field_default(section, name)
+        if value is None and default is None:
+            continue
+        if section == "metrics" and name == "map_threshold" and getattr(obj, "mapping", "") == "rapidfuzz":
+            b = RAPIDFUZZ_THRESHOLD
+            default = 85
+        if not b.contains(value):
+            label = f"{section}.{name}" if section else name
+            example = b.example if default is None else default
+            tail = " (or None for the default)" if default is None else ""
+            why = f"; {b.why}" if b.why else ""
+            out.append(f"{label} = {value!r}: must be {b.describe()}{tail} (e.g. {example}{why})")
+    return out
+
+
+def _raise_bound_problems(section: str, obj: Any, only: tuple | None = None) -> None:
+    problems = bound_problems(section, obj, only)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 PRESETS = ("repro", "icml", "facterlab")
+
+#: section name -> dataclass (``""``: the top level)
+SECTIONS: dict = {
+    "": RunConfig,
+    "data": DataConfig,
+    "model": ModelConfig,
+    "facter": FacterConfig,
+    "metrics": MetricsConfig,
+    "sim": SimulatorConfig,
+}
 
 #: The protocol switches (docs/PROTOCOL.md) as ``section__field`` -> (REPRO's choice, facterlab's choice).
 #: ``repro`` and ``icml`` take REPRO's (the dataclass defaults); ``facterlab`` takes ours.

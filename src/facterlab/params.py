@@ -9,6 +9,8 @@ the parameters cell) and ``facterlab reproduce --set KEY=VALUE`` (docs/PATHS.md,
   str; a list from a list or from text holding a Python/JSON list (``-p SEEDS "[0, 1]"``); ``None``
   only where the default is None or the parameter's comment mentions None; every error names the
   parameter and the expected type;
+- a numeric value is checked against its bound (:func:`parameter_bound`: the config field's bound for
+  the parameters that set one, :data:`PARAMETER_FIELDS`);
 - ``PROFILE`` applies the profile's values (:data:`PROFILES`), and with ``SMOKE`` true the notebook's
   smoke sizes, to every parameter that was not passed explicitly.
 
@@ -34,6 +36,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from facterlab.config import BOUNDS, THREADS, Bound
 
 PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
 
@@ -84,6 +88,108 @@ NONE_DEFAULT_TYPES: dict = {
 
 class ParameterError(ValueError):
     """A notebook parameter that is unknown or has a value of the wrong type."""
+
+
+#: Notebook parameters that set a config field (each element, for a list): their bound is the field's,
+#: read from :data:`facterlab.config.BOUNDS` (the one owner of bounds).
+PARAMETER_FIELDS: dict = {
+    "PASSES": ("facter", "passes"),
+    "N_INTERACTIONS": ("data", "n_rows"),
+    "SIM_N_INTERACTIONS": ("data", "n_rows"),
+    "N_ROWS": ("data", "n_rows"),
+    "CFR_ROWS": ("metrics", "cfr_rows"),
+    "MAX_NEW_TOKENS": ("model", "max_new_tokens"),
+    "BATCH_SIZE": ("model", "batch_size"),
+    "SNSR_MIN_GROUP": ("metrics", "snsr_min_group"),
+    "MIN_GROUP": ("metrics", "snsr_min_group"),
+    "SEED": ("", "seed"),
+    "SEEDS": ("", "seed"),
+    "SHOWN_SEED": ("", "seed"),
+    "SIM_BETA": ("sim", "beta"),
+    "BETAS": ("sim", "beta"),
+    "RHOS": ("sim", "rho"),
+    "SIGMA": ("sim", "sigma"),
+    "H": ("sim", "h"),
+    "PHI": ("sim", "phi"),
+    "DEMOTE": ("sim", "demote"),
+    "ALPHAS": ("facter", "alpha"),
+    "LAMBDAS": ("facter", "lam"),
+    "TAU_RHOS": ("facter", "tau_rho"),
+}
+_USERS = Bound(1, 10_000_000, integer=True, why="ten million simulated users take hours")
+_REPEATS = Bound(1, 1000, integer=True)
+_POINTS = Bound(2, 1000, integer=True)
+#: Bounds of the numeric notebook parameters that set no config field (the Simpson studies' sizes).
+PARAMETER_BOUNDS: dict = {
+    "N_USERS": _USERS,
+    "N_READING_USERS": _USERS,
+    "STUDY_USERS": _USERS,
+    "HELD_USERS": _USERS,
+    "N_SEEDS": _REPEATS,
+    "STUDY_SEEDS": _REPEATS,
+    "HELD_SEEDS": _REPEATS,
+    "N_POINTS": _POINTS,
+    "STUDY_POINTS": _POINTS,
+    "HELD_POINTS": _POINTS,
+    "N_SIGMA1": _POINTS,
+    "N_D1": _POINTS,
+    "BIAS": Bound(-10, 10, why="a score shift in noise standard deviations"),
+    "HEAD_SHARE": Bound(0, 1, lo_open=True, hi_open=True),
+    "N_JOBS": THREADS,
+}
+
+
+def parameter_bound(name: str) -> Bound | None:
+    """The bound of notebook parameter ``name`` (of each element, for a list), or None when it has none.
+
+    >>> parameter_bound("PASSES").span()
+    '1..100'
+    """
+    if name in PARAMETER_FIELDS:
+        section, fld = PARAMETER_FIELDS[name]
+        return BOUNDS[section][fld]
+    return PARAMETER_BOUNDS.get(name)
+
+
+def bound_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` (already coerced) is outside the bound of parameter ``name``, or None.
+
+    >>> bound_problem("PASSES", 10**20)
+    'parameter PASSES: 100000000000000000000 is outside its bound: must be an integer in [1, 100] (the paper uses 3; each pass re-asks every test row)'
+    >>> bound_problem("SEEDS", [0, 1]) is None
+    True
+    """
+    b = parameter_bound(name)
+    if b is None or value is None:
+        return None
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if v is not None and not b.contains(v):
+            why = f" ({b.why})" if b.why else ""
+            return f"parameter {name}: {v!r} is outside its bound: must be {b.describe()}{why}"
+    return None
+
+
+def parse_set_items(items: Iterable[str] | None, flag: str = "--set") -> dict:
+    """``["KEY=VALUE", ...]`` -> ``{KEY: "VALUE"}``; a KEY given twice is an error (the second value would
+    otherwise win silently).
+
+    >>> parse_set_items(["PASSES=3", "SEEDS=[0, 1]"])
+    {'PASSES': '3', 'SEEDS': '[0, 1]'}
+    >>> parse_set_items(["PASSES=3", "PASSES=4"])
+    Traceback (most recent call last):
+    ...
+    facterlab.params.ParameterError: --set PASSES is given twice ('3' and '4'); give each parameter once
+    """
+    out: dict = {}
+    for item in items or []:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise ParameterError(f"{flag} expects KEY=VALUE, got {item!r}")
+        key, raw = (x.strip() for x in item.split("=", 1))
+        if key in out:
+            raise ParameterError(f"{flag} {key} is given twice ({out[key]!r} and {raw!r}); give each parameter once")
+        out[key] = raw
+    return out
 
 
 @dataclass(frozen=True)
@@ -340,6 +446,10 @@ def validate(values: Mapping, declared: Mapping, where: str = "") -> dict:
                 out[k] = coerce(k, v, decl[k].default, decl[k].nullable)
             except ParameterError as exc:
                 problems.append(str(exc))
+                continue
+            bad = bound_problem(k, out[k])
+            if bad:
+                problems.append(bad)
     if problems:
         raise ParameterError("; ".join(problems))
     return out

@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -38,6 +39,8 @@ ENV_ROOT = "FACTERLAB_ROOT"
 ENV_RESULTS = "FACTERLAB_RESULTS"
 ENV_CACHE = "FACTERLAB_CACHE"
 ENV_FIGURES = "FACTERLAB_FIGURES"
+#: ``1``: a data file that differs from its pinned checksum is an error (``facterlab --strict-data``)
+ENV_STRICT_DATA = "FACTERLAB_STRICT_DATA"
 ENV_REPORT = "FACTERLAB_REPORT"
 PROJECT_NAME = "facterlab"
 
@@ -108,6 +111,67 @@ def results_dir(explicit: os.PathLike | str | None = None) -> Path:
     if explicit is not None:
         return Path(explicit).expanduser()
     return _env_path(ENV_RESULTS) or project_root() / "results"
+
+
+def runs_dir(results: os.PathLike | str | None = None) -> Path:
+    """``<results>/runs``: where run folders go (``results`` defaults to :func:`results_dir`); the one
+    place this path is built."""
+    return results_dir(results) / "runs"
+
+
+@contextlib.contextmanager
+def locked(folder: os.PathLike | str):
+    """Hold an exclusive lock on ``folder`` (created if missing) for the ``with`` block: writers that
+    rename entries into one folder (run folders, interaction cache entries) take turns, so that two
+    processes writing the same entry both end with one complete entry and no error.  An advisory
+    ``flock`` on the folder itself: nothing is left behind, and the lock goes with the process when it
+    is killed.  Without ``fcntl`` (Windows) the block runs unlocked."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield folder
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def pid_alive(pid: int) -> bool:
+    """A process with id ``pid`` exists (this process included)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def remove_dead_temps(folder: os.PathLike | str, key: str, kinds: tuple = ("tmp", "old")) -> list:
+    """Delete ``.<kind>-<key>-<pid>-*`` entries of ``folder`` whose writer (process ``pid``) is gone;
+    return what was removed.  A live writer's temporary folder is left alone."""
+    import shutil
+
+    removed: list = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for p in folder.glob(f".*-{key}-*"):
+        kind, _, rest = p.name[1:].partition("-")
+        if kind not in kinds or not rest.startswith(key + "-"):
+            continue
+        pid = rest[len(key) + 1 :].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
 
 
 def cache_dir(explicit: os.PathLike | str | None = None) -> Path:

@@ -2,7 +2,8 @@
 
 - ``summary --dataset NAME [--json] [--data-dir DIR]``: users, items, ratings, positives, eligible
   rows, attribute distributions, which dataset "auto" resolves to, each file's checksum status
-  against the pinned SHA-256 (a WARNING on stderr for a file that differs) and the encodings read.
+  against the pinned SHA-256 (a WARNING on stderr for a file that differs, an error with
+  ``facterlab --strict-data``) and the encodings read.
 - ``build --dataset NAME [--n-rows N] [--seed S]``: builds (or reuses) the cached interaction rows
   and prints the cache path, the split sizes and the distinct users.
 - ``download --dataset NAME``: fetches the pinned files and checks their checksums.
@@ -14,9 +15,9 @@ import json
 import sys
 from dataclasses import replace
 
-from facterlab.config import DATASETS, DataConfig
+from facterlab.config import BOUNDS, DATASETS, DataConfig, bound_hint, bound_problems
 from facterlab.data import load_dataset, resolve_dataset
-from facterlab.data.download import ensure_dataset, file_integrity, integrity_warnings
+from facterlab.data.download import ensure_dataset, file_integrity
 from facterlab.data.protocol import load_or_build_interactions, summarize
 
 
@@ -33,8 +34,13 @@ def register(subparsers) -> None:
 
     b = sub.add_parser("build", help="build and cache the interaction rows")
     b.add_argument("--dataset", default="auto", choices=DATASETS)
-    b.add_argument("--n-rows", type=int, default=None, help="rows to sample (default: the dataset's n)")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument(
+        "--n-rows",
+        type=int,
+        default=None,
+        help=f"rows to sample, {BOUNDS['data']['n_rows'].span()} (default: the dataset's n)",
+    )
+    b.add_argument("--seed", type=int, default=0, help=f"sampling seed, {bound_hint('data', 'seed')}")
     b.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     b.add_argument("--json", action="store_true", help="print JSON")
     b.set_defaults(func=cmd_build)
@@ -53,10 +59,9 @@ def summary_dict(dataset: str = "auto", data_dir=None) -> dict:
     out = summarize(ds, DataConfig())
     out["requested"] = dataset
     out["auto_resolves_to"] = resolve_dataset("auto", data_dir)
-    warnings = list(ds.info.get("warnings") or [])
+    warnings = list(ds.info.get("warnings") or [])  # the loader's checksum warnings come first
     if not ds.is_synthetic:
         out["integrity"] = {r["file"]: r["status"] for r in file_integrity(ds.name, data_dir)}
-        warnings = integrity_warnings(ds.name, data_dir) + warnings
     if ds.info.get("encodings"):
         out["encodings"] = dict(ds.info["encodings"])
     out["warnings"] = warnings
@@ -93,6 +98,9 @@ def cmd_summary(args) -> int:
 
 def cmd_build(args) -> int:
     cfg = replace(DataConfig(), dataset=args.dataset, n_rows=args.n_rows, seed=args.seed)
+    problems = bound_problems("data", cfg)  # before any file is read
+    if problems:
+        raise ValueError("; ".join(problems))
     inter = load_or_build_interactions(args.dataset, cfg, data_dir=args.data_dir)
     out = {
         "dataset": inter.dataset,

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from facterlab.config import DataConfig, config_to_dict
 from facterlab.config import cache_dir as _cache_dir
 from facterlab.data import load_dataset, resolve_dataset
 from facterlab.data.dataset import PROTECTED, Dataset
+from facterlab.paths import locked, remove_dead_temps
 
 PROTOCOL_VERSION = 1
 DEFAULT_N_ROWS = {"ml-1m": 2500, "amazon": 3750}
@@ -279,23 +281,14 @@ def load_or_build_interactions(
     eff = effective_config(dataset, cfg)
     h = interactions_hash(dataset, eff)
     d = _cache_dir(cache) / "interactions" / h
-    if (d / "rows.parquet").is_file() and (d / "config.json").is_file():
-        meta = json.loads((d / "config.json").read_text())
-        if meta.get("content_hash") == h:
-            return Interactions(
-                rows=_read_rows(d / "rows.parquet"),
-                items=dataset.items.set_index("item_id"),
-                dataset=dataset.name,
-                domain=dataset.domain,
-                is_synthetic=dataset.is_synthetic,
-                config=eff,
-                content_hash=h,
-                n_distinct_users=meta["n_distinct_users"],
-                cache_path=d,
-            )
+    cached = _cached_interactions(d, h, dataset, eff)
+    if cached is not None:
+        return cached
     inter = build_interactions(dataset, eff)
     d.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=".tmp-"))
+    remove_dead_temps(d.parent, h)  # what a killed build left behind
+    _remove_old_unnamed_temps(d.parent)
+    tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=f".tmp-{h}-{os.getpid()}-"))
     try:
         inter.rows.to_parquet(tmp / "rows.parquet", index=False)
         (tmp / "config.json").write_text(
@@ -318,14 +311,54 @@ def load_or_build_interactions(
                 sort_keys=True,
             )
         )
-        if d.exists():
-            shutil.rmtree(d)
-        os.replace(tmp, d)
+        with locked(d.parent):  # concurrent builds of one entry take turns
+            cached = _cached_interactions(d, h, dataset, eff)
+            if cached is not None:  # another process put the same rows there first: use them
+                return cached
+            if d.exists():  # an incomplete entry (older versions wrote in place)
+                shutil.rmtree(d)
+            os.replace(tmp, d)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     inter.cache_path = d
     return inter
+
+
+def _remove_old_unnamed_temps(folder: Path, age_s: float = 3600.0) -> None:
+    """Older versions named their temporary entries ``.tmp-<random>`` (no key, no pid): remove those
+    untouched for ``age_s`` seconds (no build takes that long between its writes)."""
+    now = time.time()
+    for p in folder.glob(".tmp-*"):
+        if "-" not in p.name[len(".tmp-") :]:
+            try:
+                if now - p.stat().st_mtime > age_s:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def _cached_interactions(d: Path, h: str, dataset: Dataset, eff: DataConfig) -> Interactions | None:
+    """The complete cache entry ``d`` (both files, the right content hash) read back, else None."""
+    if not ((d / "rows.parquet").is_file() and (d / "config.json").is_file()):
+        return None
+    try:
+        meta = json.loads((d / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("content_hash") != h:
+        return None
+    return Interactions(
+        rows=_read_rows(d / "rows.parquet"),
+        items=dataset.items.set_index("item_id"),
+        dataset=dataset.name,
+        domain=dataset.domain,
+        is_synthetic=dataset.is_synthetic,
+        config=eff,
+        content_hash=h,
+        n_distinct_users=meta["n_distinct_users"],
+        cache_path=d,
+    )
 
 
 def group_sizes(inter: Interactions, split: str | None = "test", min_rows: int = 30) -> dict:

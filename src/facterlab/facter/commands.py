@@ -5,7 +5,9 @@
 [--batch-size 8] [--cfr-rows 200] [--snsr-min-group 30] [--json]``
 
 ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
-``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed``.  ``--model fake`` runs
+``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed --sim-compliance
+--sim-bias-table``.  ``--delta twin --threshold null --rule-mining contrast`` turn on facterlab's
+extensions (docs/FACTER.md §6).  ``--model fake`` runs
 the deterministic test recommender with the torch-free hash encoder (as ``MODEL = "fake"`` in the notebooks).
 """
 
@@ -13,13 +15,40 @@ from __future__ import annotations
 
 import json
 
-from facterlab.config import DATASETS, FAKE_LLM, PRESETS, PROTOCOLS, RANKERS, preset, results_dir
+from facterlab.config import (
+    BOUNDS,
+    DATASETS,
+    DELTA_KINDS,
+    FAKE_LLM,
+    HASH_ENCODER,
+    PRESETS,
+    PROTOCOLS,
+    RANKERS,
+    RULE_MININGS,
+    SIM_COMPLIANCE,
+    THRESHOLD_KINDS,
+    bound_hint,
+    preset,
+    results_dir,
+)
 from facterlab.datatypes import MissingValue
-from facterlab.facter.pipeline import HASH_ENCODER, run_experiment
+from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import as_metrics
-from facterlab.facter.validation import validate_config
+from facterlab.facter.validation import check_free_space, validate_config
 
 HEADLINE = ("ndcg@10_multi", "recall@10_multi", "valid@10", "cfr_multi")
+
+#: the size flags: (flag, (config section, field), help); their bounds and defaults come from facterlab.config
+_SIZE_FLAGS = (
+    ("max-new-tokens", ("model", "max_new_tokens"), "LLM tokens per answer"),
+    ("batch-size", ("model", "batch_size"), "prompts per LLM batch"),
+    ("cfr-rows", ("metrics", "cfr_rows"), "test rows sampled for CFR"),
+    ("snsr-min-group", ("metrics", "snsr_min_group"), "smallest group counted by SNSR"),
+)
+
+
+def _span(section: str, name: str) -> str:
+    return BOUNDS[section][name].span()
 
 
 def register(subparsers) -> None:
@@ -32,25 +61,54 @@ def register(subparsers) -> None:
     p.add_argument("--encoder", default=None, help="encoder name (default: all-MiniLM-L6-v2)")
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
-    p.add_argument("--n-rows", type=int, default=None, help="interaction rows (default: the dataset's n)")
-    p.add_argument("--passes", type=int, default=None, help="FACTER passes T (default 3)")
+    p.add_argument(
+        "--n-rows",
+        type=int,
+        default=None,
+        help=f"interaction rows, {_span('data', 'n_rows')} (default: the dataset's n)",
+    )
+    p.add_argument("--passes", type=int, default=None, help=f"FACTER passes T, {bound_hint('facter', 'passes')}")
     p.add_argument("--ranker", default=None, choices=RANKERS, help="re-ranking: generate | likelihood")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-new-tokens", type=int, default=None, help="LLM tokens per answer (default 250)")
-    p.add_argument("--batch-size", type=int, default=None, help="prompts per LLM batch (default 8)")
-    p.add_argument("--cfr-rows", type=int, default=None, help="test rows sampled for CFR (default 200)")
-    p.add_argument("--snsr-min-group", type=int, default=None, help="smallest group counted by SNSR (default 30)")
+    p.add_argument("--seed", type=int, default=0, help=f"seed, {bound_hint('', 'seed')}")
+    for flag, (section, name), text in _SIZE_FLAGS:
+        p.add_argument(f"--{flag}", type=int, default=None, help=f"{text}, {bound_hint(section, name)}")
     sim = p.add_argument_group("simulated recommender (--model simulated; docs/SIMULATED.md)")
     for name, help_ in (
-        ("beta", "bias strength in score SDs (default 1.0)"),
-        ("sigma", "score noise (default 0.5)"),
-        ("rho", "probability an applicable AVOID rule is honoured (default 1.0)"),
-        ("h", "title-corruption rate, open generation (default 0.05)"),
-        ("phi", "share of the bias the Fair prompt removes (default 0.3)"),
-        ("demote", "score penalty of an honoured rule's items (default 1.0)"),
+        ("beta", "bias strength in score SDs"),
+        ("sigma", "score noise"),
+        ("rho", "probability an applicable AVOID rule is honoured"),
+        ("h", "title-corruption rate, open generation"),
+        ("phi", "share of the bias the Fair prompt removes"),
+        ("demote", "score penalty of an honoured rule's items"),
     ):
-        sim.add_argument(f"--sim-{name}", type=float, default=None, help=help_)
-    sim.add_argument("--sim-seed", type=int, default=None, help="simulator seed (default 0)")
+        sim.add_argument(f"--sim-{name}", type=float, default=None, help=f"{help_}, {bound_hint('sim', name)}")
+    sim.add_argument("--sim-seed", type=int, default=None, help=f"simulator seed, {bound_hint('sim', 'seed')}")
+    sim.add_argument(
+        "--sim-compliance",
+        default=None,
+        choices=SIM_COMPLIANCE,
+        help="relative (an honoured rule cancels the push, then demotes; default) | absolute (demote only)",
+    )
+    sim.add_argument(
+        "--sim-bias-table",
+        default=None,
+        metavar="NAME_OR_FILE",
+        help="bias table: default | rare (rarely watched genres: a positive control) | a JSON file "
+        "{attribute: {value: [feature, ...] or {feature: weight}}}",
+    )
+    ext = p.add_argument_group("facterlab extensions (docs/FACTER.md §6; off in every preset)")
+    ext.add_argument(
+        "--delta", default=None, choices=DELTA_KINDS, help="fairness penalty: neighbour (FACTER) | twin (ours)"
+    )
+    ext.add_argument(
+        "--threshold",
+        default=None,
+        choices=THRESHOLD_KINDS,
+        help="flag: conformal (S > Q_t, FACTER) | null (twin Delta above the placebo quantile; needs --delta twin)",
+    )
+    ext.add_argument(
+        "--rule-mining", default=None, choices=RULE_MININGS, help="count (FACTER) | contrast (enrichment; ours)"
+    )
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     p.add_argument("--out-dir", default=None, help="results root (default: $FACTERLAB_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -76,17 +134,15 @@ def config_from_args(args):
         over["data__n_rows"] = args.n_rows
     if args.passes is not None:
         over["facter__passes"] = args.passes
-    for flag, key in (
-        ("max_new_tokens", "model__max_new_tokens"),
-        ("batch_size", "model__batch_size"),
-        ("cfr_rows", "metrics__cfr_rows"),
-        ("snsr_min_group", "metrics__snsr_min_group"),
-    ):
-        if getattr(args, flag, None) is not None:
-            over[key] = getattr(args, flag)
-    for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed"):
+    for flag, (section, name), _ in _SIZE_FLAGS:
+        if getattr(args, flag.replace("-", "_"), None) is not None:
+            over[f"{section}__{name}"] = getattr(args, flag.replace("-", "_"))
+    for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed", "compliance", "bias_table"):
         if getattr(args, f"sim_{name}", None) is not None:
             over[f"sim__{name}"] = getattr(args, f"sim_{name}")
+    for name in ("delta", "threshold", "rule_mining"):
+        if getattr(args, name, None) is not None:
+            over[f"facter__{name}"] = getattr(args, name)
     return preset(args.preset, **over)
 
 
@@ -128,7 +184,9 @@ def headline_table(metrics) -> str:
 
 def cmd_run(args) -> int:
     cfg = config_from_args(args)
-    validate_config(cfg, out_dir=results_dir(args.out_dir))  # every bound, before data or models are touched
+    # every bound, the model names and the results folder, before data or models are touched
+    validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)
+    check_free_space(cfg, results_dir(args.out_dir))
     res = run_experiment(
         cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress, fairllm=args.fairllm
     )

@@ -3,7 +3,9 @@
 Writing (:func:`write_run_folder`): every file goes to a hidden temporary folder beside the final
 one (``<runs>/.tmp-<run_id>-<pid>-<random>/``), ``metrics.json`` last, each file flushed to disk;
 then the folder is renamed into place.  A rerun that replaces an existing folder first renames the
-old one aside (``.old-...``), renames the new one in, then deletes the old one.  A process killed at
+old one aside (``.old-...``), renames the new one in, then deletes the old one.  The swap holds a lock
+on the runs folder (:func:`facterlab.paths.locked`), so that two processes writing the same run id
+take turns and both succeed, leaving one complete folder.  A process killed at
 any moment therefore leaves either the previous complete folder, or no folder plus hidden leftovers
 (removed by the next write of the same run id), never a folder with a truncated file.
 
@@ -30,6 +32,7 @@ import pandas as pd
 
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import METHODS, RUN_FILES, RunRecord, run_folder_problem
+from facterlab.paths import locked, remove_dead_temps
 
 __all__ = ["METHODS", "RUN_FILES", "run_folder_problem", "write_run_folder", "degenerate_summary", "mark_degenerate"]
 
@@ -56,36 +59,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def _remove_leftovers(runs: Path, run_id: str) -> None:
-    """Delete ``.tmp-<run_id>-<pid>-*`` / ``.old-<run_id>-<pid>-*`` folders whose writer is gone."""
-    for p in runs.glob(f".*-{run_id}-*"):
-        kind, _, rest = p.name[1:].partition("-")
-        if kind not in ("tmp", "old") or not rest.startswith(run_id + "-"):
-            continue
-        pid = rest[len(run_id) + 1 :].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(p, ignore_errors=True)
-
-
 def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, rows: dict) -> Path:
     """Write a run folder at ``out`` atomically (module docstring): the record's JSON files
     (:meth:`RunRecord.save`, ``metrics.json`` last), the calibration table and the rows; return ``out``."""
     out = Path(out)
     runs = out.parent
     runs.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(runs, out.name)
+    remove_dead_temps(runs, out.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-{os.getpid()}-", dir=runs))
     try:
         calibration.to_parquet(tmp / "calibration.parquet", index=False)
@@ -96,12 +76,13 @@ def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, ro
             _fsync_file(f)
         _fsync_dir(tmp)
         old = None
-        if out.exists() or out.is_symlink():
-            old = Path(tempfile.mkdtemp(prefix=f".old-{out.name}-{os.getpid()}-", dir=runs))
-            os.rmdir(old)
-            os.replace(out, old)
-        os.replace(tmp, out)
-        _fsync_dir(runs)
+        with locked(runs):  # two writers of one run id take turns: each swap is whole, none fails
+            if out.exists() or out.is_symlink():
+                old = Path(tempfile.mkdtemp(prefix=f".old-{out.name}-{os.getpid()}-", dir=runs))
+                os.rmdir(old)
+                os.replace(out, old)
+            os.replace(tmp, out)
+            _fsync_dir(runs)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:

@@ -19,20 +19,32 @@ folder; both run before any model call.
 ...     print(e)
 invalid run configuration (2 problems):
   - data.n_rows = 10 is too small for alpha = 0.1: the calibration split (calib_frac = 0.7) gets 7 rows, the conformal quantile needs at least 9; use data.n_rows >= 13 (or a larger alpha)
-  - facter.passes = 0: must be an integer >= 1 (e.g. 3)
+  - facter.passes = 0: must be an integer in [1, 100] (e.g. 3; the paper uses 3; each pass re-asks every test row)
 """
 
 from __future__ import annotations
 
-import math
+import errno
 import numbers
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
+from facterlab.config import BOUNDS, FAKE_LLM, HASH_ENCODER, SIMULATED_LLM, bound_problems, field_default
 from facterlab.facter.conformal import min_calibration_size
+from facterlab.models.simulated import load_bias_table
 
-__all__ = ["ConfigError", "validate_config", "smallest_n_rows", "check_split", "check_out_dir"]
+__all__ = [
+    "ConfigError",
+    "validate_config",
+    "model_problems",
+    "check_free_space",
+    "estimated_run_bytes",
+    "smallest_n_rows",
+    "check_split",
+    "check_out_dir",
+]
 
 
 class ConfigError(ValueError):
@@ -48,10 +60,6 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
-
-
 def smallest_n_rows(alpha: float, calib_frac: float) -> int:
     """Smallest ``n_rows`` whose calibration split (``round(calib_frac * n)`` rows) gives a defined
     conformal quantile at ``alpha`` and leaves at least one test row."""
@@ -64,82 +72,36 @@ def smallest_n_rows(alpha: float, calib_frac: float) -> int:
         n += 1
 
 
-def _int_at_least(problems: list, name: str, value, low: int, example) -> None:
-    if not _is_int(value) or value < low:
-        problems.append(f"{name} = {value!r}: must be an integer >= {low} (e.g. {example})")
-
-
-def _real_in(problems: list, name: str, value, lo: float, hi: float, lo_open: bool, hi_open: bool, example) -> None:
-    ok = _is_real(value)
-    if ok:
-        v = float(value)
-        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        hi_s = "inf" if math.isinf(hi) else f"{hi:g}"
-        problems.append(f"{name} = {value!r}: must be a number in {lb}{lo:g}, {hi_s}{rb} (e.g. {example})")
-
-
 def config_problems(cfg) -> list:
-    """Every problem of ``cfg`` as one sentence each (empty list: the config is valid)."""
+    """Every problem of ``cfg`` as one sentence each (empty list: the config is valid).
+
+    Each numeric field is checked against its bound in :data:`facterlab.config.BOUNDS` (the one owner of
+    bounds and defaults); then the checks that involve two fields (the calibration split for ``alpha``,
+    the rank protocol's candidates) and the model names."""
     p: list = []
-    _int_at_least(p, "seed", cfg.seed, 0, 0)
+    for section, obj in (
+        ("", cfg),
+        ("data", cfg.data),
+        ("model", cfg.model),
+        ("facter", cfg.facter),
+        ("metrics", cfg.metrics),
+        ("sim", cfg.sim),
+    ):
+        p.extend(bound_problems(section, obj))
     d, m, f, mt = cfg.data, cfg.model, cfg.facter, cfg.metrics
-    # data
-    _int_at_least(p, "data.seed", d.seed, 0, 0)
-    _int_at_least(p, "data.demographics_seed", d.demographics_seed, 0, 0)
-    _int_at_least(p, "data.history_len", d.history_len, 1, 10)
-    _int_at_least(p, "data.future_window", d.future_window, 1, 10)
-    _int_at_least(p, "data.n_candidates", d.n_candidates, 0, 40)
-    if not (_is_real(d.min_rating) and 1 <= float(d.min_rating) <= 5):
-        p.append(f"data.min_rating = {d.min_rating!r}: must be a rating in [1, 5] (e.g. 4)")
-    if d.max_reviews is not None:
-        _int_at_least(p, "data.max_reviews", d.max_reviews, 1, 1_000_000)
-    calib_ok = _is_real(d.calib_frac) and 0 < float(d.calib_frac) < 1
-    alpha_ok = _is_real(f.alpha) and 0 < float(f.alpha) < 1
-    if d.n_rows is not None:
-        if not _is_int(d.n_rows) or d.n_rows < 2:
-            need = smallest_n_rows(f.alpha, d.calib_frac) if calib_ok and alpha_ok else 2
-            p.append(f"data.n_rows = {d.n_rows!r}: must be an integer >= {need} (or None for the dataset's default)")
-        elif calib_ok and alpha_ok:
-            p.extend(_split_problems(d.n_rows, int(round(d.calib_frac * d.n_rows)), f.alpha, d.calib_frac))
+    calib_ok = BOUNDS["data"]["calib_frac"].contains(d.calib_frac)
+    alpha_ok = BOUNDS["facter"]["alpha"].contains(f.alpha)
+    if d.n_rows is not None and BOUNDS["data"]["n_rows"].contains(d.n_rows) and calib_ok and alpha_ok:
+        p.extend(_split_problems(d.n_rows, int(round(d.calib_frac * d.n_rows)), f.alpha, d.calib_frac))
     if cfg.protocol == "rank" and _is_int(d.n_candidates) and _is_int(mt.k) and d.n_candidates < max(2, mt.k):
         p.append(
             f"data.n_candidates = {d.n_candidates!r}: the rank protocol ranks the candidates and needs at "
-            f"least metrics.k = {mt.k} of them (e.g. 40)"
+            f"least metrics.k = {mt.k} of them (e.g. {field_default('data', 'n_candidates')})"
         )
-    # model
-    _int_at_least(p, "model.batch_size", m.batch_size, 1, 8)
-    _int_at_least(p, "model.max_new_tokens", m.max_new_tokens, 1, 250)
-    _real_in(p, "model.temperature", m.temperature, 0, math.inf, False, True, 0.7)
-    _real_in(p, "model.top_p", m.top_p, 0, 1, True, False, 0.95)
-    _real_in(p, "model.repetition_penalty", m.repetition_penalty, 0, math.inf, True, True, 1.2)
-    if m.max_prompt_tokens is not None:
-        _int_at_least(p, "model.max_prompt_tokens", m.max_prompt_tokens, 1, 2048)
     for name in ("llm", "encoder"):
         v = getattr(m, name)
         if not isinstance(v, str) or not v.strip():
-            p.append(f"model.{name} = {v!r}: must be a model name or path (e.g. 'smollm2-135m')")
-    # facter
-    _int_at_least(p, "facter.passes", f.passes, 1, 3)
-    _real_in(p, "facter.lam", f.lam, 0, math.inf, False, True, 0.7)
-    _real_in(p, "facter.tau_rho", f.tau_rho, -1, 1, False, False, 0.9)
-    if f.tau_x is not None:
-        _real_in(p, "facter.tau_x", f.tau_x, 0, math.inf, False, True, 0.5)
-    _real_in(p, "facter.hoeffding_delta", f.hoeffding_delta, 0, 1, True, True, 0.05)
-    _real_in(p, "facter.gamma", f.gamma, 0, 1, True, False, 0.95)
-    _real_in(p, "facter.eta", f.eta, 0, math.inf, False, True, 0.05)
-    _int_at_least(p, "facter.buffer_size", f.buffer_size, 1, 50)
-    _int_at_least(p, "facter.rule_min_count", f.rule_min_count, 1, 3)
-    _int_at_least(p, "facter.max_rules_per_attr", f.max_rules_per_attr, 1, 5)
-    # metrics
-    _int_at_least(p, "metrics.k", mt.k, 1, 10)
-    _int_at_least(p, "metrics.snsr_min_group", mt.snsr_min_group, 1, 30)
-    _int_at_least(p, "metrics.cfr_rows", mt.cfr_rows, 1, 200)
-    _int_at_least(p, "metrics.fairllm_users", mt.fairllm_users, 1, 100)
-    hi = 100.0 if mt.mapping == "rapidfuzz" else 1.0
-    _real_in(p, "metrics.map_threshold", mt.map_threshold, 0, hi, False, False, 85 if hi == 100 else 0.65)
+            p.append(f"model.{name} = {v!r}: must be a model name or path (e.g. {field_default('model', name)!r})")
     return sorted(p)
 
 
@@ -160,11 +122,40 @@ def _split_problems(n_rows: int, n_calib: int, alpha: float, calib_frac: float) 
     ]
 
 
-def validate_config(cfg, out_dir: os.PathLike | str | None = None) -> None:
+def model_problems(cfg, llm: bool = True, encoder: bool = True) -> list:
+    """The model names of ``cfg`` that cannot be loaded, one sentence each, found without reading data,
+    hashing weights or loading anything (:func:`facterlab.models.registry.check_name`); the simulated and
+    fake recommenders and the hash encoder are always there."""
+    from facterlab.models.registry import check_name
+
+    out = []
+    checks = []
+    if llm and cfg.model.llm not in (SIMULATED_LLM, FAKE_LLM):
+        checks.append(("model.llm", cfg.model.llm, "LLM"))
+    if encoder and cfg.model.encoder != HASH_ENCODER:
+        checks.append(("model.encoder", cfg.model.encoder, "encoder"))
+    for label, name, kind in checks:
+        if not isinstance(name, str) or not name.strip():
+            continue  # config_problems names it
+        try:
+            check_name(name, kind)
+        except (ValueError, FileNotFoundError) as exc:
+            out.append(f"{label} = {name!r}: {exc}")
+    return out
+
+
+def validate_config(cfg, out_dir: os.PathLike | str | None = None, llm: bool = False, encoder: bool = False) -> None:
     """Raise :class:`ConfigError` listing every invalid bound of ``cfg`` (and a results root that cannot
-    hold a run folder, when ``out_dir`` is given); return None when all is well.  Reads no data and
-    loads no model."""
+    hold a run folder, when ``out_dir`` is given; the LLM and encoder names with ``llm`` / ``encoder``);
+    return None when all is well.  Reads no data, loads no model and creates no folder."""
     problems = config_problems(cfg)
+    if cfg.model.llm == SIMULATED_LLM:
+        try:
+            load_bias_table(cfg.sim.bias_table)  # a missing or malformed --sim-bias-table file, before any work
+        except ValueError as exc:
+            problems.append(str(exc))
+    if llm or encoder:
+        problems.extend(model_problems(cfg, llm=llm, encoder=encoder))
     if out_dir is not None:
         try:
             check_out_dir(out_dir)
@@ -185,7 +176,8 @@ def check_split(cfg, n_calib: int, n_test: int) -> None:
 
 
 def check_out_dir(root: os.PathLike | str) -> Path:
-    """Check that ``<root>/runs`` is (or can be made) a writable folder; return it.
+    """Check that ``<root>/runs`` is a writable folder or can be made one; return it.  Creates nothing:
+    the nearest existing folder on the way is probed with a temporary folder that is removed at once.
 
     A ``root`` or ``root/runs`` that is a file, or a folder that cannot be written, is a ValueError
     naming the path and the parameter (``--out-dir`` / ``out_dir`` / ``FACTERLAB_RESULTS``).
@@ -198,14 +190,11 @@ def check_out_dir(root: os.PathLike | str) -> Path:
                 f"out_dir {str(root)!r}: {str(p)!r} is a file, not a folder; pass a folder as "
                 "--out-dir / out_dir (or FACTERLAB_RESULTS) for the run folders"
             )
-    for anc in [runs, *runs.parents]:
-        if anc.exists():
-            if not anc.is_dir():
-                raise ValueError(f"out_dir {str(root)!r}: {str(anc)!r} is a file, not a folder")
-            break
+    existing = next((a for a in [runs, *runs.parents] if a.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise ValueError(f"out_dir {str(root)!r}: {str(existing)!r} is a file, not a folder")
     try:
-        runs.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.mkdtemp(prefix=".probe-", dir=runs)
+        probe = tempfile.mkdtemp(prefix=".probe-", dir=existing)
         os.rmdir(probe)
     except OSError as exc:
         raise ValueError(
@@ -213,3 +202,47 @@ def check_out_dir(root: os.PathLike | str) -> Path:
             f"({exc.strerror or exc}); pass a writable folder as --out-dir / out_dir"
         ) from None
     return runs
+
+
+#: bytes a run writes per interaction row and per pass of a method (rows parquet, LLM cache answer and
+#: embeddings), measured on ``facterlab run --model fake`` runs (docs/FAULTS.md, "Full disk") and
+#: rounded up four-fold: an estimate that errs on the large side
+BYTES_PER_ROW_PASS = 8192
+#: fixed part of a run: calibration table, JSON files, SQLite pages
+BYTES_PER_RUN = 4 * 2**20
+
+
+def estimated_run_bytes(cfg, n_rows: int | None = None) -> int:
+    """A generous estimate of what a run of ``cfg`` writes (run folder and caches together):
+    :data:`BYTES_PER_ROW_PASS` per row and pass (calibration, Neutral, Fair, FACTER's passes, CFR)."""
+    if n_rows is None:
+        n_rows = cfg.data.n_rows if cfg.data.n_rows is not None else 3750  # the largest dataset default
+    passes = 1 + 1 + 1 + int(cfg.facter.passes) + 1
+    return BYTES_PER_RUN + int(n_rows) * passes * BYTES_PER_ROW_PASS
+
+
+def _free_bytes(path: Path) -> int | None:
+    for anc in [path, *path.parents]:
+        if anc.exists():
+            try:
+                return shutil.disk_usage(anc).free
+            except OSError:
+                return None
+    return None
+
+
+def check_free_space(cfg, results_root: os.PathLike | str, cache: os.PathLike | str | None = None) -> None:
+    """Raise OSError(ENOSPC) naming the folder when the results root or the cache has less free space than
+    :func:`estimated_run_bytes`: a long run that could not be saved is refused before it starts."""
+    from facterlab.paths import cache_dir
+
+    need = estimated_run_bytes(cfg)
+    for label, folder in (("results", Path(results_root).expanduser()), ("cache", cache_dir(cache))):
+        free = _free_bytes(folder)
+        if free is not None and free < need:
+            raise OSError(
+                errno.ENOSPC,
+                f"No space left on device: the {label} folder has {free / 2**20:.1f} MiB free, a run of "
+                f"this size writes up to about {need / 2**20:.1f} MiB",
+                str(folder),
+            )

@@ -22,11 +22,11 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import MAPPINGS
 from facterlab.data.titles import normalise_title, title_aliases
 from facterlab.metrics.embeddings import normalise_rows, normalised_row_means
 from facterlab.metrics.ranking import is_unmapped
 
-METHODS = ("encoder", "rapidfuzz")
 RAPIDFUZZ_SCORERS = ("ratio", "WRatio", "token_sort_ratio", "token_set_ratio")
 DEFAULT_FUZZY_CUTOFF = 85.0
 
@@ -36,7 +36,7 @@ ERR_ITEMS = "items must be a DataFrame with an item_id column (or index) and a t
 ERR_BAD_K = "k must be a positive integer, got {k!r}"
 ERR_NO_ROWS = "no rows: Valid@k is undefined"
 
-__all__ = ["CatalogueMapper", "normalise_title", "valid_at_k", "valid_per_row", "METHODS"]
+__all__ = ["CatalogueMapper", "normalise_title", "valid_at_k", "valid_per_row"]
 
 
 def _check_k(k) -> int:
@@ -88,8 +88,8 @@ class CatalogueMapper:
         scorer: str = "ratio",
         block_size: int | None = None,
     ):
-        if method not in METHODS:
-            raise ValueError(ERR_METHOD.format(methods=METHODS, method=method))
+        if method not in MAPPINGS:
+            raise ValueError(ERR_METHOD.format(methods=MAPPINGS, method=method))
         if scorer not in RAPIDFUZZ_SCORERS:
             raise ValueError(f"scorer must be one of {RAPIDFUZZ_SCORERS}, got {scorer!r}")
         if not isinstance(items, pd.DataFrame) or "title" not in items.columns:

@@ -13,6 +13,7 @@ retry loop on ``database is locked``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -114,10 +115,21 @@ class _SqliteKV:
                 self._conn.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", items)
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (a full disk does): a second ROLLBACK would raise
+                # "cannot rollback - no transaction is active" and hide the real error
+                if self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
                 raise
 
-        _retry(_tx)
+        try:
+            _retry(_tx)
+        except sqlite3.OperationalError as exc:
+            if "full" in str(exc).lower():  # "database or disk is full": the OSError the CLI reports
+                raise OSError(errno.ENOSPC, f"{exc} (SQLite cache)", str(self.path)) from exc
+            raise
 
     def __len__(self) -> int:
         return _retry(lambda: self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])

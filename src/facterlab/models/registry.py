@@ -24,9 +24,9 @@ network) fails fast with :data:`UNKNOWN_MODEL_MSG`, before any heavy import.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
-import json
 import os
 import socket
 from dataclasses import dataclass
@@ -40,6 +40,7 @@ __all__ = [
     "ResolvedModel",
     "resolve_llm",
     "resolve_encoder",
+    "check_name",
     "UNKNOWN_MODEL_MSG",
     "bundled_package_dir",
 ]
@@ -215,6 +216,49 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     return ResolvedModel(key, src, None, hub_fingerprint(src, _remote_revision(src)), False)
 
 
+def check_name(name: str, kind: str = "LLM") -> None:
+    """Raise ValueError when ``name`` cannot name a model of ``kind`` (``"LLM"`` or ``"encoder"``),
+    without hashing or loading anything: a registry name (its bundled package installed), an existing
+    local path (a folder or a ``.gguf`` file), or a hub id that is in the local Hugging Face cache or
+    can still be downloaded (the hub answers and ``HF_HUB_OFFLINE`` is not set).  The message names
+    the registry names close to ``name``.  ``facterlab run`` and
+    :func:`facterlab.facter.validation.validate_config` call it before any data is read.
+
+    >>> check_name("smollm2-135m")
+    >>> check_name("./no/such model")
+    Traceback (most recent call last):
+    ...
+    ValueError: model './no/such model' is not a registry name, not an existing local path, and not in the local Hugging Face cache (it is not a valid hub id). Bundled models: 'smollm2-135m'. To use another model offline, pass the path of a local directory holding its config and weights (or a .gguf file), e.g. llm='/models/my-llm'.
+    """
+    registry = ENCODER_REGISTRY if kind == "encoder" else LLM_REGISTRY
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+    key = name.strip()
+    src = registry.get(key.lower(), key)
+    if src.startswith("bundled:"):
+        bundled_package_dir(src[len("bundled:") :].partition("/")[0])  # FileNotFoundError when missing
+        return
+    p = Path(src).expanduser()
+    if p.exists():
+        if p.is_file() and p.suffix != ".gguf":
+            raise ValueError(f"{kind} path {str(p)!r} is a file but not a .gguf; pass a model directory")
+        return
+    bundled = ", ".join(repr(k) for k, v in registry.items() if v.startswith("bundled:"))
+    near = difflib.get_close_matches(key.lower(), list(registry), n=2, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(map(repr, near))}?" if near else ""
+    if not _looks_like_hub_id(src):
+        reason = "it is not a valid hub id"
+    elif _in_hf_cache(src) is not None:
+        return
+    elif _offline():
+        reason = "HF_HUB_OFFLINE is set"
+    elif not _network_ok():
+        reason = "the hub is not reachable"
+    else:
+        return
+    raise ValueError(UNKNOWN_MODEL_MSG.format(name=name, reason=reason, bundled=bundled) + hint)
+
+
 def resolve_llm(name: str) -> ResolvedModel:
     """Resolve an LLM name (registry key, local path, ``.gguf`` file or hub id) without heavy imports.
 
@@ -231,9 +275,3 @@ def resolve_encoder(name: str) -> ResolvedModel:
     'model'
     """
     return _resolve(name, ENCODER_REGISTRY, "encoder")
-
-
-def config_json(resolved: ResolvedModel) -> dict:
-    """The model's ``config.json`` when it is a local directory, else ``{}``."""
-    p = Path(resolved.source) / "config.json"
-    return json.loads(p.read_text()) if resolved.is_local and p.is_file() else {}
