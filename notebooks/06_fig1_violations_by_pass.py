@@ -23,9 +23,13 @@
 # REPRO's ML-1M numbers (15.3, 10.3, 9.0 adaptive; 57.0, 59.7, 53.7 fixed, of 750 test rows;
 # Q 1.004 -> 1.494) are drawn as hollow markers for reference.  The table keeps the counts.
 #
-# One column per source of answers: the LLM run, and (with `SIMULATED = True`) the simulated
-# recommender with known bias at the paper's n (docs/SIMULATED.md), so that the figure has a panel
-# with signal on a CPU.  Rates (top) and thresholds (bottom) have their own axes.
+# One column per setting that produced answers: the MODEL run, and (with `SIMULATED = True`) the
+# simulated recommender with known bias at the paper's n (docs/SIMULATED.md), so that the figure has a
+# panel with signal on a CPU.  Each column's title names its recommender, sizes and seeds; runs are
+# averaged only over seeds of one setting (the table too: one block of rows per setting).  Rates (top,
+# with the target rate alpha dashed) share one y scale across columns, thresholds (bottom) another.
+# A column with too few rows to read against alpha says "NO SIGNAL" and why.  The figure and table
+# name the run ids and code version that made them.
 
 # %% tags=["parameters"]
 PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
@@ -67,8 +71,6 @@ from facterlab.reporting.published import published_value
 
 results = [ex.run(config(seed), data_dir=DATA_DIR) for seed in SEEDS]
 sim_results = [ex.run(sim_config(seed), data_dir=DATA_DIR, progress=False) for seed in SEEDS] if SIMULATED else []
-runs = [r.metrics for r in results]  # the records' JSON form, read by the figure code
-sim_runs = [r.metrics for r in sim_results]
 table = tb.per_pass_table(
     [r.record for r in results + sim_results],
     name="fig1_violations_by_pass",
@@ -84,10 +86,15 @@ ref = {
         ("threshold_path", "threshold_path", 4),
     )
 }
-panels = [(f"LLM: {ex.model_label(MODEL)}", runs)]
-if sim_runs:
-    panels.append((f"simulated recommender, known bias (beta = {SIM_BETA:g}, rho = 1)", sim_runs))
-fig = ff.figure1(panels, "Figure 1: FACTER violations by pass", PROFILE, published=ref)
+# one column per setting, titled by what produced it (the recommender, its sizes); runs are averaged only
+# over seeds of one setting: with MODEL = "simulated" the MODEL run (N_INTERACTIONS rows) and the
+# simulated run (SIM_N_INTERACTIONS rows) stay two columns, never one pooled mean
+fig = ff.figure1(
+    [(None, results), (None, sim_results)],
+    "Figure 1: FACTER violations by pass",
+    PROFILE,
+    published=ref,
+)
 
 # %%
 table.save()

@@ -100,8 +100,10 @@ def test_csv_round_trip_and_comment_lines():
         [_run(0.1, valid=0.5)], name="t2", title="CSV", columns=COLS, methods=("neutral",), published=()
     )
     text = t.to_csv()
-    assert text.splitlines()[0] == "Source,Dataset,Model,Method,Seeds,NDCG@10,Valid@10,V(t)"
-    assert text.splitlines()[1] == "ours,ml-100k,smollm2-135m,Neutral,1,0.100,0.500,1.0"
+    assert text.splitlines()[0].startswith("# Runs: ")  # the header names the runs and code version
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    assert body[0] == "Source,Dataset,Model,Method,Seeds,NDCG@10,Valid@10,V(t)"
+    assert body[1] == "ours,ml-100k,smollm2-135m,Neutral,1,0.100,0.500,1.0"
     assert any(line.startswith("# Variants: ") for line in text.splitlines())
     back = pd.read_csv(io.StringIO(text), comment="#", dtype=str)
     assert back.shape == (1, 8) and back.loc[0, "NDCG@10"] == "0.100"

@@ -8,7 +8,15 @@ only, so importing this module stays light.
 
 from __future__ import annotations
 
-__all__ = ["PALETTE", "apply_style", "title_with_provenance", "add_caption", "degenerate_note", "DEGENERATE_PREFIX"]
+__all__ = [
+    "PALETTE",
+    "apply_style",
+    "title_with_provenance",
+    "add_caption",
+    "set_provenance",
+    "degenerate_note",
+    "DEGENERATE_PREFIX",
+]
 
 PALETTE = {
     "neutral": "#7f7f7f",
@@ -56,14 +64,35 @@ def title_with_provenance(title: str, dataset: str, is_synthetic: bool, model: s
 def add_caption(fig, text: str, fontsize: float = 7.5) -> None:
     """A caption line (or lines) under the figure: its n, the interval drawn, notes.  Stored on the
     figure as ``fig._facterlab_caption`` too, so tests and callers can read it back."""
+    fig._facterlab_caption = text
+    _draw_caption(fig, fontsize)
+
+
+def set_provenance(fig, text: str) -> None:
+    """The provenance line of a figure (the runs and code version that made it), drawn as the last line
+    of its caption (a caption is started when the figure has none); setting it again replaces it.
+    Stored as ``fig._facterlab_provenance``."""
+    fig._facterlab_provenance = text
+    _draw_caption(fig, getattr(fig, "_facterlab_caption_size", 7.5))
+
+
+def _draw_caption(fig, fontsize: float) -> None:
     import textwrap
 
-    fig._facterlab_caption = text
+    text = "\n".join(
+        t for t in (getattr(fig, "_facterlab_caption", ""), getattr(fig, "_facterlab_provenance", "")) if t
+    )
+    old = getattr(fig, "_facterlab_caption_artist", None)
+    if old is not None:
+        old.remove()
     # wrapped here, to the figure's width, instead of matplotlib's ``wrap=True``: a wrapped text is laid
     # out again when ``bbox_inches="tight"`` saves the figure, and then lands on the legend above it
     chars = max(40, int(fig.get_figwidth() * 72 / (fontsize * 0.55)))
     lines = "\n".join(textwrap.fill(part, chars) for part in text.split("\n"))
-    fig.text(0.01, -0.01, lines, ha="left", va="top", fontsize=fontsize, gid="facterlab-caption")
+    fig._facterlab_caption_size = fontsize
+    fig._facterlab_caption_artist = fig.text(
+        0.01, -0.01, lines, ha="left", va="top", fontsize=fontsize, gid="facterlab-caption"
+    )
 
 
 DEGENERATE_PREFIX = "not drawn: "

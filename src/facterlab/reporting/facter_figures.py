@@ -13,9 +13,17 @@ from typing import Any
 import numpy as np
 
 from facterlab.facter.record import RunMetrics, as_metrics
+from facterlab.reporting.figures import attach_runs
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
-from facterlab.reporting.tables import MissingValue
+from facterlab.reporting.tables import (
+    LABELLED_SETTINGS,
+    MissingValue,
+    differences_note,
+    recommender_label,
+    seed_groups,
+    setting_differences,
+)
 from facterlab.style import PALETTE, apply_style, title_with_provenance
 
 METHODS = ("neutral", "fair", "facter")
@@ -115,7 +123,7 @@ def method_bars(metrics: Any, keys: Sequence[str], title: str, profile: str = ""
         else "Bars: one run's values (means over its test rows); no interval: one run only"
     )
     add_caption(fig, f"{run_size_text(runs)}. {interval}; n/a: value missing (reason in the table).")
-    return fig
+    return attach_runs(fig, metrics)
 
 
 def violations_by_pass(
@@ -138,6 +146,7 @@ def violations_by_pass(
     )
     series: dict[str, list[list[float]]] = {k: [] for k, _, _ in kinds}
     paths = []
+    given = runs
     runs = _records(runs)
     for m in runs:
         block = m.methods.get(method)
@@ -202,7 +211,7 @@ def violations_by_pass(
     if n_pass == 0:
         degenerate_note(ax, f"no per-pass violations recorded for method {method!r}")
     add_caption(fig, f"{run_size_text(runs)}. {_interval_text(len(runs))}")
-    return fig
+    return attach_runs(fig, given)
 
 
 def _mean_and_err(arr: np.ndarray) -> tuple:
@@ -305,7 +314,7 @@ def calibration_panels(
     axes[2].set_xlabel("d = 1 - cos(prediction, target)")
     axes[2].set_ylabel("Delta (counterfactual disparity)")
     fig.suptitle(_title(f"{title} (n = {n} calibration rows)", metrics, profile), fontsize=9)
-    return fig
+    return attach_runs(fig, metrics)
 
 
 def gap_bars(frame, title: str, metrics: dict, profile: str = "", intervals=None, min_rows: int = 10):
@@ -373,40 +382,105 @@ def gap_bars(frame, title: str, metrics: dict, profile: str = "", intervals=None
         f"n = {total} rows in all, per group in the labels (one row counts as one user); 'with both' = rows whose ranking holds relevant items of both "
         f"item groups, over which the per-user gap is a mean; 'few rows' = fewer than {min_rows}. {interval}.",
     )
-    return fig
+    return attach_runs(fig, metrics)
+
+
+NO_SIGNAL_FACE = "#fff6d5"  # background of a Figure 1 panel without signal
+#: fewer expected violations than this at alpha (alpha x test rows) and a per-pass rate says nothing
+MIN_EXPECTED_VIOLATIONS = 5.0
+
+
+def signal_problems(runs: Sequence[Any]) -> list:
+    """Why a column of Figure 1 carries no signal, as short phrases (empty when it does): too few test
+    rows to read a rate against alpha (alpha x n_test < :data:`MIN_EXPECTED_VIOLATIONS`, so one violation
+    moves the rate by 1/n_test), Q0 taken as the largest calibration score (the rank k reaches n: too few
+    calibration rows for alpha), every calibration answer degenerate, Q0 missing.
+
+    >>> signal_problems([{"n_test": 12, "n_calib": 28, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 27, "n": 28}}])
+    ['12 test rows: 1.2 violations expected at alpha = 0.1, one violation moves the rate by 0.083']
+    >>> signal_problems([{"n_test": 750, "n_calib": 1750, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 1576, "n": 1750}}])
+    []
+    """
+    out = []
+    recs = _records(runs)
+    for m in recs[:1]:  # a column holds seeds of one setting: sizes and alpha are the same
+        c = m.calibration
+        alpha = c.alpha if isinstance(c.alpha, (int, float)) else None
+        n_test = int(m.n_test or 0)
+        if alpha is not None and n_test and alpha * n_test < MIN_EXPECTED_VIOLATIONS:
+            out.append(
+                f"{n_test} test rows: {alpha * n_test:.1f} violations expected at alpha = {alpha:g}, "
+                f"one violation moves the rate by {1 / n_test:.3f}"
+            )
+        if "q0" in c.absent:
+            pass  # not recorded (a hand-made or old record): nothing to judge
+        elif not isinstance(c.q0, (int, float)) or not np.isfinite(float(c.q0)):
+            out.append("no finite Q0 (too few calibration rows, or Q0 missing)")
+        elif isinstance(c.k_index, (int, float)) and isinstance(c.n, (int, float)) and c.k_index >= c.n:
+            out.append(f"Q0 = {float(c.q0):.3f} is the largest of {int(c.n)} calibration scores (too few for alpha)")
+        deg = c.degenerate
+        if deg is not None and getattr(deg, "all_degenerate", False):
+            out.append("every calibration answer is degenerate (empty or one list for all)")
+    return out
+
+
+def _alpha(runs: Sequence[RunMetrics]) -> float | None:
+    vals = {float(m.calibration.alpha) for m in runs if isinstance(m.calibration.alpha, (int, float))}
+    return vals.pop() if len(vals) == 1 else None
 
 
 def figure1(
     panels: Sequence[tuple], title: str, profile: str = "", method: str = "facter", published: dict | None = None
 ):
-    """FACTER Fig. 1 in the paper's reading: one column per source of answers (e.g. the LLM run and the
-    simulated run, each labelled with what produced it), top row the violation *rate* per pass (lines:
-    V(t) against the adaptive Q_t, V(Q0) against the fixed Q0, V(Q*) against the final threshold; mean
-    over the runs of that column, bars = 95% Student-t interval when several seeds), bottom row the threshold path Q0..Q_T
-    on its own axis, so that rates and thresholds never share an axis.  The legend sits below the
-    panels, clear of the data; each column's title gives its n (test rows x runs) and its share of
-    rows without a counterfactual neighbour.  ``panels``: ``[(label, [metrics dict, ...]), ...]``;
-    ``published``: REPRO's counts as in :func:`violations_by_pass` (drawn as hollow markers in every
-    column, scaled by REPRO's 750 test rows).
+    """FACTER Fig. 1 in the paper's reading: one column per setting that produced answers (the LLM run and
+    the simulated run, say), top row the violation *rate* per pass (V(t) against the adaptive Q_t, V(Q0)
+    against the fixed Q0, V(Q*) against the final threshold; mean over the seeds of that setting, bars =
+    95% Student-t interval when several), with the target rate alpha drawn as a line; bottom row the
+    threshold path Q0..Q_T on its own axis.  Rates share one y scale across columns, thresholds another,
+    so that columns compare by eye; the three series sit side by side within a pass, so that none hides
+    another when they coincide (as they do at 12 test rows).
+
+    Runs are pooled only when they differ by seed alone (:func:`facterlab.reporting.tables.seed_groups`):
+    a panel whose runs hold several settings (two sizes, say) is split into one column per setting.
+    Each column's title says what produced it (:func:`facterlab.reporting.tables.recommender_label`; a
+    panel label, when given, goes first), its data, sizes and seeds, and its share of rows without a
+    counterfactual neighbour; a column without signal (:func:`signal_problems`) says so in its title and
+    in a note on the panel.  ``panels``: ``[(label or None, [run, ...]), ...]``; ``published``: REPRO's
+    counts as in :func:`violations_by_pass` (hollow markers, scaled by REPRO's 750 test rows).
     """
     import matplotlib.pyplot as plt
 
     apply_style()
     kinds = (
-        ("adaptive", "V(t): S > adaptive Q_t", PALETTE["facter"], "-o"),
-        ("fixed_q0", "V(Q0): S > fixed Q0", PALETTE["neutral"], "-s"),
-        ("q_star", "V(Q*): S > final Q*", PALETTE["fair"], "-^"),
+        ("adaptive", "V(t): S > adaptive Q_t", PALETTE["facter"], "o", -0.12),
+        ("fixed_q0", "V(Q0): S > fixed Q0", PALETTE["neutral"], "s", 0.0),
+        ("q_star", "V(Q*): S > final Q*", PALETTE["fair"], "^", 0.12),
     )
-    panels = [(lab, _records(runs)) for lab, runs in panels if runs]
-    if not panels:
+    columns: list[tuple[str | None, list]] = []
+    for lab, runs in panels:
+        if not runs:
+            continue
+        for group in seed_groups(list(runs)):
+            columns.append((lab, group))
+    if not columns:
         raise ValueError("figure1 needs at least one panel with runs")
+    all_runs = [r for _lab, g in columns for r in g]
+    groups = [g for _lab, g in columns]
+    diffs = setting_differences(groups, skip=LABELLED_SETTINGS, main=True)
     fig, axes = plt.subplots(
-        2, len(panels), figsize=(4.6 * len(panels), 5.8), squeeze=False, gridspec_kw={"height_ratios": [2.2, 1]}
+        2,
+        len(columns),
+        figsize=(4.8 * len(columns), 6.2),
+        squeeze=False,
+        sharey="row",
+        gridspec_kw={"height_ratios": [2.2, 1]},
     )
-    for j, (label, runs) in enumerate(panels):
+    quiet = []
+    for j, ((label, group), diff) in enumerate(zip(columns, diffs)):
+        runs = _records(group)
         ax, qx = axes[0, j], axes[1, j]
         n_pass = 0
-        for k, name, colour, style in kinds:
+        for k, name, colour, marker, dx in kinds:
             rows = []
             for m in runs:
                 block = m.methods.get(method)
@@ -416,37 +490,50 @@ def figure1(
             arr = np.array([r + [np.nan] * (n_pass - len(r)) for r in rows], dtype=float)
             x = np.arange(1, n_pass + 1)
             mean, err = _mean_and_err(arr)
-            ax.errorbar(x, mean, yerr=err, fmt=style, color=colour, capsize=3, label=name if j == 0 else None)
+            ax.errorbar(
+                x + dx, mean, yerr=err, fmt="-" + marker, ms=6, color=colour, capsize=3, label=name if j == 0 else None
+            )
             if published and published.get(k):
                 pv = [v / REPRO_N_TEST if v is not None else np.nan for v in published[k][:n_pass]]
                 ax.plot(
-                    x[: len(pv)],
+                    x[: len(pv)] + dx,
                     pv,
-                    style[1],
+                    marker,
+                    ms=7,
                     mfc="none",
                     mec=colour,
                     ls=":",
                     color=colour,
                     label=f"REPRO ML-1M Llama-3-8B, {name.split(':')[0]}" if j == 0 else None,
                 )
+        alpha = _alpha(runs)
+        if alpha is not None:
+            ax.axhline(
+                alpha, color="black", ls="--", lw=1, label=f"alpha = {alpha:g} (target rate)" if j == 0 else None
+            )
         ax.set_xticks(np.arange(1, n_pass + 1))
+        ax.set_xlim(0.6, n_pass + 0.4)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("violations / test rows" if j == 0 else "")
-        n_test = sum(int(m.n_test or 0) for m in runs)
+        ax.tick_params(labelleft=True)
+        n_test = int(runs[0].n_test or 0)
+        n_cal = int(runs[0].n_calib or 0)
         m0 = runs[0]
-        chars = 62  # a column is 4.6 in wide: longer title lines run into the next column's title
-        ax.set_title(
-            "\n".join(
-                textwrap.fill(part, chars)
-                for part in (
-                    label,
-                    f"{m0.dataset}{' (SYNTHETIC)' if m0.is_synthetic else ''}, "
-                    f"{n_test} test rows in {len(runs)} run(s)",
-                    no_neighbour_text(runs),
-                )
-            ),
-            fontsize=7.5,
-        )
+        problems = signal_problems(runs)
+        chars = 64  # a column is 4.8 in wide: longer title lines run into the next column's title
+        who = recommender_label(group[0])
+        head = f"{label}: {who}" if label else who
+        parts = [
+            head,
+            f"{m0.dataset}{' (SYNTHETIC)' if m0.is_synthetic else ''}, {n_cal}/{n_test} calibration/test rows, "
+            f"{len(runs)} seed{'s' if len(runs) != 1 else ''}" + (f"; {diff}" if diff else ""),
+            no_neighbour_text(runs),
+        ]
+        if problems:
+            parts.append("NO SIGNAL: " + "; ".join(problems))
+            quiet.append(head)
+            ax.set_facecolor(NO_SIGNAL_FACE)  # the panel is tinted, its data left uncovered
+        ax.set_title("\n".join(textwrap.fill(part, chars) for part in parts), fontsize=7.5)
         paths = [[_num(x) for x in (m.methods[method].threshold_path if method in m.methods else [])] for m in runs]
         width = max([n_pass + 1] + [len(p) for p in paths])
         parr = np.array([p + [np.nan] * (width - len(p)) for p in paths], dtype=float)
@@ -463,6 +550,7 @@ def figure1(
         qx.set_xticks(np.arange(width))
         qx.set_xlabel("pass")
         qx.set_ylabel("threshold Q" if j == 0 else "")
+        qx.tick_params(labelleft=True)
     handles, labels = [], []
     for a in axes.ravel():
         h, lab = a.get_legend_handles_labels()
@@ -481,11 +569,21 @@ def figure1(
         frameon=False,
     )
     fig.suptitle(title_with_provenance(title, "", False, "", profile).strip(" ,"), fontsize=9)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.97))
-    n_runs = {len(runs) for _, runs in panels}
-    add_caption(
-        fig,
-        "; ".join(f"{lab}: {run_size_text(runs)}" for lab, runs in panels)
-        + f". {_interval_text(max(n_runs)) if len(n_runs) == 1 else 'Error bars: 95% Student-t interval over runs where a column has several.'}",
+    fig.tight_layout(rect=(0, 0.11, 1, 0.97))
+    n_runs = {len(g) for g in groups}
+    caption = "; ".join(f"column {i + 1}: {run_size_text(g)}" for i, g in enumerate(groups))
+    caption += (
+        ". Runs are averaged only over seeds of one setting; columns of different settings are never pooled. "
+        "Rates share one y scale across columns, thresholds another; the three series are offset within a pass. "
     )
-    return fig
+    caption += (
+        _interval_text(max(n_runs))
+        if len(n_runs) == 1
+        else "Error bars: 95% Student-t interval over seeds where a column has several."
+    )
+    if quiet:
+        caption += f" No signal (tinted panel; why in its title): {'; '.join(quiet)}."
+    if note := differences_note(groups, "column"):
+        caption += " " + note
+    add_caption(fig, caption)
+    return attach_runs(fig, all_runs)

@@ -34,10 +34,10 @@ from typing import Any
 
 from facterlab.config import FAKE_LLM, SIMULATED_LLM
 from facterlab.datatypes import MissingValue
-from facterlab.facter.record import RunMetrics, as_metrics
+from facterlab.facter.record import RunMetrics, RunRecord, as_metrics
 from facterlab.facter.record import as_value as metric_value
 from facterlab.reporting import published as pub
-from facterlab.reporting.figures import figures_dir
+from facterlab.reporting.figures import figures_dir, run_provenance
 from facterlab.reporting.labels import METHOD_LABELS as _METHOD_LABELS
 
 __all__ = ["MissingValue", "metric_value"]  # re-exported: the one missing-value type, record values as numbers
@@ -277,12 +277,18 @@ class Table:
         import csv
 
         buf = io.StringIO()
+        for line in self.provenance():  # the header: which runs and code made the table
+            buf.write(f"# {line}\n")
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(self.header)
         w.writerows(self.rows)
-        for line in [self.title, *self.notes, *self.footnotes]:
+        for line in [self.title, *[n for n in self.notes if n not in self.provenance()], *self.footnotes]:
             buf.write(f"# {line}\n")
         return buf.getvalue()
+
+    def provenance(self) -> list:
+        """The notes naming the runs and code version behind the table (:func:`run_provenance`)."""
+        return [n for n in self.notes if n.startswith(("Runs: ", "Made from: "))]
 
     def to_latex(self) -> str:
         """A ``table`` environment with booktabs rules; notes and footnotes below the tabular."""
@@ -292,6 +298,7 @@ class Table:
 
         ncol = len(self.header)
         lines = [
+            *[f"% {line}" for line in self.provenance()],
             r"\begin{table}[t]",
             r"\centering",
             r"\small",
@@ -391,14 +398,146 @@ def _provenance_notes(runs: Sequence[RunMetrics], varying: Sequence[str], profil
     return notes
 
 
-def _group_runs(runs: Sequence[RunMetrics], label_keys: Sequence[str]) -> list:
-    """Group runs that agree on every run key and variant (i.e. differ only by seed)."""
-    keys = list(dict.fromkeys([*label_keys, *RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
+#: the settings that make runs seeds of one another: every other setting must match for them to be pooled
+SEED_SETTINGS = ("seed", "data.seed", "sim.seed")
+
+
+def _flat_config(node: Any, prefix: str = "") -> dict:
+    if isinstance(node, dict):
+        out: dict = {}
+        for k, v in node.items():
+            out.update(_flat_config(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def run_settings(run: Any) -> dict:
+    """Everything about a run but its seed, flat (``{"n_test": 12, "model.llm": "simulated",
+    "sim.beta": 1.0, ...}``): the run-level fields and variants of its metrics, its calibration/test
+    sizes and alpha, and, when the run's config is at hand (a run record or result, not a bare metrics
+    dict), every setting of that config except :data:`SEED_SETTINGS`.  Two runs are seeds of one
+    another exactly when these dicts are equal.
+
+    >>> a = run_settings({"model": "simulated", "n_calib": 28, "n_test": 12})
+    >>> b = run_settings({"model": "simulated", "n_calib": 1750, "n_test": 750})
+    >>> a == b, {k for k in a if a[k] != b[k]}
+    (False, {'n_calib', 'n_test'})
+    """
+    m = as_metrics(run)
+    out: dict = {k: run_field(m, k) for k in RUN_KEYS}
+    out.update({k: v for k, v in sorted(m.variants.items())})
+    out["n_calib"], out["n_test"] = m.n_calib, m.n_test
+    alpha = m.calibration.alpha
+    out["alpha"] = alpha if isinstance(alpha, (int, float)) else None
+    rec = run if isinstance(run, RunRecord) else getattr(run, "record", None)
+    if isinstance(rec, RunRecord):
+        flat = _flat_config(rec.config.config)
+        out.update({k: v for k, v in flat.items() if k not in SEED_SETTINGS})
+        out["dataset"] = rec.config.dataset  # the data actually used (config says "auto")
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
+
+
+def seed_groups(runs: Sequence[Any]) -> list:
+    """The runs grouped so that a group differs only by seed (:func:`run_settings` equal), in order
+    of first appearance; each group a list of the runs as given."""
     groups: dict = {}
-    for m in runs:
-        gk = tuple(str(run_field(m, k)) for k in keys)
-        groups.setdefault(gk, []).append(m)
+    for r in runs:
+        key = tuple(sorted((k, repr(v)) for k, v in run_settings(r).items()))
+        groups.setdefault(key, []).append(r)
     return list(groups.values())
+
+
+#: settings a group label names first when they differ, with their display names
+_LABEL_SETTINGS = {
+    "model": "model",
+    "dataset": "data",
+    "data.n_rows": "rows",
+    "n_test": "test rows",
+    "n_calib": "calibration rows",
+    "protocol": "protocol",
+    "preset": "preset",
+    "alpha": "alpha",
+}
+
+
+#: settings a group label always shows (recommender, its bias settings, sizes): left out of its differences
+LABELLED_SETTINGS = ("n_calib", "n_test", "model", "model.llm", "sim.beta", "sim.rho", "is_synthetic", "encoder")
+
+
+def differences_note(groups: Sequence[Sequence[Any]], what: str = "block") -> str:
+    """A note listing every setting on which the seed groups differ besides what their labels show
+    (``""`` when none): ``"Other settings that differ: block 1: metrics.cfr_rows 3; block 2: ..."``."""
+    full = setting_differences(groups, skip=LABELLED_SETTINGS)
+    if not any(full):
+        return ""
+    return (
+        "Settings that differ between the "
+        + f"{what}s: "
+        + "; ".join(f"{what} {i}: {d or 'as the others'}" for i, d in enumerate(full, start=1))
+        + "."
+    )
+
+
+def recommender_label(run: Any) -> str:
+    """What produced a run's answers, for a panel title or a row label: ``"LLM smollm2-135m"``,
+    ``"simulated recommender (beta = 1, rho = 1)"`` (its bias settings from the run's config when at hand),
+    ``"fake recommender (deterministic test model)"``.
+
+    >>> recommender_label({"model": "smollm2-135m"}), recommender_label({"model": "fake"})
+    ('LLM smollm2-135m', 'fake recommender (deterministic test model)')
+    """
+    m = as_metrics(run)
+    name = str(run_field(m, "model"))
+    if name == FAKE_LLM:
+        return "fake recommender (deterministic test model)"
+    if name == SIMULATED_LLM:
+        settings = run_settings(run)
+        bits = [
+            f"{k} = {settings[f'sim.{k}']:g}" for k in ("beta", "rho") if isinstance(settings.get(f"sim.{k}"), float)
+        ]
+        return "simulated recommender" + (f" ({', '.join(bits)})" if bits else " (settings not recorded)")
+    return f"LLM {pub.PUBLISHED_MODELS.get(name, name)}"
+
+
+def group_labels(groups: Sequence[Sequence[Any]]) -> list:
+    """One label per seed group saying what produced it and how it differs from the other groups:
+    the recommender (:func:`recommender_label`), the settings on which the groups differ
+    (sizes first), and the number of seeds.  A single group is labelled by its recommender and sizes.
+
+    >>> g = [[{"model": "simulated", "n_calib": 28, "n_test": 12}], [{"model": "simulated", "n_calib": 1750, "n_test": 750}]]
+    >>> group_labels(g)
+    ['simulated recommender (settings not recorded); 28/12 calibration/test rows; 1 seed', 'simulated recommender (settings not recorded); 1750/750 calibration/test rows; 1 seed']
+    """
+    diffs = setting_differences(groups, skip=LABELLED_SETTINGS, main=True)
+    labels = []
+    for g, d in zip(groups, diffs):
+        s = run_settings(g[0])
+        bits = [recommender_label(g[0]), f"{s.get('n_calib')}/{s.get('n_test')} calibration/test rows"]
+        bits += [d] if d else []
+        bits.append(f"{len(g)} seed{'s' if len(g) != 1 else ''}")
+        labels.append("; ".join(bits))
+    return labels
+
+
+def setting_differences(groups: Sequence[Sequence[Any]], skip: Sequence[str] = (), main: bool = False) -> list:
+    """Per seed group, the settings (:func:`run_settings`) on which the groups differ, as
+    ``"test rows 12, rows 40"`` (sizes and model first; ``skip``: settings shown elsewhere; ``main``: only
+    the settings a label names, dataset, rows, protocol, preset, alpha); ``""`` for every group when
+    there is one group or nothing else differs."""
+    settings = [run_settings(g[0]) for g in groups]
+    keys = list(dict.fromkeys(k for s in settings for k in s))
+    differ = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1 and k not in skip]
+    differ = [
+        *[k for k in _LABEL_SETTINGS if k in differ],
+        *([] if main else [k for k in differ if k not in _LABEL_SETTINGS]),
+    ]
+    return [", ".join(f"{_LABEL_SETTINGS.get(k, k)} {s.get(k)}" for k in differ) for s in settings]
+
+
+def _with_provenance(notes: list, runs: Sequence[Any]) -> list:
+    """``notes`` with the runs-and-code line (:func:`run_provenance`) first, after a SYNTHETIC warning."""
+    at = 1 if notes and notes[0].startswith("SYNTHETIC") else 0
+    return [*notes[:at], *run_provenance(runs), *notes[at:]]
 
 
 #: recommenders that rank by their own scores: no LLM ranker (``ranker``) is involved in their answers
@@ -443,24 +582,32 @@ def method_table(
     among the runs' datasets, else REPRO's ML-1M Llama-3 rows. ``random_floor``: add the
     ``random_floor`` block of rank-protocol runs as a row.
     """
-    runs = [as_metrics(r) for r in ([runs] if isinstance(runs, (dict, RunMetrics)) else list(runs))]
+    given = [runs] if isinstance(runs, (dict, RunMetrics, RunRecord)) else list(runs)
+    runs = [as_metrics(r) for r in given]
     if not runs:
         raise ValueError("method_table needs at least one run record")
     varying = varying_keys(runs)
     label_keys = list(dict.fromkeys([*row_by, *[k for k in varying if k not in ("is_synthetic", "encoder")]]))
-    notes = _provenance_notes(runs, label_keys, profile)
+    notes = _with_provenance(_provenance_notes(runs, label_keys, profile), given)
     foot = _Footnotes()
+    seed_sets = seed_groups(given)
+    # groups that the label columns do not tell apart (e.g. the same model at two sizes) get a column
+    # saying what else differs, so that no row pools, or looks like, runs of another setting
+    diffs = setting_differences(seed_sets, skip=label_keys)
+    show_setting = any(diffs)
     header = [
         "Source",
         *[k.replace("_", " ").capitalize() if k not in ("dataset", "model") else k.capitalize() for k in label_keys],
+        *(["Setting"] if show_setting else []),
         "Method",
         "Seeds",
         *[c.label for c in columns],
     ]
     rows, long = [], []
 
-    for group in _group_runs(runs, label_keys):
-        labels = [_label(group[0], k) for k in label_keys]
+    for group_given, diff in zip(seed_sets, diffs):
+        group = [as_metrics(r) for r in group_given]
+        labels = [_label(group[0], k) for k in label_keys] + ([diff] if show_setting else [])
         block_methods = list(methods)
         if random_floor:
             block_methods.append("random_floor")
@@ -491,7 +638,7 @@ def method_table(
                 long.append(
                     {
                         "source": "ours",
-                        **dict(zip(label_keys, labels)),
+                        **dict(zip([*label_keys, *(["setting"] if show_setting else [])], labels)),
                         "method": method,
                         "column": col.key,
                         "mean": cell.mean,
@@ -548,6 +695,8 @@ def method_table(
                             k, "n/a"
                         )
                     )
+                if show_setting:
+                    label_vals.append("published")
                 rows.append(
                     [source, *label_vals, METHOD_LABELS.get(method, method), "3" if source == "REPRO" else "1", *cells]
                 )
@@ -574,12 +723,17 @@ def per_pass_table(
     published: bool = True,
 ) -> Table:
     """Violations per pass (adaptive, fixed Q0, Q0 + repro_count correction, Q*) and the threshold after each pass,
-    mean ± sd over the runs (seeds); REPRO's ML-1M open per-pass numbers as extra columns."""
-    runs = [as_metrics(r) for r in ([runs] if isinstance(runs, (dict, RunMetrics)) else list(runs))]
-    if not runs:
+    mean ± sd over the seeds of one setting; REPRO's ML-1M open per-pass numbers as extra columns.
+
+    Runs are pooled only when they differ by seed alone (:func:`seed_groups`); runs of different
+    settings (another model, another size) get their own block of rows, labelled in a first ``Runs``
+    column by what produced them (:func:`group_labels`), side by side, never averaged together."""
+    given = [runs] if isinstance(runs, (dict, RunMetrics, RunRecord)) else list(runs)
+    metrics = [as_metrics(r) for r in given]
+    if not metrics:
         raise ValueError("per_pass_table needs at least one run record")
-    flats = [m.methods[method].flat() if method in m.methods else {} for m in runs]
-    n_pass = max((sum(1 for k in f if k.startswith("violations_adaptive_pass")) for f in flats), default=0)
+    flats_all = [m.methods[method].flat() if method in m.methods else {} for m in metrics]
+    n_pass = max((sum(1 for k in f if k.startswith("violations_adaptive_pass")) for f in flats_all), default=0)
     if n_pass == 0:
         raise ValueError(f"no per-pass violations recorded for method {method!r}")
     foot = _Footnotes()
@@ -589,51 +743,66 @@ def per_pass_table(
         ("violations_repro_count_pass{p}", "V Q0+repro_count", 1),
         ("violations_q_star_pass{p}", "V(Q*)", 1),
     ]
-    header = ["Pass", *[c[1] for c in cols], "Q after pass"]
-    show_pub = published and any(m.protocol == "open" for m in runs)
+    groups = seed_groups(given)
+    labels = group_labels(groups)
+    several = len(groups) > 1
+    header = [*(["Runs"] if several else []), "Pass", *[c[1] for c in cols], "Q after pass"]
+    show_pub = published and any(m.protocol == "open" for m in metrics)
     if show_pub:
         header += ["REPRO V(t)", "REPRO V(0)", "REPRO Q"]
     rows, long = [], []
-    paths = [m.methods[method].threshold_path if method in m.methods else [] for m in runs]
-    for p in range(0, n_pass + 1):
-        row = ["Q0 (before pass 1)" if p == 0 else str(p)]
-        for key, _label, dec in cols:
-            if p == 0:
-                row.append("")
-                continue
-            k = key.format(p=p)
-            cell = aggregate([f.get(k, MissingValue(f"{k} not recorded")) for f in flats])
-            row.append(render_cell(cell, dec, foot))
-            long.append({"pass": p, "column": k, "mean": cell.mean, "sd": cell.sd, "n": cell.n})
-        qv = [
-            metric_value(path[p], "threshold")
-            if len(path) > p
-            else MissingValue(f"threshold path shorter than {p + 1} entries")
-            for path in paths
-        ]
-        cell = aggregate(qv)
-        row.append(render_cell(cell, 3, foot))
-        long.append({"pass": p, "column": "threshold", "mean": cell.mean, "sd": cell.sd, "n": cell.n})
-        if show_pub:
-            vals = []
-            for metric, dec in (
-                ("violations_adaptive_pass", 1),
-                ("violations_fixed_q0_pass", 1),
-                ("threshold_path", 3),
-            ):
-                idx = p if metric == "threshold_path" else p - 1
-                v = (
-                    pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", method, metric, idx)
-                    if idx >= 0
-                    else None
-                )
-                if v is None:
-                    vals.append("" if p == 0 and metric != "threshold_path" else f"n/a {foot.mark(NOT_REPORTED)}")
-                else:
-                    vals.append(format_mean_sd(v, None, dec))
-            row += vals
-        rows.append(row)
-    notes = _provenance_notes(runs, [], profile)
+    for group, glabel in zip(groups, labels):
+        gm = [as_metrics(r) for r in group]
+        flats = [m.methods[method].flat() if method in m.methods else {} for m in gm]
+        paths = [m.methods[method].threshold_path if method in m.methods else [] for m in gm]
+        for p in range(0, n_pass + 1):
+            row = [*([glabel] if several else []), "Q0 (before pass 1)" if p == 0 else str(p)]
+            for key, _label, dec in cols:
+                if p == 0:
+                    row.append("")
+                    continue
+                k = key.format(p=p)
+                cell = aggregate([f.get(k, MissingValue(f"{k} not recorded")) for f in flats])
+                row.append(render_cell(cell, dec, foot))
+                long.append({"runs": glabel, "pass": p, "column": k, "mean": cell.mean, "sd": cell.sd, "n": cell.n})
+            qv = [
+                metric_value(path[p], "threshold")
+                if len(path) > p
+                else MissingValue(f"threshold path shorter than {p + 1} entries")
+                for path in paths
+            ]
+            cell = aggregate(qv)
+            row.append(render_cell(cell, 3, foot))
+            long.append(
+                {"runs": glabel, "pass": p, "column": "threshold", "mean": cell.mean, "sd": cell.sd, "n": cell.n}
+            )
+            if show_pub:
+                vals = []
+                for metric, dec in (
+                    ("violations_adaptive_pass", 1),
+                    ("violations_fixed_q0_pass", 1),
+                    ("threshold_path", 3),
+                ):
+                    idx = p if metric == "threshold_path" else p - 1
+                    v = (
+                        pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", method, metric, idx)
+                        if idx >= 0
+                        else None
+                    )
+                    if v is None:
+                        vals.append("" if p == 0 and metric != "threshold_path" else f"n/a {foot.mark(NOT_REPORTED)}")
+                    else:
+                        vals.append(format_mean_sd(v, None, dec))
+                row += vals
+            rows.append(row)
+    notes = _with_provenance(_provenance_notes(metrics, [], profile), given)
+    if several:
+        notes.append(
+            f"{len(groups)} settings, shown side by side and never pooled: runs are averaged only over seeds "
+            "of one setting (everything else equal); the Runs column says what produced each block."
+        )
+        if note := differences_note(groups):
+            notes.append(note)
     notes.append(f"Method: {METHOD_LABELS.get(method, method)}; counts are per pass over the test rows.")
     if show_pub:
         notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §6).")
@@ -645,11 +814,21 @@ def per_pass_table(
 
 
 def frame_table(
-    df, *, name: str, title: str, notes: Sequence[str] = (), decimals: int = 3, index: bool = False
+    df,
+    *,
+    name: str,
+    title: str,
+    notes: Sequence[str] = (),
+    decimals: int = 3,
+    index: bool = False,
+    runs: Any = None,
+    source: str | None = None,
 ) -> Table:
     """A :class:`Table` from a DataFrame whose cells are numbers, strings or MissingValue/None.
 
-    Floats print at ``decimals`` places; missing cells print ``n/a [k]`` with the reason.
+    Floats print at ``decimals`` places; missing cells print ``n/a [k]`` with the reason.  The first note
+    names the FACTER ``runs`` behind the table (or its ``source``) and the code version
+    (:func:`facterlab.reporting.figures.run_provenance`).
 
     >>> import pandas as pd
     >>> t = frame_table(pd.DataFrame({"a": [1.23456, None]}), name="x", title="X")
@@ -684,7 +863,7 @@ def frame_table(
         title=title,
         header=[str(c) for c in df.columns],
         rows=rows,
-        notes=list(notes),
+        notes=[*run_provenance(runs, source), *notes],
         footnotes=foot.lines(),
         values=df.copy(),
     )
