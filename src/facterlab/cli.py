@@ -114,7 +114,7 @@ def os_error_line(exc: OSError) -> str:
 
     >>> import errno
     >>> os_error_line(OSError(errno.ENOSPC, "No space left on device", "/r/runs/x"))
-    "no space left on device: '/r/runs/x' (free some space or pass another --out-dir / FACTERLAB_CACHE; the partial run was discarded)"
+    "no space left on device: '/r/runs/x' (free some space or pass another --out-dir / FACTERLAB_CACHE; no partial run folder is kept)"
     """
     import errno
 
@@ -122,7 +122,7 @@ def os_error_line(exc: OSError) -> str:
     where = " -> ".join(repr(str(p)) for p in (exc.filename, exc.filename2) if p is not None)
     line = f"{cause[:1].lower()}{cause[1:]}" + (f": {where}" if where else "")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        line += " (free some space or pass another --out-dir / FACTERLAB_CACHE; the partial run was discarded)"
+        line += " (free some space or pass another --out-dir / FACTERLAB_CACHE; no partial run folder is kept)"
     return line
 
 

@@ -112,8 +112,8 @@ class OnlineScorer:
         test_context_emb: np.ndarray,
         test_groups: Sequence,
         target_emb: np.ndarray,
-        lam: float = 0.7,
-        tau_rho: float = 0.9,
+        lam: float = FacterConfig.lam,
+        tau_rho: float = FacterConfig.tau_rho,
         tau_x: float | None = None,
     ):
         self.calib, self.lam = calib, float(lam)
@@ -143,7 +143,7 @@ class TwinScorer:
 
     index = None
 
-    def __init__(self, calib: CalibrationState, target_emb: np.ndarray, lam: float = 0.7):
+    def __init__(self, calib: CalibrationState, target_emb: np.ndarray, lam: float = FacterConfig.lam):
         self.calib, self.lam = calib, float(lam)
         self.target_emb = np.asarray(target_emb, dtype=np.float64)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from facterlab.config import FacterConfig
 from facterlab.metrics.embeddings import normalise_rows
 from facterlab.progress import tqdm
 
@@ -66,7 +67,7 @@ def counterfactual_neighbours(
     query_groups: Sequence,
     ref_emb: np.ndarray | None = None,
     ref_groups: Sequence | None = None,
-    tau_rho: float = 0.90,
+    tau_rho: float = FacterConfig.tau_rho,
     tau_x: float | None = None,
     max_block_bytes: float = 64e6,
     progress: bool = False,

@@ -85,6 +85,10 @@ def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, ro
             _fsync_dir(runs)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:  # a full disk: name the run folder when the writer (pyarrow) did not
+        if exc.filename is None:
+            raise OSError(exc.errno, f"{exc.strerror or exc}", str(out)) from exc
+        raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

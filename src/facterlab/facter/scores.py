@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import FacterConfig
 from facterlab.facter.neighbours import NeighbourIndex
 
 
@@ -139,7 +140,7 @@ def nonconformity_scores(
     target_emb: np.ndarray,
     index: NeighbourIndex,
     ref_pred_emb: np.ndarray,
-    lam: float = 0.7,
+    lam: float = FacterConfig.lam,
 ) -> pd.DataFrame:
     """S = d + lambda * Delta (FACTER Eq. 6) -> DataFrame with columns ``S``, ``d``, ``delta``,
     ``n_neighbours``.

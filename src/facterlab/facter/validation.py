@@ -242,7 +242,7 @@ def check_free_space(cfg, results_root: os.PathLike | str, cache: os.PathLike | 
         if free is not None and free < need:
             raise OSError(
                 errno.ENOSPC,
-                f"No space left on device: the {label} folder has {free / 2**20:.1f} MiB free, a run of "
+                f"No space left on device: the {label} folder has {free / 2**20:.2f} MiB free, a run of "
                 f"this size writes up to about {need / 2**20:.1f} MiB",
                 str(folder),
             )
