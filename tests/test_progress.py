@@ -103,14 +103,67 @@ def test_cached_vs_new_counts_eta_and_bar_moving_per_batch(tmp_path, caplog, mon
     assert rec.n_cached == 4 and rec.n_generated == 8
 
 
-def test_eta_uses_the_rate_of_new_predictions():
+def test_eta_uses_the_measured_time_per_generated_batch():
     p = pg.Progress("x", total=100, bar=False, every=None)
     p.t0 -= 10.0  # 10 s elapsed
     p.update(50)
-    p._predictions(cached=25, new=25, seconds=9.0)  # half the rows needed the model, 2.5 new/s
+    for _ in range(5):
+        p._predictions(cached=5, new=5, seconds=1.8)  # half the rows needed the model: 5 batches of 5 in 10 s
     eta = p.eta()
     p.close()
-    assert eta == pytest.approx(50 * 0.5 / 2.5, rel=0.05)  # 25 more new predictions at 2.5/s
+    assert eta == pytest.approx(5 * 10.0 / 5, rel=0.05)  # 25 more new predictions = 5 batches at 2 s each
+
+
+def test_eta_counts_a_partial_last_batch_as_a_whole_one():
+    """Measured in a smoke run before the fix: 16 rows generated in one batch in 27 s, then
+    "about 2 s left" for the 17th row, which took 14 s (a batch of one costs about a batch)."""
+    p = pg.Progress("calibration", total=17, bar=False, every=None)
+    p.t0 -= 27.0
+    p._predictions(new=16, seconds=26.0)
+    p.update(16)
+    assert p.eta() == pytest.approx(27.0, rel=0.05)  # one batch more, at the measured 27 s per batch
+    assert "about 27 s left" in p.status()
+    p.close()
+
+
+def test_time_left_unknown_before_anything_is_measured_and_known_after():
+    p = pg.Progress("pass", total=12, bar=False, every=None)
+    assert p.eta() is None and p.status().endswith("; time left unknown")
+    p.t0 -= 4.0
+    p.update(3)  # rows without predictions: the rate of rows
+    assert p.eta() == pytest.approx(9 * 4.0 / 3, rel=0.05)
+    p.close()
+    assert "left" not in p.status() and "unknown" not in p.status()  # a finished phase gives no estimate
+
+
+def test_counts_agree_when_predictions_run_ahead_of_the_rows():
+    """The monitor predicts a batch ahead of the row it processes: the line used to read
+    "0/12 rows (0%) ... predictions 8 new"; now both counts carry their names."""
+    p = pg.Progress("FACTER pass 1/3", total=12, bar=False, every=None)
+    p.t0 -= 8.0
+    p._predictions(new=8, seconds=8.0)
+    line = p.status()
+    assert line.startswith("FACTER pass 1/3: 0/12 rows processed, 8 predicted (67%), 8 s; predictions 8 new"), line
+    assert p.eta() == pytest.approx(8.0, rel=0.05)  # 4 rows left: one more batch of up to 8
+    p.update(8)
+    assert p.status().startswith("FACTER pass 1/3: 8/12 rows (67%), 8 s"), p.status()
+    p._predictions(new=4, seconds=4.0)
+    p.update(4)
+    p.close()
+    assert p.status().startswith("FACTER pass 1/3: 12/12 rows (100%)")
+
+
+def test_a_phase_answered_from_the_cache_is_logged(caplog):
+    """Pass 1 of FACTER reusing cached predictions ends in a second; it is logged (INFO) all the same,
+    so the first pass line a reader sees is pass 1, not pass 2."""
+    with caplog.at_level(logging.INFO, logger="facterlab"):
+        p = pg.Progress("FACTER pass 1/3", total=3, bar=False, every=None, log=logging.getLogger("facterlab.t"))
+        p._predictions(cached=3)
+        p.update(3)
+        p.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+        "FACTER pass 1/3: 3/3 rows (100%), 0 s; predictions 0 new, 3 cached"
+    ]
 
 
 def test_cli_levels(no_handler, monkeypatch):
@@ -162,13 +215,13 @@ def test_reproduce_streams_kernel_lines_and_saves_finished_bars(tmp_path, monkey
     start = next(i for i, line in enumerate(got) if line.startswith("[reproduce] 01_bars.ipynb ("))
     end = next(i for i, line in enumerate(got) if line.startswith("[reproduce] 01_bars.ipynb: ok in "))
     assert start < got.index(streamed[0]) < end  # as they came, between the notebook's start and end lines
+    # bars are text, never widgets (a widget makes JupyterLab read "Idle" while the cell runs); without
+    # a browser each bar prints one final line when it closes, also for leave=False
     nb = json.loads((tmp_path / "build" / "notebooks" / "01_bars.ipynb").read_text())
-    texts = [
-        "".join(o.get("data", {}).get("text/plain", ""))
-        for c in nb["cells"]
-        for o in c.get("outputs", [])
-        if o["output_type"] == "display_data"
-    ]
-    bars = [t for t in texts if t.startswith(("loop:", "phase:", "gone:"))]
-    assert len(bars) == 3 and all("100%" in t for t in bars), texts
-    assert not any("0%|" in t and "100%" not in t for t in texts), texts
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    text = "".join("".join(o.get("text", "")) for o in outputs if o["output_type"] == "stream")
+    bars = [line for line in text.splitlines() if line.startswith(("loop:", "phase:", "gone:"))]
+    assert [b.split(":")[0] for b in bars] == ["loop", "phase", "gone"], text
+    assert all("100%" in b for b in bars) and "\r" not in text and " 0%|" not in text, bars
+    assert sum(1 for line in streamed if "loop:" in line) == 1  # one line per bar in reproduce's output

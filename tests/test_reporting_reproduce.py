@@ -134,10 +134,110 @@ def test_runner_runs_all_reports_failures_and_times(tmp_path, capsys, monkeypatc
     rc = main(["reproduce", "--profile", "smoke", "--only", "01*", "--set", "X=abc"])
     err = capsys.readouterr().err
     assert rc == 2 and "parameter X: expected int, got 'abc'" in err
-    # the report run (default profile, no --set) and --report mark the kernels; --no-report does not
+    # the report run (default profile, no --set, on the report's dataset) and --report mark the kernels;
+    # --no-report does not, nor does the default profile on another dataset
+    data = tmp_path / "data"
+    for f in ("u.data", "u.user", "u.item"):  # resolve_dataset only looks for the files
+        (data / "ml-100k").mkdir(parents=True, exist_ok=True)
+        (data / "ml-100k" / f).write_text("")
+    monkeypatch.setenv("FACTERLAB_DATA", str(data))
     assert main(["reproduce", "--profile", "default", "--only", "10*"]) == 0
     assert (tmp_path / "out_report.txt").read_text() == "1"
+    out = capsys.readouterr().out
+    assert "dataset: MovieLens-100K (ml-100k), found in" in out and "report run: figures and tables ->" in out
+    monkeypatch.setenv("FACTERLAB_DATA", str(tmp_path / "empty"))
+    assert main(["reproduce", "--profile", "default", "--only", "10*", "--no-download"]) == 0
+    assert (tmp_path / "out_report.txt").read_text() == "unset"
+    out = capsys.readouterr().out
+    assert "dataset: SYNTHETIC" in out and "not the report run (dataset synthetic, not the report's ml-100k)" in out
+    monkeypatch.setenv("FACTERLAB_DATA", str(data))
     assert main(["reproduce", "--profile", "default", "--only", "10*", "--no-report"]) == 0
     assert (tmp_path / "out_report.txt").read_text() == "unset"
     assert main(["reproduce", "--profile", "smoke", "--only", "10*", "--report"]) == 0
     assert (tmp_path / "out_report.txt").read_text() == "1"
+
+
+def _fake_ml100k(directory: Path) -> None:
+    (directory / "ml-100k").mkdir(parents=True, exist_ok=True)
+    for f in ("u.data", "u.user", "u.item"):
+        (directory / "ml-100k" / f).write_text("")
+
+
+def test_choose_dataset_found_explicit_download_and_fallback(tmp_path, monkeypatch):
+    """The default profile without data fetches ML-100K where the server answers, else falls back to
+    the synthetic set with the reason; explicit names (smoke, --set DATASET) are left alone."""
+    from facterlab.data import download as dl
+
+    monkeypatch.setenv("FACTERLAB_DATA", str(tmp_path / "d"))
+    lines: list = []
+    called: list = []
+    monkeypatch.setattr(dl, "unreachable", lambda url, timeout=5.0: "no route to host")
+    monkeypatch.setattr(dl, "ensure_dataset", lambda *a, **k: called.append(a))
+    c = rp.choose_dataset("default", log=lines.append)
+    assert (c.dataset, c.how) == ("synthetic", "fallback") and called == []  # unreachable: no download tried
+    assert "could not be fetched (no route to host)" in c.describe() and "facterlab data download" in c.describe()
+    assert any("trying to fetch MovieLens-100K" in line for line in lines)
+    c = rp.choose_dataset("default", download=False, log=lines.append)
+    assert c.how == "fallback" and "download off" in c.note
+    assert rp.choose_dataset("smoke").how == "explicit" and rp.choose_dataset("smoke").dataset == "synthetic"
+    assert rp.choose_dataset("default", {"DATASET": "ml-1m"}).dataset == "ml-1m"
+
+    # reachable: ensure_dataset(download=True) is called; the fetched files make auto resolve to ml-100k
+    monkeypatch.setattr(dl, "unreachable", lambda url, timeout=5.0: None)
+    monkeypatch.setattr(dl, "ensure_dataset", lambda name, download=False: _fake_ml100k(tmp_path / "d"))
+    c = rp.choose_dataset("default", log=lines.append)
+    assert (c.dataset, c.how) == ("ml-100k", "downloaded") and "checksum verified" in c.describe()
+    assert rp.choose_dataset("default").how == "found"  # the next run finds it
+
+    # a download that fails (checksum, server error) falls back with its one-line reason
+    monkeypatch.setenv("FACTERLAB_DATA", str(tmp_path / "e"))
+
+    def bad(name, download=False):
+        raise dl.DownloadError("cannot download x (timed out); on a machine with network ...")
+
+    monkeypatch.setattr(dl, "ensure_dataset", bad)
+    c = rp.choose_dataset("default", log=lines.append)
+    assert c.dataset == "synthetic" and "(cannot download x (timed out)" in c.note
+
+
+def test_unreachable_fails_fast_offline():
+    """A closed local port answers at once: the check does not wait for its timeout."""
+    import time
+
+    from facterlab.data.download import unreachable
+
+    t0 = time.monotonic()
+    assert unreachable("http://127.0.0.1:9/ml-100k.zip", timeout=5) is not None
+    assert time.monotonic() - t0 < 3
+
+
+@pytest.mark.slow
+def test_default_reproduce_without_data_leaves_git_status_clean(tmp_path):
+    """A fresh clone's `facterlab reproduce` (default profile) with no data and no network: the synthetic
+    stand-in, figures under results/figures/, and `git status` clean (the committed figures/ untouched).
+    Notebook 01 only (it draws figures from the dataset): the full run is the lead's."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs git and a git clone of the project")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FACTERLAB_") or k == "FACTERLAB_CACHE"}
+    env["FACTERLAB_DATA"] = str(tmp_path / "no-data")
+    exe = Path(sys.executable).with_name("facterlab")
+    proc = subprocess.run(
+        [str(exe), "reproduce", "--only", "01*", "--no-download"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "dataset: SYNTHETIC" in proc.stdout
+    assert f"figures and tables -> {clone / 'results' / 'figures'}; figures/ is left as it is" in proc.stdout
+    assert sorted(p.name for p in (clone / "results" / "figures").rglob("data_*.png"))  # the figures went there
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == "", status.stdout

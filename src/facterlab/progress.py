@@ -33,6 +33,7 @@ bar ended instead of the ``0%`` that the widget's text form had when it was firs
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
@@ -51,6 +52,8 @@ __all__ = [
     "tqdm",
     "format_seconds",
     "in_kernel",
+    "bar_mode",
+    "ENV_BARS",
     "ENV_LOG",
     "ENV_LOG_EVERY",
 ]
@@ -200,49 +203,87 @@ def _log_every() -> float:
 # bars
 
 
-_NOTEBOOK_CLASS: Any = None
+ENV_BARS = "FACTERLAB_BARS"
+BAR_MODES = ("live", "final", "off")
+LIVE_MININTERVAL = 1.0  # seconds between redraws of a live text bar in a notebook
 
 
-def _notebook_class():
-    """tqdm.auto's notebook bar, changed so that ``close()`` replaces the widget's display with the
-    final text line (also for ``leave=False``: a record of where the bar ended, not a blank output)."""
-    global _NOTEBOOK_CLASS
-    if _NOTEBOOK_CLASS is None:
-        from tqdm.auto import tqdm as auto
+def bar_mode(environ=None) -> str:
+    """How bars are drawn: ``FACTERLAB_BARS`` if set (``live``, ``final`` or ``off``), else ``live``
+    (a text bar redrawn in place) in a terminal and in a JupyterLab kernel, and ``final`` (one text
+    line when the bar closes) in a kernel without a browser (papermill, ``facterlab reproduce``,
+    nbconvert), where every redraw would stay in the executed notebook and in reproduce's output.
 
-        class FinalTextNotebookBar(auto):
+    >>> bar_mode({"FACTERLAB_BARS": "off"}), bar_mode({})
+    ('off', 'live')
+    """
+    environ = os.environ if environ is None else environ
+    wanted = environ.get(ENV_BARS, "").strip().lower()
+    if wanted:
+        if wanted not in BAR_MODES:
+            raise ValueError(f"{ENV_BARS}={wanted!r}: choose one of {', '.join(BAR_MODES)}")
+        return wanted
+    if in_kernel() and not environ.get("JPY_SESSION_NAME"):  # JupyterLab's kernels have it; papermill's not
+        return "final"
+    return "live"
+
+
+class _Discard:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+_FINAL_CLASS: Any = None
+
+
+def _final_line_class():
+    """A text bar that draws nothing while it runs and prints its final line when it closes."""
+    global _FINAL_CLASS
+    if _FINAL_CLASS is None:
+        from tqdm.std import tqdm as std
+
+        class FinalLineBar(std):
             def __init__(self, *args, **kwargs):
-                wanted = kwargs.pop("display", True)
-                super().__init__(*args, display=False, **kwargs)
-                self._handle = None
-                if wanted and not self.disable and self.delay <= 0:
-                    from IPython.display import display
-
-                    self._handle = display(self.container, display_id=True)
-                    self.displayed = True
+                self._out = kwargs.pop("file", None)
+                kwargs.pop("mininterval", None)
+                super().__init__(*args, file=_Discard(), mininterval=float("inf"), **kwargs)
 
             def close(self):
                 if self.disable:
                     return
-                was_closed = getattr(self, "_final_shown", False)
+                line = self.format_meter(**self.format_dict)
                 super().close()
-                if self._handle is not None and not was_closed:
-                    self._final_shown = True
-                    self._handle.update({"text/plain": self.format_meter(**self.format_dict)}, raw=True)
+                print(line, file=self._out or sys.stdout, flush=True)
 
-        _NOTEBOOK_CLASS = FinalTextNotebookBar
-    return _NOTEBOOK_CLASS
+        _FINAL_CLASS = FinalLineBar
+    return _FINAL_CLASS
 
 
 def tqdm(*args, **kwargs):
-    """A ``tqdm.auto`` bar (same arguments); in a notebook its final state replaces the widget's
-    display when it closes (module docstring)."""
-    from tqdm.auto import tqdm as auto
-    from tqdm.notebook import tqdm_notebook
+    """A text progress bar (``tqdm.std``, same arguments), drawn as :func:`bar_mode` says.
 
-    if isinstance(auto, type) and issubclass(auto, tqdm_notebook):
-        return _notebook_class()(*args, **kwargs)
-    return auto(*args, **kwargs)
+    Never the ipywidgets bar of ``tqdm.auto``: while a cell with widget bars runs, JupyterLab's status
+    bar reads "Idle" (ipykernel 7 answers the widgets' comm traffic on a subshell, concurrently with
+    the cell, and each answer ends with an ``idle`` status that JupyterLab shows; docs/PROGRESS.md).
+    In a notebook the text bar goes to the cell's stdout, redrawn at most once a second."""
+    from tqdm.std import tqdm as std
+
+    mode = bar_mode()
+    if mode == "off":
+        kwargs["disable"] = True
+        return std(*args, **kwargs)
+    if in_kernel():
+        kwargs.setdefault("file", sys.stdout)
+        if mode == "final":
+            return _final_line_class()(*args, **kwargs)
+        kwargs["mininterval"] = max(float(kwargs.get("mininterval", 0.1)), LIVE_MININTERVAL)
+        kwargs.setdefault("ncols", 100)
+    elif mode == "final":
+        return _final_line_class()(*args, **kwargs)
+    return std(*args, **kwargs)
 
 
 @contextmanager
@@ -318,6 +359,7 @@ class Progress:
         self.what, self.total, self.unit = what, (None if total is None else int(total)), unit
         self.log = log or logging.getLogger(__name__)
         self.n = self.new = self.cached = 0
+        self.n_batches = self.largest_batch = 0  # generated batches (one record_predictions(new=...) each)
         self.gen_seconds = 0.0
         self.advance_on_predictions, self.summary = advance_on_predictions, summary
         self.every = _log_every() if every == "default" else (None if every is None else float(every))
@@ -348,10 +390,13 @@ class Progress:
         """Move to ``n`` units done (never backwards)."""
         self.update(int(n) - self.n)
 
-    def _predictions(self, cached: int, new: int, seconds: float) -> None:
+    def _predictions(self, cached: int = 0, new: int = 0, seconds: float = 0.0) -> None:
         self.cached += cached
         self.new += new
         self.gen_seconds += seconds
+        if new:
+            self.n_batches += 1
+            self.largest_batch = max(self.largest_batch, new)
         if self.advance_on_predictions and new:
             room = new if self.total is None else max(0, min(new, self.total - self.n))
             self.update(room)
@@ -362,37 +407,60 @@ class Progress:
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
-    def eta(self) -> float | None:
-        """Seconds left: the requests left times the share that needed a new prediction so far, at the
-        measured rate of new predictions (wall time); without predictions, the rate of rows.
+    def predicted(self) -> int:
+        """Units with a prediction: at least the units processed; more when predictions run ahead of
+        the rows (the monitor predicts a batch ahead of the row it processes).  Capped at ``total``."""
+        ahead = self.new + self.cached
+        return self.n if self.total is None else min(self.total, max(self.n, ahead))
 
-        One request per row is assumed; requests answered ahead of their row (the monitor predicts a
-        batch ahead) count as done."""
+    def eta(self) -> float | None:
+        """Seconds left from measured rates, or None ("unknown") before anything was measured.
+
+        With generated predictions: the rows without a prediction yet (:meth:`predicted`), times the
+        share of rows that needed a new prediction so far, in batches of the largest batch seen (a
+        last, partial batch costs a whole one: generation pays per batch, not per prediction), at the
+        measured wall time per generated batch.  Without predictions: the rows left at the measured
+        rate of rows."""
         if self.total is None:
             return None
         elapsed = self.elapsed()
-        if self.new > 0:
-            done = min(self.total, max(self.n, self.new + self.cached))
+        left = max(0, self.total - self.predicted())
+        if left == 0:
+            return 0.0
+        if self.new > 0 and self.n_batches > 0:
             share_new = self.new / (self.new + self.cached)
-            return (self.total - done) * share_new * elapsed / self.new
+            batches_left = math.ceil(left * share_new / self.largest_batch)
+            return batches_left * elapsed / self.n_batches
         if self.n <= 0:
             return None
-        return max(0, self.total - self.n) * elapsed / self.n
+        return left * elapsed / self.n
 
     def status(self) -> str:
-        """One line: ``calibration: 8/17 rows (47%), 40 s; predictions 8 new (0.20/s), 0 cached; about 46 s left``."""
+        """One line: ``calibration: 8/17 rows (47%), 40 s; predictions 8 new (0.20/s), 0 cached; about 46 s left``.
+
+        When predictions run ahead of the rows processed: ``pass 1/3: 0/12 rows processed, 8 predicted
+        (67%), 27 s; ...``; before any rate is measured: ``time left unknown``."""
         elapsed = self.elapsed()
-        done = f"{self.n}/{self.total} {self.unit}" if self.total is not None else f"{self.n} {self.unit}"
-        if self.total:
-            done += f" ({100 * self.n / self.total:.0f}%)"
+        predicted = self.predicted()
+        if self.total is not None and predicted > self.n:
+            done = f"{self.n}/{self.total} {self.unit} processed, {predicted} predicted"
+            if self.total:
+                done += f" ({100 * predicted / self.total:.0f}%)"
+        else:
+            done = f"{self.n}/{self.total} {self.unit}" if self.total is not None else f"{self.n} {self.unit}"
+            if self.total:
+                done += f" ({100 * self.n / self.total:.0f}%)"
         head = f"{done}, " if self.total is not None or self.n else ""
         parts = [f"{self.what}: {head}{format_seconds(elapsed)}"]
         if self.new or self.cached:
             rate = f" ({self.new / elapsed:.2f}/s)" if self.new and elapsed > 0 else ""
             parts.append(f"predictions {self.new} new{rate}, {self.cached} cached")
-        eta = None if self.closed or (self.total is not None and self.n >= self.total) else self.eta()
-        if eta is not None:
-            parts.append(f"about {format_seconds(eta)} left")
+        elif self.n and elapsed > 0 and not self.closed:
+            parts.append(f"{self.n / elapsed:.3g} {self.unit}/s")
+        finished = self.closed or (self.total is not None and self.n >= self.total)
+        if not finished and self.total is not None:
+            eta = self.eta()
+            parts.append("time left unknown" if eta is None else f"about {format_seconds(eta)} left")
         return "; ".join(parts)
 
     def _maybe_log(self) -> None:
@@ -415,7 +483,9 @@ class Progress:
             refs.remove(self._ref)
         if self._bar is not None:
             self._bar.close()
-        level = logging.INFO if (self.elapsed() >= 1.0 or self.new or self.n_logged) else logging.DEBUG
+        # a phase answered from the cache is logged too: pass 1 of a run that reuses predictions is
+        # still pass 1 for the reader (otherwise the first line seen would say pass 2)
+        level = logging.INFO if (self.elapsed() >= 1.0 or self.new or self.cached or self.n_logged) else logging.DEBUG
         if not self.summary and not failed:
             return
         self.log.log(logging.WARNING if failed else level, self.status() + (" (stopped by an error)" if failed else ""))

@@ -259,6 +259,23 @@ def verify(path: os.PathLike | str, dl: Download) -> str:
     return "unverified"
 
 
+def unreachable(url: str, timeout: float = 5.0) -> str | None:
+    """``None`` when ``url``'s server answers a HEAD request within ``timeout`` seconds (through any
+    proxy the environment sets), else the reason in a few words: a quick check before a download,
+    so that an offline machine (no DNS, a firewall that drops packets) fails in seconds.
+
+    >>> unreachable("http://127.0.0.1:9/none", timeout=1) is not None
+    True
+    """
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:  # the server answered: reachable unless it refused outright
+        return None if exc.code < 500 and exc.code not in (401, 403, 407) else f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # no route, no DNS, a timeout
+        return str(getattr(exc, "reason", None) or exc) or type(exc).__name__
+
+
 def fetch(dl: Download, directory: os.PathLike | str, log=None) -> Path:
     """Download ``dl`` into ``directory`` (via a temporary file), verify it, extract zip members.
 

@@ -177,14 +177,17 @@ def run_notebooks(
     timings_path: os.PathLike | str | None = None,
     log=None,
     report: bool | None = None,
+    download: bool = True,
 ) -> list:
     """Execute the notebooks with papermill; return one :class:`NotebookRun` each (never raises on
     a notebook's failure: the caller decides).  Writes ``results/reproduce_timings.json``.
 
     ``extra``: ``--set`` values (text or Python values), validated against the selected notebooks'
     declared parameters before anything runs (:class:`ParameterError`).  ``report``: whether this is
-    the report run that writes the committed ``figures/`` (default: ``profile == "default"`` and no
-    ``extra``); ``cwd`` default: the project root.
+    the report run that writes the committed ``figures/`` (default: ``profile == "default"``, no
+    ``extra`` and dataset ``auto`` resolving to the report's own dataset, :data:`REPORT_DATASET`);
+    ``download``: under the default profile without data, fetch MovieLens-100K first
+    (:func:`choose_dataset`); ``cwd`` default: the project root.
 
     ``log(line)`` (default: print and flush) gets a line when each notebook starts and ends (with its
     wall time) and, as they come, the kernel's output lines (facterlab's log lines: phases, cached vs
@@ -195,10 +198,11 @@ def run_notebooks(
         log = _say
 
     params = kernel_parameters(profile, extra)
-    if report is None:
-        report = profile == "default" and not extra
     if data_dir is not None:
         os.environ["FACTERLAB_DATA"] = str(Path(data_dir).expanduser().resolve())
+    choice = choose_dataset(profile, extra, download=download, log=log)
+    if report is None:
+        report = profile == "default" and not extra and choice.dataset == REPORT_DATASET
     cwd = Path(cwd) if cwd is not None else paths.project_root()
     nb_dir = Path(notebooks_dir)
     if not nb_dir.is_absolute():
@@ -216,11 +220,13 @@ def run_notebooks(
     for nb in notebooks:  # the profile's values fit every notebook's declared types
         passed, _ = filter_parameters({**params, **typed_extra[nb.stem]}, declared_by[nb.stem])
         resolve(declared_by[nb.stem], passed, where=nb.stem)
-    log(f"[reproduce] report run: {report} (figures -> {paths.report_figures_dir() if report else 'beside results'})")
     runs = []
     t_all = time.perf_counter()
     saved_env = {k: os.environ.get(k) for k in (*threads.MANAGED_VARS, paths.ENV_REPORT, "FACTERLAB_NOTEBOOK")}
     _set_env({paths.ENV_REPORT: "1" if report else None})  # the kernels inherit it
+    where, fig_dir = report_line(report, choice.dataset, profile, extra), paths.figures_dir()
+    log(f"[reproduce] dataset: {choice.describe()}")
+    log(f"[reproduce] {where}")
     try:
         for nb in notebooks:
             passed, skipped = filter_parameters({**params, **typed_extra[nb.stem]}, declared_by[nb.stem])
@@ -243,6 +249,7 @@ def run_notebooks(
                     log_output=False,
                     stdout_file=lines,  # the kernel's output, streamed as it comes: log lines, prints
                     stderr_file=lines,
+                    **kernel_manager_kwargs(),
                 )
                 status, error = "ok", None
             except Exception as exc:  # noqa: BLE001 - report every notebook's failure, then go on
@@ -259,6 +266,8 @@ def run_notebooks(
                 f"[reproduce] {nb.name}: {status} in {runs[-1].seconds:.1f} s "
                 f"(total {time.perf_counter() - t_all:.1f} s)"
             )
+        log(f"[reproduce] dataset: {choice.describe()}")
+        log(f"[reproduce] {where}")
     finally:
         _set_env(saved_env)
     total = time.perf_counter() - t_all  # unrounded: the total is never below the sum of its parts
@@ -274,6 +283,8 @@ def run_notebooks(
                 "report": report,
                 "parameters": params,
                 "data_dir": os.environ.get("FACTERLAB_DATA"),
+                "dataset": asdict(choice),
+                "figures_dir": str(fig_dir),
                 "total_seconds": total,
                 "notebooks": [asdict(r) for r in runs],
             },
@@ -282,6 +293,106 @@ def run_notebooks(
         )
     )
     return runs
+
+
+#: The dataset the committed report (figures/, README "Results of the default profile") was made on:
+#: only a default-profile run on it rewrites figures/.
+REPORT_DATASET = "ml-100k"
+#: What the default profile fetches when the data directory has neither ML-1M nor ML-100K.
+DEFAULT_DOWNLOAD = "ml-100k"
+
+
+@dataclass
+class DatasetChoice:
+    """What dataset ``auto`` means for this run, where it lies, and how it was reached."""
+
+    dataset: str  # auto's resolution (ml-1m, ml-100k or synthetic), or the profile's/--set's explicit name
+    data_dir: str
+    how: str  # "found", "downloaded", "fallback" (no data, no download), "explicit"
+    note: str = ""
+
+    def describe(self) -> str:
+        label = {"ml-1m": "MovieLens-1M", "ml-100k": "MovieLens-100K", "amazon": "Amazon Movies & TV"}
+        name = f"{label[self.dataset]} ({self.dataset})" if self.dataset in label else self.dataset.upper()
+        if self.how == "explicit":
+            return f"{name}, named by the profile or --set"
+        if self.how == "found":
+            return f"{name}, found in {self.data_dir}"
+        if self.how == "downloaded":
+            return f"{name}, downloaded into {self.data_dir} (checksum verified)"
+        return f"{name} (seeded stand-in; every title says SYNTHETIC): {self.note}"
+
+
+def choose_dataset(profile: str, extra: dict | None = None, download: bool = True, log=None) -> DatasetChoice:
+    """What the notebooks' dataset ``auto`` will resolve to, after fetching MovieLens-100K where it helps.
+
+    Only when the profile leaves DATASET at ``auto`` (not ``smoke``/``paper``, no ``--set DATASET``) and
+    the data directory holds neither ML-1M nor ML-100K: with ``download`` and a reachable server, the
+    pinned ML-100K zip is fetched and checked (:func:`facterlab.data.download.ensure_dataset`); offline,
+    the check fails within seconds and the run falls back to the synthetic set, saying why."""
+    from facterlab.config import data_dir
+    from facterlab.data import download as dl
+    from facterlab.data.loading import resolve_dataset
+
+    log = log or _say
+    extra = extra or {}
+    folder = str(data_dir())
+    fixed = extra.get("DATASET", PROFILES[profile]["overrides"].get("DATASET"))
+    if fixed is not None and str(fixed) != "auto":
+        return DatasetChoice(str(fixed), folder, "explicit")
+    found = resolve_dataset("auto")
+    if found != "synthetic":
+        return DatasetChoice(found, folder, "found")
+    if not download:
+        return DatasetChoice("synthetic", folder, "fallback", f"no ml-1m/ or ml-100k/ in {folder}; download off")
+    src = dl.source(DEFAULT_DOWNLOAD)
+    log(f"[reproduce] no ml-1m/ or ml-100k/ in {folder}: trying to fetch {src.label} ({src.downloads[0].url})")
+    reason = dl.unreachable(src.downloads[0].url)
+    if reason is None:
+        try:
+            dl.ensure_dataset(DEFAULT_DOWNLOAD, download=True)
+        except (OSError, ValueError) as exc:  # DownloadError, a checksum mismatch, a full disk
+            reason = str(exc).splitlines()[0]
+        else:
+            return DatasetChoice(DEFAULT_DOWNLOAD, folder, "downloaded")
+    return DatasetChoice(
+        "synthetic",
+        folder,
+        "fallback",
+        f"no ml-1m/ or ml-100k/ in {folder} and {src.label} could not be fetched ({reason}); "
+        f"for real data set FACTERLAB_DATA or run `.venv/bin/facterlab data download --dataset {DEFAULT_DOWNLOAD}`",
+    )
+
+
+def report_line(report: bool, dataset: str, profile: str, extra: dict | None = None) -> str:
+    """Where this run's figures and tables go, and why (one line)."""
+    if report:
+        return f"report run: figures and tables -> {paths.report_figures_dir()} (the committed report)"
+    if profile != "default" or extra:
+        why = f"profile {profile}" + (" with --set" if extra else "")
+    elif dataset != REPORT_DATASET:
+        why = f"dataset {dataset}, not the report's {REPORT_DATASET}"
+    else:
+        why = "--no-report"
+    return f"not the report run ({why}): figures and tables -> {paths.figures_dir()}; figures/ is left as it is"
+
+
+def kernel_manager_kwargs() -> dict:
+    """papermill keywords that start the kernel on the ``ipc`` transport (Unix sockets in Jupyter's
+    runtime directory, readable by this user only) instead of TCP on localhost: ipykernel 7 warns
+    "Kernel is running over TCP without encryption" for every TCP kernel, once per notebook.  Avoided,
+    not silenced: no warning filter is set, so the kernel's other warnings still show.  Windows has
+    no ipc transport: TCP there (and the warning)."""
+    if os.name == "nt":
+        return {}
+    from jupyter_client import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            kwargs.setdefault("transport", "ipc")
+            super().__init__(**kwargs)
+
+    return {"kernel_manager_class": IPCKernelManager}
 
 
 def _say(line: str) -> None:
@@ -365,6 +476,7 @@ def _cmd(args) -> int:
             out=Path(args.out).resolve() if args.out else "build/notebooks",  # default: under the project root
             extra=_parse_set(args.set),
             report=args.report,
+            download=args.download,
         )
     except ParameterError as exc:
         print(f"facterlab reproduce: {exc}", file=sys.stderr)
@@ -408,5 +520,12 @@ def register(subparsers) -> None:
         default=None,
         help="write the committed report figures in figures/ (default: only --profile default without --set); "
         "otherwise figures go beside the results (results/figures/)",
+    )
+    p.add_argument(
+        "--download",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="default profile without ML-1M/ML-100K in the data directory: fetch MovieLens-100K (pinned "
+        "checksum) before falling back to the synthetic set (default: on; offline it fails within seconds)",
     )
     p.set_defaults(func=_cmd)
