@@ -214,6 +214,37 @@ def run_all_and_wait(page, timeout_ms: int = 300_000) -> None:
     page.wait_for_function(RUN_ALL_DONE, timeout=timeout_ms, polling=500)
 
 
+KERNEL_STATUS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return [Date.now(), w.sessionContext.session.kernel.status, w.sessionContext.kernelDisplayStatus];
+}"""
+# records every iopub status message with its parent's type (what JupyterLab's status bar follows)
+HOOK_STATUS_MESSAGES = """() => {
+  const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  window._facterlabStatus = [];
+  k.iopubMessage.connect((_, m) => {
+    if (m.header.msg_type === 'status')
+      window._facterlabStatus.push([Date.now(), m.content.execution_state, m.parent_header.msg_type]);
+  });
+  return true;
+}"""
+
+
+def start_run_all(page) -> None:
+    """Start running all cells and return at once (``commands.execute`` resolves only when the run ends)."""
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }")
+
+
+def poll_kernel_status(page, seconds: float, every: float = 0.5) -> list:
+    """``[(ms, kernel status, status bar text)]`` polled every ``every`` seconds for ``seconds``."""
+    polls = []
+    end = time.time() + seconds
+    while time.time() < end:
+        polls.append(tuple(page.evaluate(KERNEL_STATUS)))
+        time.sleep(every)
+    return polls
+
+
 def notebook_outputs(page) -> list:
     """The open notebook's cells as JupyterLab holds them: ``[{type, source, outputs}]``."""
     return page.evaluate(CELL_OUTPUTS)

@@ -39,6 +39,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jupyterlab_helpers import (  # noqa: E402
+    HOOK_STATUS_MESSAGES,
     REPO,
     SET_CELL_SOURCE,
     chromium_page,
@@ -46,8 +47,10 @@ from jupyterlab_helpers import (  # noqa: E402
     notebook_outputs,
     open_notebook,
     output_text,
+    poll_kernel_status,
     require_browser,
     run_all_and_wait,
+    start_run_all,
 )
 
 NOTEBOOK = "06_fig1_violations_by_pass"
@@ -172,3 +175,54 @@ def test_facter_notebook_reuses_the_reproduce_run_and_writes_no_tracked_file(tmp
         saved = json.loads((root / "notebooks" / p).read_text())
         assert not any(c.get("outputs") for c in saved["cells"]), f"{p} holds outputs"
     assert {p: v for p, v in after.items() if p not in checkpoints} == notebooks0, "files were written into notebooks/"
+
+
+LONG_PHASE = """import logging, time
+from facterlab.progress import Progress
+with Progress("demo phase", total=24, log=logging.getLogger("facterlab.demo"), every=2) as p:
+    for _ in range(24):
+        time.sleep(0.5)
+        p.update(1)
+"""
+
+
+@pytest.mark.browser
+def test_status_bar_says_busy_and_progress_lines_come_during_a_long_phase(tmp_path):
+    """Issue 23: JupyterLab's status bar read "Idle" in 251 of 256 polls while a cell with tqdm widget
+    bars ran.  Cause (measured with this JupyterLab 4.6 and ipykernel 7): the first widget makes the
+    widget manager send a ``create_subshell_request`` on the control channel; the kernel answers it
+    during the cell and publishes busy/idle for it, and JupyterLab's status follows every status
+    message whose parent type is not in its untracked list.  facterlab's bars are text: a 12 s phase
+    with a bar and log lines every 2 s must read "Busy" while it runs, and show its lines as they come."""
+    import nbformat
+
+    sync_api = require_browser()
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(LONG_PHASE)]
+    nbformat.write(nb, str(root / "long.ipynb"))
+    env = {k: v for k, v in os.environ.items() if k not in PATH_VARS}
+    with jupyterlab(tmp_path, root, env=env) as lab:
+        with chromium_page(sync_api) as page:
+            open_notebook(page, lab, "long.ipynb")
+            page.wait_for_timeout(3000)  # the session's start-up messages are over
+            page.evaluate(HOOK_STATUS_MESSAGES)
+            start_run_all(page)
+            polls = poll_kernel_status(page, 10.0)
+            run_all_and_wait(page, timeout_ms=120_000)
+            messages = page.evaluate("() => window._facterlabStatus")
+            cells = notebook_outputs(page)
+    busy_at = next(t for t, state, parent in messages if state == "busy" and parent == "execute_request")
+    idle_at = next(t for t, state, parent in messages if state == "idle" and parent == "execute_request")
+    during = [(status, shown) for t, status, shown in polls if busy_at + 500 < t < idle_at]
+    assert len(during) >= 10, (polls, messages)
+    assert all(status == "busy" for status, _ in during), (during, messages)
+    assert all(shown.lower() == "busy" for _, shown in during), during  # what the status bar prints
+    outputs = cells[0]["outputs"]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    text = output_text(outputs)
+    lines = [line for line in text.splitlines() if "demo: demo phase: " in line]
+    assert len(lines) >= 3 and all("left" in line for line in lines[:-1]), text  # as it ran, with the time left
+    assert "demo phase: 100%|" in text, text  # the text bar's final state
