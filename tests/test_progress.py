@@ -225,3 +225,52 @@ def test_reproduce_streams_kernel_lines_and_saves_finished_bars(tmp_path, monkey
     assert [b.split(":")[0] for b in bars] == ["loop", "phase", "gone"], text
     assert all("100%" in b for b in bars) and "\r" not in text and " 0%|" not in text, bars
     assert sum(1 for line in streamed if "loop:" in line) == 1  # one line per bar in reproduce's output
+
+
+def test_encoding_and_neighbour_search_log_rate_and_time_left(caplog, monkeypatch):
+    """Issue 23: encoding and the neighbour search passed minutes in silence; now each logs a line every
+    FACTERLAB_LOG_EVERY seconds with its count, rate and time left, and a summary when it took >= 1 s."""
+    import numpy as np
+
+    from facterlab.facter.neighbours import counterfactual_neighbours
+    from facterlab.models.encoder import SentenceEncoder
+    from facterlab.models.registry import ResolvedModel
+
+    class SlowModel:
+        def encode(self, chunk, **kw):
+            time.sleep(0.05)
+            return np.ones((len(chunk), 4), dtype=np.float32)
+
+    monkeypatch.setenv(pg.ENV_LOG_EVERY, "0")
+    enc = SentenceEncoder(ResolvedModel("toy", "/nowhere", None, "toy-fp", False), batch_size=2, cache=False)
+    enc._model, enc._dim = SlowModel(), 4
+    with caplog.at_level(logging.INFO, logger="facterlab"):
+        enc.encode([f"text {i}" for i in range(20)])  # 3 chunks of 8 texts
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("encoding with toy:")]
+    assert lines[0].startswith("encoding with toy: 8/20 texts (40%)") and "texts/s" in lines[0], lines
+    assert "left" in lines[0] and lines[-1].startswith("encoding with toy: 20/20 texts (100%)"), lines
+
+    caplog.clear()
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(50, 8))
+    with caplog.at_level(logging.INFO, logger="facterlab"):
+        counterfactual_neighbours(emb, [i % 2 for i in range(50)], tau_rho=0.0, max_block_bytes=5 * 50 * 10)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("neighbour search:")]
+    assert lines and lines[0].startswith("neighbour search: 10/50 rows (20%)") and "left" in lines[0], lines
+
+
+def test_simpson_grid_reports_progress(caplog, monkeypatch):
+    """Issue 25: notebook 14's grid printed nothing for 151 s; the grid now logs its count, rate and
+    time left (every FACTERLAB_LOG_EVERY s; 0 here: at every simulation) and a summary."""
+    import numpy as np
+
+    from facterlab.simpson.simulate import SimConfig, grid
+
+    monkeypatch.setenv(pg.ENV_LOG_EVERY, "0")
+    with caplog.at_level(logging.INFO, logger="facterlab"):
+        df = grid(np.array([0.0, 5.0]), np.array([1.5, 3.0]), base=SimConfig(n_users=400, bias=0.03), seed=0)
+    assert len(df) == 4
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("grid seed 0:")]
+    assert lines[0].startswith("grid seed 0: 1/4 simulations (25%)") and "left" in lines[0], lines
+    assert lines[-1].startswith("grid seed 0: 4/4 simulations (100%)") and "left" not in lines[-1], lines
+    assert all(r.name == "facterlab.simpson.simulate" for r in caplog.records if "grid seed" in r.getMessage())

@@ -47,6 +47,7 @@ __all__ = [
     "enable_logging",
     "auto_enable_logging",
     "Progress",
+    "track",
     "loading",
     "record_predictions",
     "tqdm",
@@ -489,3 +490,38 @@ class Progress:
         if not self.summary and not failed:
             return
         self.log.log(logging.WARNING if failed else level, self.status() + (" (stopped by an error)" if failed else ""))
+
+
+def track(
+    iterable,
+    what: str,
+    total: int | None = None,
+    unit: str = "runs",
+    log: logging.Logger | str | None = None,
+    show: bool = True,
+):
+    """Iterate over ``iterable`` as a :class:`Progress` phase: a text bar, a log line every
+    ``FACTERLAB_LOG_EVERY`` seconds with the count, rate and time left, and a summary line (phases of
+    a second or more).  ``show=False``: silent (no bar, no lines).  ``total`` defaults to ``len(iterable)``;
+    ``log``: a logger or its name (default ``facterlab.progress``).
+
+    >>> list(track(range(3), "demo", show=False))
+    [0, 1, 2]
+    """
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)
+    logger = logging.getLogger(log) if isinstance(log, str) else log
+    phase = Progress(
+        what, total=total, unit=unit, log=logger, bar=show, every="default" if show else None, summary=show
+    )
+    try:
+        for item in iterable:
+            yield item
+            phase.update(1)
+    except GeneratorExit:  # the caller stopped early: not an error
+        phase.close()
+        raise
+    except BaseException:
+        phase.close(failed=show)
+        raise
+    phase.close()

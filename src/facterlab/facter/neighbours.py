@@ -20,6 +20,7 @@ CSR-style :class:`NeighbourIndex` (``indptr``, ``indices``, ``sims``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ import pandas as pd
 
 from facterlab.config import FacterConfig
 from facterlab.metrics.embeddings import normalise_rows
-from facterlab.progress import tqdm
+from facterlab.progress import Progress
 
 
 @dataclass
@@ -111,10 +112,9 @@ def counterfactual_neighbours(
     cos_min_x = None if tau_x is None else 1.0 - tau_x * tau_x / 2.0
     counts = np.zeros(n_q, dtype=np.int64)
     idx_parts, sim_parts = [], []
-    starts = range(0, n_q, block)
-    if progress:
-        starts = tqdm(starts, desc="neighbours", total=(n_q + block - 1) // block)
-    for s in starts:
+    # a bar when asked; a log line every FACTERLAB_LOG_EVERY s (rate, time left) and a summary from 1 s
+    phase = Progress("neighbour search", total=n_q, unit="rows", bar=progress, log=logging.getLogger(__name__))
+    for s in range(0, n_q, block):
         e = min(n_q, s + block)
         w = q[s:e] @ r.T
         flat = np.flatnonzero(w > tau_rho)  # much faster than a 2-d np.nonzero on a sparse mask
@@ -130,6 +130,8 @@ def counterfactual_neighbours(
         counts[s:e] = np.bincount(rows, minlength=e - s)
         idx_parts.append(cols.astype(np.int64))
         sim_parts.append(sims.astype(np.float32))
+        phase.update(e - s)
+    phase.close()
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     indices = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
     sims = np.concatenate(sim_parts) if sim_parts else np.zeros(0, dtype=np.float32)

@@ -18,7 +18,7 @@ import numpy as np
 from facterlab.models.cache import EmbeddingCache, text_key
 from facterlab.models.device import resolve_device
 from facterlab.models.registry import ResolvedModel, resolve_encoder
-from facterlab.progress import loading
+from facterlab.progress import Progress, loading
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,10 @@ class SentenceEncoder:
             todo = [t for t in todo if t not in self._memo]
         if todo:
             model = self._load()
-            for s in range(0, len(todo), self.batch_size * 16):
-                chunk = todo[s : s + self.batch_size * 16]
+            # a log line every FACTERLAB_LOG_EVERY s (rate, time left) on long encodings; chunks of 4 batches
+            phase = Progress(f"encoding with {self.name}", total=len(todo), unit="texts", log=log, bar=False)
+            for s in range(0, len(todo), self.batch_size * 4):
+                chunk = todo[s : s + self.batch_size * 4]
                 vecs = np.asarray(
                     model.encode(
                         chunk,
@@ -108,6 +110,8 @@ class SentenceEncoder:
                     self._memo[t] = v
                 if self.cache is not None:
                     self.cache.put_vectors((text_key(self.fingerprint, t), v) for t, v in zip(chunk, vecs))
+                phase.update(len(chunk))
+            phase.close()
         for i, t in enumerate(texts):
             out[i] = self._memo[t]
         return out

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.metrics.embeddings import normalise_rows
-from facterlab.progress import tqdm
+from facterlab.progress import track
 from facterlab.simpson import ips as ips_mod
 from facterlab.simpson.exposure import competition, get_exposure
 from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap, per_user_gap
@@ -379,7 +379,7 @@ def sweep(
     combos = list(itertools.product(list(values), list(seeds)))
     rows = [
         simulate_and_measure(base.replace(**{param: v, "seed": int(s)}), ips=ips)
-        for v, s in tqdm(combos, desc=f"sweep {param}", disable=not progress)
+        for v, s in track(combos, f"sweep {param}", unit="simulations", log=__name__, show=progress)
     ]
     return pd.DataFrame(rows)
 
@@ -429,12 +429,12 @@ def _run_many(cfgs: list, n_jobs: int = 1, progress: bool = False, desc: str = "
     """``[simulate_and_measure(c) for c in cfgs]``, in ``n_jobs`` worker processes when > 1 (same results: every
     configuration carries its own random streams)."""
     if n_jobs is None or n_jobs <= 1 or len(cfgs) <= 1:
-        return [simulate_and_measure(c) for c in tqdm(cfgs, desc=desc, disable=not progress)]
+        return [simulate_and_measure(c) for c in track(cfgs, desc, unit="simulations", log=__name__, show=progress)]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
         return list(
-            tqdm(pool.map(simulate_and_measure, cfgs, chunksize=4), total=len(cfgs), desc=desc, disable=not progress)
+            track(pool.map(simulate_and_measure, cfgs, chunksize=4), desc, len(cfgs), "simulations", __name__, progress)
         )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from facterlab.progress import tqdm
+from facterlab.progress import track
 from facterlab.simpson.gaps import per_user_gap
 from facterlab.simpson.simulate import MU1_READINGS, NOISE_READINGS, SimConfig, measure, simulate, simulate_and_measure
 
@@ -55,7 +55,7 @@ def variant_study(
         (v, knob, float(x), int(s)) for v in variants for knob, (_, _, xs) in sweeps.items() for x in xs for s in seeds
     ]
     rows = []
-    for v, knob, x, s in tqdm(jobs, desc="variant study", disable=not progress):
+    for v, knob, x, s in track(jobs, "variant study", unit="simulations", log=__name__, show=progress):
         other, other_value, _ = sweeps[knob]
         cfg = base.replace(noise=v["noise"], mu1=v["mu1"], seed=s, **{knob: x, other: other_value})
         res = simulate_and_measure(cfg)
@@ -136,8 +136,8 @@ def hold_per_user_gap(
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
     ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target."""
     rows = []
-    for v, s in tqdm(
-        list(itertools.product(list(values), list(seeds))), desc=f"hold PerUserGap, {param}", disable=not progress
+    for v, s in track(
+        list(itertools.product(list(values), list(seeds))), f"hold PerUserGap, {param}", log=__name__, show=progress
     ):
         cfg = base.replace(**{param: float(v), "seed": int(s)})
         b = calibrate_bias(cfg, target)
