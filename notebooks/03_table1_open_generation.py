@@ -83,9 +83,9 @@ table = tb.method_table(
 display(Markdown(table.to_markdown()))
 
 # %%
-first = [r for r in runs if (r.metrics.dataset, r.metrics.model) == (runs[0].metrics.dataset, runs[0].metrics.model)]
+first = tb.seed_groups(runs)[0]  # the seeds of the first setting (runs differing only by seed)
 fig = ff.method_bars(
-    [r.metrics.to_json() for r in first],  # the first dataset and model's seeds; figure code reads the JSON form
+    first,  # the figure names these runs and their code version
     ["ndcg@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
     f"Table 1 (first dataset and model, {len(first)} seed(s))",
     PROFILE,

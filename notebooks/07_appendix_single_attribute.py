@@ -72,10 +72,8 @@ display(Markdown(table.to_markdown()))
 
 # %%
 keys = ["snsr_gender", "snsr_age", "snsr_occupation", "cfr_gender", "cfr_age", "cfr_occupation"]
-first = [r for r in runs if (r.metrics.dataset, r.metrics.model) == (runs[0].metrics.dataset, runs[0].metrics.model)]
-fig = ff.method_bars(
-    [r.metrics.to_json() for r in first], keys, f"Single-attribute SNSR and CFR ({len(first)} seed(s))", PROFILE
-)
+first = tb.seed_groups(runs)[0]  # the seeds of the first setting (runs differing only by seed)
+fig = ff.method_bars(first, keys, f"Single-attribute SNSR and CFR ({len(first)} seed(s))", PROFILE)
 
 # %%
 table.save()

@@ -70,8 +70,8 @@ table = tb.method_table(
 )
 display(Markdown(table.to_markdown()))
 fig = ff.violations_by_pass(
-    [r.metrics for r in results if r.record.metrics.variants["threshold_rule"] == "aci"]  # JSON form for the figure
-    or [r.metrics for r in results],
+    [r.record for r in results if r.record.metrics.variants["threshold_rule"] == "aci"]
+    or [r.record for r in tb.seed_groups(results)[0]],
     "Violations by pass, ACI threshold rule",
     PROFILE,
 )

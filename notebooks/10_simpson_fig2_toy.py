@@ -87,7 +87,7 @@ fig = draw_toy(
         "n = 2 users, 6 relevant items each)"
     )
 )
-save_figure(fig, "simpson_fig2_toy")
+save_figure(fig, "simpson_fig2_toy", source="the paper's toy lists (no simulation, no FACTER run)")
 plt.show()
 
 # %%

@@ -74,7 +74,9 @@ fig = plots.plot_factors(
     n_seeds=N_SEEDS,
     n_users=N_USERS,
 )
-save_figure(fig, "simpson_fig3_factors")
+save_figure(
+    fig, "simpson_fig3_factors", source=f"Simpson simulation, {N_USERS} users x {N_SEEDS} seeds x {N_POINTS} points"
+)
 plt.show()
 
 # %%

@@ -91,7 +91,11 @@ fig = plots.plot_variant_study(
     n_seeds=STUDY_SEEDS,
     n_users=STUDY_USERS,
 )
-save_figure(fig, "simpson_fig4_reading_study")
+save_figure(
+    fig,
+    "simpson_fig4_reading_study",
+    source=f"Simpson simulation, reading study: {STUDY_USERS} users x {STUDY_SEEDS} seeds x {STUDY_POINTS} points",
+)
 plt.show()
 print("default reading:", SimConfig().variant)
 
@@ -114,7 +118,11 @@ fig = plots.plot_gap_sweeps(
     n_seeds=N_SEEDS,
     n_users=N_USERS,
 )
-save_figure(fig, "simpson_fig4_aggregate_gap")
+save_figure(
+    fig,
+    "simpson_fig4_aggregate_gap",
+    source=f"Simpson simulation, {N_USERS} users x {N_SEEDS} seeds x {N_POINTS} points",
+)
 plt.show()
 allruns = pd.concat(raw.values())
 decomp_err = float(
@@ -157,7 +165,11 @@ fig = plots.plot_held_per_user_gap(
     n_seeds=HELD_SEEDS,
     n_users=HELD_USERS,
 )
-save_figure(fig, "simpson_fig4_held_per_user_gap")
+save_figure(
+    fig,
+    "simpson_fig4_held_per_user_gap",
+    source=f"Simpson simulation, {HELD_USERS} users x {HELD_SEEDS} seeds x {HELD_POINTS} points",
+)
 plt.show()
 held_ranges = {p: float(100 * (s.aggregate_gap_mean.max() - s.aggregate_gap_mean.min())) for p, s in held.items()}
 max_held = max(float(100 * df.per_user_gap.abs().max()) for df in held_raw.values())

@@ -71,7 +71,11 @@ fig = plots.plot_gap_sweeps(
     n_seeds=N_SEEDS,
     n_users=N_USERS,
 )
-save_figure(fig, "simpson_fig5_ips_estimate")
+save_figure(
+    fig,
+    "simpson_fig5_ips_estimate",
+    source=f"Simpson simulation, {N_USERS} users x {N_SEEDS} seeds x {N_POINTS} points, bias {BIAS}",
+)
 plt.show()
 allruns = pd.concat(raw.values())
 errors_pp = {

@@ -92,7 +92,11 @@ fig = plots.plot_grid(
         f"Grid of {len(df) // len(SEEDS)} simulations x {len(SEEDS)} seeds ({base.variant}; b={BIAS}, N={N_USERS})"
     ),
 )
-save_figure(fig, "simpson_grid_160")
+save_figure(
+    fig,
+    "simpson_grid_160",
+    source=f"Simpson simulation grid, {N_USERS} users, seeds {SEEDS}, {N_SIGMA1} x {N_D1} settings",
+)
 plt.show()
 
 

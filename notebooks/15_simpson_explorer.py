@@ -63,7 +63,7 @@ from IPython.display import HTML
 from facterlab.simpson.explorer import numbers_html
 
 fig, res = static_figure(n_users=N_USERS, seed=SEED)
-save_figure(fig, "simpson_explorer_default")
+save_figure(fig, "simpson_explorer_default", source=f"Simpson simulation, {N_USERS} users, seed {SEED}")
 display(fig, HTML(numbers_html(res, ids=False)))  # shown whatever the matplotlib backend (Agg included)
 plt.close(fig)
 

@@ -97,6 +97,7 @@ for label, cfg in sources:
                 name="simpson_llm_gaps",
                 title=f"Exposure gaps (popular - long tail): {label}",
                 notes=[f"profile {PROFILE}, dataset {m.dataset}, model {m.field_value('model')}, {m.n_test} test rows"],
+                runs=[result],
             ).to_markdown()
         )
     )
@@ -107,7 +108,7 @@ for (label, _cfg), result in zip(sources, results):
     figs[label] = ff.gap_bars(
         plot_frames[label],
         f"Per-user vs aggregate exposure gap: {label} ({result.record.metrics.n_test} test rows)",
-        result.metrics,  # the record's JSON form, read by the figure code
+        result.record,  # the run record: the figure names its run id and code version
         PROFILE,
         intervals=intervals[label],
     )
@@ -127,6 +128,7 @@ for (label, _cfg), result in zip(sources, results):
             f"{m.n_test} test rows; popular = top {HEAD_SHARE:.0%} of items by rating count; "
             f"exposure {EXPOSURE}; n = rows per user group (one row counts as one user)."
         ],
+        runs=[result],
     ).save()
     save_figure(figs[label], name)
 write_metrics(

@@ -181,3 +181,12 @@ def test_signal_problems_for_too_few_calibration_rows():
     m["calibration"].update(k_index=8, n=8)
     problems = ff.signal_problems([m])
     assert any("largest of 8 calibration scores" in p for p in problems)
+
+
+def test_one_panel_figures_refuse_to_pool_settings():
+    small, large = notebook06_records()
+    with pytest.raises(ValueError, match="2 settings"):
+        ff.violations_by_pass(small + large, "V")
+    with pytest.raises(ValueError, match="draw one figure per setting"):
+        ff.method_bars(small + large, ["violations_fixed_q0"], "bars")
+    ff.violations_by_pass(small, "V")  # one setting: drawn

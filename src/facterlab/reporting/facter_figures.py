@@ -79,6 +79,21 @@ def run_size_text(runs: Sequence[Any]) -> str:
     return text + f", {len(runs)} run{'s' if len(runs) != 1 else ''}"
 
 
+def _one_setting(runs: Any, what: str) -> None:
+    """Refuse to pool runs of different settings as seeds: a one-panel figure averages its runs, which is
+    honest only when they differ by seed alone (:func:`facterlab.reporting.tables.seed_groups`)."""
+    if isinstance(runs, (dict, RunMetrics)) or hasattr(runs, "record") or not isinstance(runs, Sequence):
+        return
+    groups = seed_groups([r for r in runs if r])
+    if len(groups) > 1:
+        diffs = setting_differences(groups)
+        raise ValueError(
+            f"{what} averages its runs as seeds, but they hold {len(groups)} settings ("
+            + "; ".join(f"{i}: {d}" for i, d in enumerate(diffs, start=1))
+            + "): draw one figure per setting (tables.seed_groups), or use figure1's columns"
+        )
+
+
 def method_bars(metrics: Any, keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None):
     """Grouped bars: one group per metric key (readable names, :func:`facterlab.reporting.labels.label`),
     one bar per method; missing values are marked 'n/a'.  ``metrics``: one run's metrics dict, or a list
@@ -86,6 +101,7 @@ def method_bars(metrics: Any, keys: Sequence[str], title: str, profile: str = ""
     the test rows and runs behind the bars."""
     import matplotlib.pyplot as plt
 
+    _one_setting(metrics, "method_bars")
     runs = _records(metrics)
     if not runs:
         raise ValueError("method_bars needs at least one run's metrics")
@@ -147,6 +163,7 @@ def violations_by_pass(
     series: dict[str, list[list[float]]] = {k: [] for k, _, _ in kinds}
     paths = []
     given = runs
+    _one_setting(runs, "violations_by_pass")
     runs = _records(runs)
     for m in runs:
         block = m.methods.get(method)
