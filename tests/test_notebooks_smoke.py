@@ -207,3 +207,36 @@ def test_quickstart_with_bundled_smollm2(tmp_path, monkeypatch):
     assert not (problems := sanity_problems(metrics)), problems
     assert metrics["model"] == "smollm2-135m" and metrics["encoder"] == "all-MiniLM-L6-v2"
     assert os.path.basename(str(metrics["model_fingerprint"])).startswith("smollm2-135m")
+
+
+@pytest.mark.slow
+def test_parameter_error_is_one_line_in_the_notebook_and_at_the_end_of_papermill(tmp_path):
+    """Issue 23: a parameter error buried its one useful line after ~60 lines of traceback.  In the
+    executed notebook the error output is now the message alone; papermill's command line exits
+    non-zero and prints it as the cell's whole traceback (no facterlab or IPython frames)."""
+    import subprocess
+    import sys
+
+    nb = REPO / "notebooks" / "10_simpson_fig2_toy.ipynb"
+    if not nb.is_file():
+        pytest.skip("10_simpson_fig2_toy.ipynb is not present")
+    out = tmp_path / "out.ipynb"
+    exe = Path(sys.executable).with_name("papermill")
+    proc = subprocess.run(
+        [str(exe), str(nb), str(out), "-p", "SMOKE", "maybe", "--cwd", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    message = "ParameterError: parameter SMOKE: expected bool (true/false, 1/0, yes/no), got 'maybe'"
+    assert proc.returncode != 0
+    err = proc.stderr.rstrip()
+    assert err.endswith(message), err[-2000:]
+    cell_part = err.split('Exception encountered at "In [', 1)[1]
+    assert cell_part.count("\n") == 1, cell_part  # the header line, then the message: nothing between
+    assert "facterlab" not in cell_part and "Traceback" not in cell_part
+    errors = [
+        o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"
+    ]
+    assert len(errors) == 1 and errors[0]["traceback"] == [message], errors

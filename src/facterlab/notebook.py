@@ -185,6 +185,7 @@ def parameters(ns: MutableMapping, smoke: Mapping | None = None, quiet: bool = F
     """Validate the notebook's parameters, apply PROFILE and the ``smoke`` sizes (name -> cap or
     callable, see :func:`facterlab.params.smoke_size`) to the parameters not passed, write the values
     back into ``ns`` (the notebook's ``globals()``) and return them.  Errors name the parameter."""
+    one_line_errors()
     params_src, injected_src = find_cells(ns)
     declared = _params.parse_parameters_cell(params_src)
     passed: dict = {}
@@ -200,6 +201,32 @@ def parameters(ns: MutableMapping, smoke: Mapping | None = None, quiet: bool = F
         print(f"[parameters] {resolved.describe()}")
         print(f"[parameters] results -> {paths.results_dir()}; figures -> {paths.figures_dir()}")
     return NotebookParams(resolved, declared)
+
+
+def _one_line(shell, etype, value, tb, tb_offset=None) -> list:
+    """IPython custom exception handler: the error as one line, ``ParameterError: <message>``."""
+    stb = [f"{etype.__name__}: {value}"]
+    shell._showtraceback(etype, value, stb)  # the kernel's error output (papermill and nbclient read it)
+    return stb
+
+
+def one_line_errors(shell: Any = None) -> bool:
+    """In an IPython kernel, show a :class:`~facterlab.params.ParameterError` as its one-line message,
+    without the ~60 lines of traceback through facterlab's frames (the message names the parameter
+    and what it expected; the traceback adds nothing a reader can act on).  The cell still fails: the
+    kernel reports the error, papermill stops there and exits non-zero, and its command line prints
+    ``ParameterError: <message>`` as the cell's traceback.  Other exceptions keep their tracebacks.
+    Returns whether the handler was installed (False outside IPython)."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return False
+    shell.set_custom_exc((_params.ParameterError,), _one_line)
+    return True
 
 
 def _same(a: Any, b: Any) -> bool:
