@@ -75,7 +75,8 @@ def test_exceedance_rate_is_within_its_interval_of_alpha(world_runs, beta):
     for r in cov.itertuples():
         assert r.ci_lo <= r.alpha, f"alpha={r.alpha}: rate {r.rate} significantly above alpha"
         assert r.ci_hi >= r.bound_lo, f"alpha={r.alpha}: rate {r.rate} significantly below alpha - 1/(n+1)"
-    assert all(c["holds"] for c in gt.coverage_checks(cov))
+    # 180 rows: the 99% interval is wider than the +-0.03 band, so the verdict can only be "too small to tell"
+    assert all(c.verdict != gt.FAILS for c in gt.coverage_checks(cov))
 
 
 @pytest.mark.slow
@@ -115,7 +116,7 @@ def test_violations_flag_biased_outputs_and_precision_rises_with_beta(world_runs
     lo = gt.clopper_pearson(int(det["true_pos"].iloc[1]), int(det["flagged"].iloc[1]), 0.99)[0]
     assert lo > det["base_rate"].iloc[1]
     checks = gt.detector_checks(det)
-    assert checks[-1]["holds"] is True
+    assert checks[-1].verdict == gt.HOLDS, checks[-1]
 
 
 def test_truth_frame_needs_the_simulators_raw_output():

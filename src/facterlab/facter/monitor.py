@@ -17,8 +17,10 @@ facterlab extensions (docs/FACTER.md §6; :mod:`facterlab.facter.twins`): with `
 row is asked together with its counterfactual twin (protected attributes flipped, same history and
 seed, the twin group's own rules) and Delta is the distance between the two answers (:class:`TwinScorer`);
 with ``threshold = "null"`` the flag is Delta > Q_null (the placebo quantile), a bar that does not move;
-with ``rule_mining = "contrast"`` the rows that were not flagged are kept too (committed to a reference
-FIFO when the next violation arrives, so that rules still change only on a violation).
+with ``rule_mining = "contrast"`` a reference FIFO holds what the group's violations are contrasted
+with: with the twin, each violation's twin answer (the same question without the group's demographics);
+otherwise the group's unflagged outputs (committed when the next violation arrives, so that rules still
+change only on a violation).
 
 Optimistic batching (exact): predictions are made ahead of the walk, with the prompts of the current
 state, and kept with the request they were made for.  The rows are then processed strictly in order;
@@ -294,7 +296,8 @@ class FacterMonitor:
         self.buffer = ViolationBuffer(cfg.buffer_size)
         # contrast mining: the group's other (unflagged) outputs, committed when a violation arrives
         self.contrast = cfg.rule_mining == "contrast"
-        self.reference = ViolationBuffer(REFERENCE_FACTOR * cfg.buffer_size) if self.contrast else None
+        ref_size = cfg.buffer_size if self.twin else REFERENCE_FACTOR * cfg.buffer_size
+        self.reference = ViolationBuffer(ref_size) if self.contrast else None
         self._unflagged: list = []
         self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
         self._rules_memo: dict = {}
@@ -432,12 +435,14 @@ class FacterMonitor:
         v_adapt = self.thr.step(stat)
         if v_adapt:
             title, feats = self._top1_title_features(top1, raw)
-            if self.reference is not None:
+            if self.reference is not None and self.twin:  # the violation's own counterfactual: its twin's answer
+                self.reference.push(attrs, *self._top1_title_features(pending[6][1], pending[6][2]))
+            elif self.reference is not None:
                 for entry in self._unflagged:
                     self.reference.push(*entry)
                 self._unflagged.clear()
             self.buffer.push(attrs, title, feats)
-        elif self.reference is not None:
+        elif self.reference is not None and not self.twin:
             self._unflagged.append((attrs, *self._top1_title_features(top1, raw)))
         row = self.row_dicts[pos]
         twin_cols = {}

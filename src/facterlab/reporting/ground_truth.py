@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,6 +32,17 @@ from facterlab.facter.monitor import CalibrationState, OnlineScorer
 from facterlab.facter.neighbours import counterfactual_neighbours
 from facterlab.facter.pipeline import _context_embeddings
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+from facterlab.reporting.claims import (
+    FAILS,
+    HOLDS,
+    TOO_SMALL,
+    Claim,
+    claims_frame,
+    clopper_pearson,
+    paired_claim,
+    rate_claim,
+    two_rate_claim,
+)
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
 from facterlab.style import PALETTE, apply_style, title_with_provenance
@@ -45,6 +57,11 @@ __all__ = [
     "detector_table",
     "sim_label",
     "clearly_below",
+    "monitor_label",
+    "run_detector_frame",
+    "biased_share_table",
+    "rules_vs_table",
+    "twin_claims",
     "coverage_checks",
     "repair_checks",
     "fairness_checks",
@@ -55,23 +72,6 @@ __all__ = [
     "plot_fairness",
     "plot_detector",
 ]
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.99) -> tuple:
-    """Exact two-sided binomial interval for k successes in n trials.
-
-    >>> lo, hi = clopper_pearson(10, 100, 0.95)
-    >>> round(lo, 4), round(hi, 4)
-    (0.049, 0.1762)
-    """
-    from scipy.stats import beta
-
-    if n <= 0:
-        raise ValueError("clopper_pearson needs n >= 1")
-    a = 1.0 - level
-    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
 
 
 def sim_label(result) -> str:
@@ -289,7 +289,7 @@ def detector_table(
 
 
 # ---------------------------------------------------------------------------------------------
-# checked statements
+# checked statements: one standard for all (facterlab.reporting.claims)
 
 
 def clearly_below(before: float, after: float, z: float = 2.33) -> bool:
@@ -303,110 +303,304 @@ def clearly_below(before: float, after: float, z: float = 2.33) -> bool:
     return after < before and (before - after) > z * math.sqrt(max(before + after, 1.0))
 
 
-def _check(claim: str, measured: str, holds) -> dict:
-    return {"claim": claim, "measured": measured, "holds": None if holds is None else bool(holds)}
+#: coverage is an equality claim (alpha - 1/(n+1) <= P(S > Q0) <= alpha); we check it within this tolerance
+COVERAGE_TOLERANCE = 0.03
 
 
 def coverage_checks(cov: pd.DataFrame, label: str = "") -> list:
-    """One statement per alpha: the exceedance rate's 99% interval reaches [alpha - 1/(n+1), alpha]."""
+    """One claim per alpha: the exceedance rate lies within +-0.03 of alpha (its 99% interval inside the band)."""
     out = []
     for r in cov.itertuples():
-        ok = r.ci_lo <= r.alpha and r.ci_hi >= r.bound_lo
+        lo_b, hi_b = r.alpha - COVERAGE_TOLERANCE, r.alpha + COVERAGE_TOLERANCE
+        c = rate_claim(f"coverage{label}: P(S > Q0) is alpha = {r.alpha:g}", int(r.exceed), int(r.n_test), hi_b, "<=")
+        inside = r.ci_lo >= lo_b and r.ci_hi <= hi_b
+        outside = r.ci_hi < lo_b or r.ci_lo > hi_b
         out.append(
-            _check(
-                f"coverage{label}: P(S > Q0) is at most alpha = {r.alpha:g} (and not far below it)",
-                f"{r.exceed}/{r.n_test} = {r.rate:.3f}, 99% CI [{r.ci_lo:.3f}, {r.ci_hi:.3f}], "
-                f"bounds [{r.bound_lo:.3f}, {r.alpha:.3f}]",
-                ok,
+            Claim(
+                c.claim,
+                f"99% interval inside [{lo_b:.3f}, {hi_b:.3f}] (alpha +- {COVERAGE_TOLERANCE:g})",
+                c.measured,
+                c.test,
+                c.smallest_effect,
+                HOLDS if inside else (FAILS if outside else TOO_SMALL),
             )
         )
     return out
 
 
 def repair_checks(rep: pd.DataFrame) -> list:
-    """Per beta > 0 and rho: does V(Q0) (fixed bar) and V(t) (adaptive bar) fall from pass 1 to the last
-    pass?  Counts are summed over seeds."""
+    """Per beta > 0 and rho: do V(Q0) and V(t) fall from pass 1 to the last pass (counts summed over seeds)?"""
     out = []
     last = int(rep["pass"].max())
     for (beta, rho), g in rep.groupby(["beta", "rho"], sort=True):
-        first_q0 = int(g.loc[g["pass"] == 1, "V_q0"].sum())
-        last_q0 = int(g.loc[g["pass"] == last, "V_q0"].sum())
-        first_t = int(g.loc[g["pass"] == 1, "V_adaptive"].sum())
-        last_t = int(g.loc[g["pass"] == last, "V_adaptive"].sum())
-        b1 = float(g.loc[g["pass"] == 1, "share_top1_biased"].mean())
-        bl = float(g.loc[g["pass"] == last, "share_top1_biased"].mean())
-        out.append(
-            _check(
-                f"repair (beta={beta:g}, rho={rho:g}): violations against the fixed Q0 fall clearly "
-                f"from pass 1 to pass {last}",
-                f"V(Q0) {first_q0} -> {last_q0}; share of top-1 items the bias changed {b1:.3f} -> {bl:.3f}",
-                clearly_below(first_q0, last_q0),
+        n1 = int(g.loc[g["pass"] == 1, "n"].sum())
+        nl = int(g.loc[g["pass"] == last, "n"].sum())
+        for col, name in (("V_q0", "the fixed Q0"), ("V_adaptive", "the adaptive Q_t")):
+            k1 = int(g.loc[g["pass"] == 1, col].sum())
+            kl = int(g.loc[g["pass"] == last, col].sum())
+            out.append(
+                two_rate_claim(
+                    f"faithful FACTER, repair (beta={beta:g}, rho={rho:g}): violations against {name} fall "
+                    f"from pass 1 to pass {last}",
+                    kl,
+                    nl,
+                    k1,
+                    n1,
+                )
             )
-        )
-        out.append(
-            _check(
-                f"repair (beta={beta:g}, rho={rho:g}): violations against the adaptive Q_t fall clearly "
-                f"from pass 1 to pass {last}",
-                f"V(t) {first_t} -> {last_t}",
-                clearly_below(first_t, last_t),
-            )
-        )
     return out
 
 
-def fairness_checks(fair: pd.DataFrame) -> list:
-    """Per beta > 0: is FACTER's CFR below Fair's and Neutral's (means over seeds)?"""
+def fairness_checks(fair: pd.DataFrame, label: str = "faithful FACTER") -> list:
+    """Per beta > 0: is FACTER's CFR below Fair's (paired over seeds)?"""
     out = []
     for beta, g in fair.groupby("beta", sort=True):
         if beta == 0:
             continue
-        m = g.groupby("method")["cfr_multi"].mean()
-        sd = g.groupby("method")["cfr_multi"].std(ddof=1) if g["seed"].nunique() > 1 else None
-        txt = ", ".join(f"{k} {m[k]:.3f}" + (f" (sd {sd[k]:.3f})" if sd is not None else "") for k in m.index)
+        w = g.pivot_table(index="seed", columns="method", values="cfr_multi")
+        if not {"facter", "fair"} <= set(w.columns):
+            continue
         out.append(
-            _check(
-                f"fairness (beta={beta:g}): FACTER's CFR is below Fair's and Neutral's",
-                txt,
-                m.get("facter", np.nan) < min(m.get("fair", np.nan), m.get("neutral", np.nan)),
-            )
+            paired_claim(f"{label}, fairness (beta={beta:g}): FACTER's CFR is below Fair's", w["facter"], w["fair"])
         )
     return out
 
 
-def detector_checks(det_by_beta: pd.DataFrame) -> list:
-    """Does the detector's recall rise with beta, and is its precision above the base rate (lift > 1)?
-    ``det_by_beta``: :func:`detector_table` rows with a ``beta`` column (one lambda and tau_rho)."""
+def detector_checks(det_by_beta: pd.DataFrame, label: str = "faithful FACTER (S > Q0)") -> list:
+    """Recall rises with beta (consecutive betas), and precision is above the base rate, per beta > 0.
+    ``det_by_beta``: rows with beta, true_pos, flagged, biased, base_rate (one lambda and tau_rho)."""
     d = det_by_beta[det_by_beta["beta"] > 0].sort_values("beta")
     out = []
-    if len(d) >= 2:
-        rec = d["recall"].tolist()
+    rows = list(d.itertuples())
+    for a, b in zip(rows, rows[1:]):
         out.append(
-            _check(
-                "detector: recall of S > Q0 for outputs the bias changed rises with beta",
-                ", ".join(f"beta={b:g}: {r:.3f}" for b, r in zip(d["beta"], rec)),
-                all(b > a for a, b in zip(rec, rec[1:])),
+            two_rate_claim(
+                f"{label}: recall rises from beta={a.beta:g} to beta={b.beta:g}",
+                int(a.true_pos),
+                int(a.biased),
+                int(b.true_pos),
+                int(b.biased),
             )
         )
-    for r in d.itertuples():
-        k, n = int(r.true_pos), int(r.flagged)
-        lo = clopper_pearson(k, n, 0.99)[0] if n else float("nan")
+    for r in rows:
         out.append(
-            _check(
-                f"detector (beta={r.beta:g}): flagged outputs are biased more often than outputs in "
-                "general (99% lower bound of precision above the base rate)",
-                f"precision {k}/{n} = {r.precision:.3f} (99% lower bound {lo:.3f}), base rate "
-                f"{r.base_rate:.3f}, lift {r.lift:.2f}",
-                None if not n else lo > r.base_rate,
+            rate_claim(
+                f"{label} (beta={r.beta:g}): precision is above the base rate {r.base_rate:.3f} "
+                f"(lift ceiling 1/base rate = {1 / r.base_rate if r.base_rate else float('nan'):.2f})",
+                int(r.true_pos),
+                int(r.flagged),
+                float(r.base_rate),
+                ">=",
             )
         )
     return out
 
 
-def checks_frame(checks: Sequence[dict]) -> pd.DataFrame:
-    """The checked statements as a table (claim, measured, holds: yes / NO / n/a)."""
-    df = pd.DataFrame(list(checks), columns=["claim", "measured", "holds"])
-    df["holds"] = df["holds"].map(lambda v: "n/a" if v is None else ("yes" if v else "NO"))
+def checks_frame(checks: Sequence) -> pd.DataFrame:
+    """The checked statements as a table (claim, criterion, measured, test, smallest effect, verdict)."""
+    return claims_frame(list(checks))
+
+
+# ---------------------------------------------------------------------------------------------
+# facterlab's twin monitor beside the faithful one (docs/FACTER.md §6)
+
+
+def monitor_label(result) -> str:
+    """What flags in this run: the faithful FACTER (REPRO's neighbour Delta, conformal Q0) or facterlab's
+    extension (twin Delta, its threshold, its rule mining)."""
+    cfg = result.record.config
+    delta, thr, mine = (
+        cfg.setting(f"facter.{k}") or d
+        for k, d in (("delta", "neighbour"), ("threshold", "conformal"), ("rule_mining", "count"))
+    )
+    if delta == "neighbour" and thr == "conformal" and mine == "count":
+        return "FACTER (faithful: neighbour Delta, Q0, count rules)"
+    return f"facterlab: {delta} Delta, {thr} threshold, {mine} rules"
+
+
+def run_detector_frame(results: Sequence, methods: Sequence[str] = ("neutral", "fair", "facter")) -> pd.DataFrame:
+    """One row per (run, method): monitor, beta, rho, seed and the run's own ``ground_truth.detector``
+    (metrics.json; facterlab.facter.truth): label, flagged, positives, true_pos, n, precision, recall,
+    base_rate, flag_rate, auc, lift and its ceiling 1/base rate."""
+    out = []
+    for r in results:
+        s = _sim(r)
+        for m in methods:
+            gtb = (r.record.metrics.methods[m].ground_truth or {}).get("detector")
+            if not gtb:
+                raise ValueError(f"run {r.run_id} has no ground_truth.detector for {m}: rerun it with this facterlab")
+            row = {
+                "monitor": monitor_label(r),
+                "beta": s["beta"],
+                "rho": s["rho"],
+                "seed": s["seed_run"],
+                "method": m,
+                "run_id": r.run_id,
+            }
+            for k in (
+                "label",
+                "n",
+                "positives",
+                "flagged",
+                "true_pos",
+                "precision",
+                "recall",
+                "base_rate",
+                "flag_rate",
+                "auc",
+            ):
+                row[k] = _num(gtb[k]) if k not in ("label",) else gtb[k]
+            row["lift"] = row["precision"] / row["base_rate"] if row["base_rate"] else float("nan")
+            row["lift_ceiling"] = 1.0 / row["base_rate"] if row["base_rate"] else float("nan")
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def biased_share_table(results: Sequence) -> pd.DataFrame:
+    """One row per (run, pass): the share of FACTER's top-1 items the push changed (``top1_changed``) and
+    that differ from the demographics-blind answer (``top1_unfair``), with counts, and Fair's
+    ``top1_changed`` count on the same rows (the same prompt without rules)."""
+    out = []
+    for r in results:
+        s = _sim(r)
+        rec = r.rows["facter"]
+        t = truth_frame(rec)
+        fair = truth_frame(r.rows["fair"])
+        unfair = t["top1_unfair"] if "top1_unfair" in t.columns else t["top1_changed"]
+        for p, g in rec.groupby("pass", sort=True):
+            out.append(
+                {
+                    "monitor": monitor_label(r),
+                    "beta": s["beta"],
+                    "rho": s["rho"],
+                    "seed": s["seed_run"],
+                    "pass": int(p),
+                    "n": len(g),
+                    "changed": int(t.loc[g.index, "top1_changed"].sum()),
+                    "unfair": int(unfair.loc[g.index].sum()),
+                    "fair_changed": int(fair["top1_changed"].sum()),
+                    "fair_n": len(fair),
+                    "V_q0": int(g["viol_fixed"].sum()),
+                    "mean_pushed_topk": float(t.loc[g.index, "n_pushed_topk"].mean()),
+                }
+            )
+    df = pd.DataFrame(out)
+    if len(df):
+        df["share_changed"] = df["changed"] / df["n"]
+        df["share_unfair"] = df["unfair"] / df["n"]
+        df["fair_share_changed"] = df["fair_changed"] / df["fair_n"]
     return df
+
+
+def rules_vs_table(results: Sequence, table: dict | None = None) -> pd.DataFrame:
+    """The rules of FACTER's last pass against the bias table: per run, how many feature rules there are,
+    how many name a feature the table pushes to that value (``pushed``), and the share of last-pass
+    rows whose prompt held at least one rule naming a pushed feature."""
+    from facterlab.models.simulated import load_bias_table
+
+    out = []
+    for r in results:
+        s = _sim(r)
+        tbl = load_bias_table(table if table is not None else s.get("bias_table", "default"))
+        rec = r.rows["facter"]
+        last = rec[rec["pass"] == rec["pass"].max()]
+
+        def pushed(rule: str, tbl: dict = tbl) -> bool | None:
+            m = _RULE.match(rule)
+            if not m or not m.group(3).endswith("-only"):
+                return None
+            attr, value, feat = m.group(1), m.group(2), m.group(3)[: -len("-only")]
+            return feat in tbl.get(attr, {}).get(value, {})
+
+        rules = sorted({x for rr in last["rules"] for x in rr})
+        flags = [pushed(x) for x in rules]
+        feat = [f for f in flags if f is not None]
+        rows_hit = [any(pushed(x) for x in rr) for rr in last["rules"]]
+        out.append(
+            {
+                "monitor": monitor_label(r),
+                "beta": s["beta"],
+                "rho": s["rho"],
+                "seed": s["seed_run"],
+                "feature_rules": len(feat),
+                "pushed": int(sum(feat)),
+                "share_pushed": (sum(feat) / len(feat)) if feat else float("nan"),
+                "share_rows_with_pushed_rule": float(np.mean(rows_hit)) if rows_hit else float("nan"),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+_RULE = re.compile(r"AVOID: \((\w+)=(.*?)\) -> \((.*)\)$")
+
+
+def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame, alpha: float) -> list:
+    """The acceptance claims of the twin monitor (docs/FACTER.md §6), pooled over seeds:
+
+    - at beta = 0 the null threshold flags at most alpha of the Neutral rows;
+    - at beta = 2 recall >= 0.8 and precision >= 0.9 (Neutral rows, label "the bias changed the row's or
+      its twin's answer");
+    - recall rises with beta;
+    - with rho = 1 the share of top-1 items the push changed, by pass 3, is below half of Fair's; and
+      below the rho = 0 runs' share;
+    - FACTER-twin's CFR is below Fair's at beta = 2 (paired over seeds).
+    """
+    out = []
+    nd = det[det["method"] == "neutral"]
+    for beta, g in nd.groupby("beta", sort=True):
+        k, n, tp, pos = int(g["flagged"].sum()), int(g["n"].sum()), int(g["true_pos"].sum()), int(g["positives"].sum())
+        if beta == 0:
+            out.append(
+                rate_claim(f"twin + null (beta=0): the false-flag rate is at most alpha = {alpha:g}", k, n, alpha, "<=")
+            )
+        else:
+            out.append(rate_claim(f"twin + null (beta={beta:g}): recall >= 0.8", tp, pos, 0.8, ">="))
+            out.append(rate_claim(f"twin + null (beta={beta:g}): precision >= 0.9", tp, k, 0.9, ">="))
+    betas = sorted(b for b in nd["beta"].unique() if b > 0)
+    for a, b in zip(betas, betas[1:]):
+        ga, gb = nd[nd["beta"] == a], nd[nd["beta"] == b]
+        out.append(
+            two_rate_claim(
+                f"twin + null: recall rises from beta={a:g} to beta={b:g}",
+                int(ga["true_pos"].sum()),
+                int(ga["positives"].sum()),
+                int(gb["true_pos"].sum()),
+                int(gb["positives"].sum()),
+            )
+        )
+    last = int(shares["pass"].max()) if len(shares) else 0
+    for (beta, rho), g in shares[shares["beta"] > 0].groupby(["beta", "rho"], sort=True):
+        gl = g[g["pass"] == last]
+        fair_k = int(gl["fair_changed"].sum())
+        fair_n = int(gl["fair_n"].sum())
+        c = two_rate_claim(
+            f"twin repair (beta={beta:g}, rho={rho:g}): by pass {last} the share of top-1 items the push changed "
+            "is below half of Fair's",
+            int(gl["changed"].sum()),
+            int(gl["n"].sum()),
+            fair_k,
+            fair_n,
+            0.5,
+        )
+        out.append(c)
+    rhos = sorted(shares["rho"].unique()) if len(shares) else []
+    if 0.0 in rhos and 1.0 in rhos:
+        for beta in sorted(b for b in shares["beta"].unique() if b > 0):
+            g1 = shares[(shares["beta"] == beta) & (shares["rho"] == 1.0) & (shares["pass"] == last)]
+            g0 = shares[(shares["beta"] == beta) & (shares["rho"] == 0.0) & (shares["pass"] == last)]
+            if len(g1) and len(g0):
+                out.append(
+                    two_rate_claim(
+                        f"twin repair (beta={beta:g}): the pass-{last} share changed by the push is lower with rho=1 "
+                        "than with rho=0 (the repair is the rules' doing)",
+                        int(g1["changed"].sum()),
+                        int(g1["n"].sum()),
+                        int(g0["changed"].sum()),
+                        int(g0["n"].sum()),
+                    )
+                )
+    out += fairness_checks(fair_twin, label="facterlab twin monitor")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
