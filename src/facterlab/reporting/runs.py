@@ -1,30 +1,91 @@
 """``facterlab runs list`` and ``facterlab runs compare A B``: the saved FACTER runs of a results folder.
 
-``facterlab runs list [--results DIR]`` prints one line per run folder under ``DIR/runs`` (default: the
-results folder, :func:`facterlab.config.results_dir`): id, start time, dataset, model, protocol,
-calibration/test rows, seed, code version and status (``ok``, or why the folder does not load).
-Runs made before ``run.json`` existed show ``n/a`` for start time and code version.
+``facterlab runs list [--results DIR] [--model M] [--dataset D] [--notebook NB]`` prints one line per
+run folder under ``DIR/runs`` (default: the results folder, :func:`facterlab.config.results_dir`): id,
+start time, dataset, model, the simulator's settings that differ from its defaults (``-`` for other
+models), protocol, calibration/test rows, seed, code version, the notebooks that used the run and
+status (``ok``, or why the folder does not load); the options keep the runs whose column contains the
+text.  Runs made before ``run.json`` existed show ``n/a`` for start time and code version.
 
-``facterlab runs compare A B [--results DIR] [--all]`` prints the two runs side by side: provenance
-(``run.json``), the config settings that differ, then every flat metric (:meth:`RunMetrics.flat`) that
-differs, per method (``--all``: every metric).  ``A`` and ``B`` may be unique prefixes of run ids.
+``facterlab runs compare A B [--results DIR] [--full | --all]`` prints the two runs side by side: the
+run fields that differ, the config settings that differ, then the headline metrics that differ, per
+method (``--full``: every flat metric (:meth:`RunMetrics.flat`) that differs, and every run field;
+``--all``: every setting and metric).  ``A`` and ``B`` may be unique prefixes of run ids.
 
 Formatting only: the record is read by :mod:`facterlab.facter.record`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from facterlab.config import results_dir
+from facterlab.config import SimulatorConfig, config_to_dict, results_dir
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import RecordError, RunRecord, resolve_prefix, run_folders
 from facterlab.facter.runfolder import run_folder_problem
 
-LIST_COLUMNS = ("run_id", "started", "dataset", "model", "protocol", "n", "seed", "code", "status")
+LIST_COLUMNS = ("run_id", "started", "dataset", "model", "sim", "protocol", "n", "seed", "code", "notebooks", "status")
+#: what ``--model``, ``--dataset`` and ``--notebook`` match (a case-insensitive substring)
+FILTERS = ("model", "dataset", "notebooks")
+#: the headline metrics ``runs compare`` shows per method by default (``--full``: every metric that differs)
+COMPACT_METRICS = (
+    "ndcg@10_multi",
+    "recall@10_multi",
+    "valid@10",
+    "snsr_joint",
+    "cfr_multi",
+    "violations_fixed_q0",
+    "violations_adaptive",
+    "violations_q_star",
+    "violations_repro_count",
+    "q0",
+    "q_final",
+    "n_degenerate",
+)
+
+
+def sim_text(config: dict) -> str:
+    """The simulated recommender's settings that differ from their defaults, ``"beta=2 seed=3"``;
+    ``"defaults"`` when none does; ``"-"`` for a run of another model (no ``sim`` section).
+
+    >>> sim_text({"sim": {"beta": 2.0, "rho": 1.0}}), sim_text({"model": {"llm": "x"}})
+    ('beta=2', '-')
+    """
+    sim = config.get("sim")
+    if not isinstance(sim, dict):
+        return "-"
+    defaults = config_to_dict(SimulatorConfig())
+    bits = [
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in sorted(sim.items())
+        if k in defaults and v != defaults[k]
+    ]
+    return " ".join(bits) if bits else "defaults"
+
+
+def notebooks_of(results: os.PathLike | str) -> dict:
+    """``run_id -> [notebook, ...]``: the notebooks whose ``<results>/<notebook>/metrics.json`` lists the
+    run among its ``run_ids`` (a run reused by several notebooks is listed under each)."""
+    out: dict = {}
+    base = Path(results)
+    if not base.is_dir():
+        return out
+    for mj in sorted(base.glob("*/metrics.json")):
+        try:
+            ids = json.loads(mj.read_text()).get("run_ids") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        for rid in ids if isinstance(ids, list) else []:
+            out.setdefault(str(rid), []).append(mj.parent.name)
+    return out
+
+
+def _short_notebook(name: str) -> str:
+    return name.split("_", 1)[0] if name[:2].isdigit() else name
 
 
 def runs_dir(results: os.PathLike | str | None = None) -> Path:
@@ -38,17 +99,31 @@ def runs_dir(results: os.PathLike | str | None = None) -> Path:
     return base / "runs"
 
 
-def list_rows(runs: os.PathLike | str) -> list:
+def list_rows(runs: os.PathLike | str, **filters: str | None) -> list:
     """One dict per run folder under ``runs`` (the columns of ``facterlab runs list``), oldest first;
-    folders that do not load are listed with their problem as status."""
+    folders that do not load are listed with their problem as status.  ``sim``: the simulator's settings
+    that differ from its defaults (:func:`sim_text`); ``notebooks``: the notebooks that used the run (their
+    number, from ``<results>/<notebook>/metrics.json``; else the notebook named in ``run.json``'s command).
+    ``filters``: ``model=``, ``dataset=``, ``notebooks=`` keep the rows whose column holds the text
+    (case-insensitive; the full notebook names are matched)."""
+    used = notebooks_of(Path(runs).parent)
     rows = []
     for folder in run_folders(runs):
         problem = run_folder_problem(folder)
+        names: list = list(used.get(folder.name, []))
         try:
-            row = {**RunRecord.load(folder).describe(), "status": problem or "ok"}
+            rec = RunRecord.load(folder)
+            cmd = rec.meta.command if rec.meta else ""
+            if not names and cmd.startswith("notebook "):
+                names = [Path(cmd.split(" ", 1)[1]).stem]
+            row = {**rec.describe(), "sim": sim_text(rec.config.config), "status": problem or "ok"}
         except RecordError as exc:
             row = {c: "?" for c in LIST_COLUMNS}
             row.update(run_id=folder.name, status=f"does not load: {problem or exc}")
+        row["notebooks"] = ",".join(_short_notebook(n) for n in names) or "-"
+        full = {**row, "notebooks": " ".join(names)}
+        if any(v and str(v).lower() not in str(full.get(k, "")).lower() for k, v in filters.items()):
+            continue
         rows.append({c: "n/a" if row.get(c) is None else str(row.get(c)) for c in LIST_COLUMNS})
     return sorted(rows, key=lambda r: (r["started"].startswith(("n/a", "?")), r["started"], r["run_id"]))
 
@@ -60,11 +135,13 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def format_list(runs: os.PathLike | str) -> str:
-    rows = list_rows(runs)
+def format_list(runs: os.PathLike | str, **filters: str | None) -> str:
+    rows = list_rows(runs, **filters)
+    active = ", ".join(f"{k} ~ {v!r}" for k, v in filters.items() if v)
+    where = f"under {runs}" + (f" matching {active}" if active else "")
     if not rows:
-        return f"no runs under {runs}"
-    return _table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows]) + f"\n{len(rows)} run(s) under {runs}"
+        return f"no runs {where}"
+    return _table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows]) + f"\n{len(rows)} run(s) {where}"
 
 
 def _fmt(v: Any) -> str:
@@ -84,10 +161,11 @@ def _flat_settings(node: Any, prefix: str = "") -> dict:
     return {prefix[:-1]: node}
 
 
-def compare_rows(a: RunRecord, b: RunRecord, every: bool = False) -> dict:
+def compare_rows(a: RunRecord, b: RunRecord, every: bool = False, full: bool = True) -> dict:
     """The sections of ``facterlab runs compare``: ``{"run": [...], "config": [...], "<method>": [...]}``,
     each a list of ``(key, value A, value B, B - A)`` strings; config and metrics keep only differences
-    unless ``every``."""
+    unless ``every``; ``full=False`` (the command's default) keeps only the run fields that differ (ids
+    always) and the headline metrics (:data:`COMPACT_METRICS`)."""
     out: dict = {}
     ma, mb = a.metrics, b.metrics
     run: list[tuple[str, Any, Any]] = [("run_id", a.run_id, b.run_id)]
@@ -101,7 +179,7 @@ def compare_rows(a: RunRecord, b: RunRecord, every: bool = False) -> dict:
         run.append((label, get(a), get(b)))
     for key in ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic", "n_calib", "n_test"):
         run.append((key, ma.field_value(key), mb.field_value(key)))
-    out["run"] = [(k, _fmt(x), _fmt(y), "") for k, x, y in run]
+    out["run"] = [(k, _fmt(x), _fmt(y), "") for k, x, y in run if every or full or k == "run_id" or x != y]
     sa, sb = _flat_settings(a.config.config), _flat_settings(b.config.config)
     sa.update(
         {
@@ -125,6 +203,8 @@ def compare_rows(a: RunRecord, b: RunRecord, every: bool = False) -> dict:
             continue
         rows = []
         for k in dict.fromkeys([*fa, *fb]):
+            if not (every or full) and k not in COMPACT_METRICS:
+                continue
             x, y = fa.get(k), fb.get(k)
             if not every and x == y:
                 continue
@@ -134,14 +214,18 @@ def compare_rows(a: RunRecord, b: RunRecord, every: bool = False) -> dict:
     return out
 
 
-def format_compare(a: RunRecord, b: RunRecord, every: bool = False) -> str:
+def format_compare(a: RunRecord, b: RunRecord, every: bool = False, full: bool = True) -> str:
     parts = []
-    for section, rows in compare_rows(a, b, every).items():
+    for section, rows in compare_rows(a, b, every, full).items():
         title = {"run": "run", "config": "config (settings that differ)"}.get(section, f"metrics: {section}")
+        if section == "run" and not (every or full):
+            title += " (fields that differ)"
         if section not in ("run", "config") and not every:
-            title += " (values that differ)"
+            title += " (values that differ)" if full else " (headline values that differ)"
         parts.append(f"== {title}")
         parts.append(_table(("key", "A", "B", "B - A"), rows) if rows else "(no differences)")
+    if not (every or full):
+        parts.append("(compact: --full shows every metric that differs, --all every setting and metric)")
     return "\n".join(parts)
 
 
@@ -151,23 +235,27 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="runs_command", metavar="list|compare")
     ls = sub.add_parser("list", help="one line per saved run: id, start, dataset, model, protocol, n, seed, code")
     ls.add_argument("--results", default=None, help="results folder (default: $FACTERLAB_RESULTS or ./results)")
+    ls.add_argument("--model", default=None, help="only runs whose model name contains this text")
+    ls.add_argument("--dataset", default=None, help="only runs whose dataset contains this text")
+    ls.add_argument("--notebook", default=None, help="only runs used by a notebook whose name contains this text")
     ls.set_defaults(func=cmd_list)
     cmp = sub.add_parser("compare", help="config and metric differences of two runs (ids may be prefixes)")
     cmp.add_argument("a", help="run id or a unique prefix")
     cmp.add_argument("b", help="run id or a unique prefix")
     cmp.add_argument("--results", default=None, help="results folder (default: $FACTERLAB_RESULTS or ./results)")
+    cmp.add_argument("--full", action="store_true", help="every metric that differs (default: the headline ones)")
     cmp.add_argument("--all", action="store_true", help="show every setting and metric, not only differences")
     cmp.set_defaults(func=cmd_compare)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def cmd_list(args) -> int:
-    print(format_list(runs_dir(args.results)))
+    print(format_list(runs_dir(args.results), model=args.model, dataset=args.dataset, notebooks=args.notebook))
     return 0
 
 
 def cmd_compare(args) -> int:
     base = runs_dir(args.results)
     a, b = (RunRecord.load(resolve_prefix(base, x)) for x in (args.a, args.b))
-    print(format_compare(a, b, every=args.all))
+    print(format_compare(a, b, every=args.all, full=args.full))
     return 0
