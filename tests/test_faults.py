@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -208,9 +209,9 @@ def test_out_dir_that_is_a_file_is_reported_before_any_work(tmp_path):
     ],
 )
 def test_cli_reports_bad_sizes_before_loading_anything(argv, expected, capsys, monkeypatch):
-    import facterlab.facter.pipeline as pl
+    import facterlab.facter.commands as cmds  # patched where the command looks it up, never in pipeline
 
-    monkeypatch.setattr(pl, "run_experiment", lambda *a, **k: pytest.fail("run_experiment was reached"))
+    monkeypatch.setattr(cmds, "run_experiment", lambda *a, **k: pytest.fail("run_experiment was reached"))
     assert main(["run", "--dataset", "synthetic", "--no-progress", *argv]) == 1
     assert expected in capsys.readouterr().err
 
@@ -519,3 +520,372 @@ def test_hub_fingerprint_is_the_same_before_and_after_download(tmp_path, monkeyp
     (repo / "refs" / "main").write_text(rev)
     monkeypatch.setattr(registry, "_remote_revision", lambda repo: pytest.fail("asked the hub again"))
     assert registry.resolve_llm("acme/tiny").fingerprint == before == "acme/tiny@feedfacecafe"
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 24: bounds with one owner, names checked before data, races, full disk, strict data
+
+
+def _one_error_line(err: str) -> str:
+    """The error lines of a CLI call's stderr (INFO log lines aside); exactly one, never a traceback."""
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if "error" in ln.lower() and not ln.startswith("  - ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_every_numeric_config_field_has_a_bound_that_holds_its_default():
+    import dataclasses
+
+    from facterlab.config import BOUNDS, SECTIONS, bound_problems
+
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            numeric = any(t in str(f.type) for t in ("int", "float")) and "str" not in str(f.type)
+            if numeric:
+                assert f.name in BOUNDS[section], f"{section}.{f.name} has no bound in config.BOUNDS"
+        for name in BOUNDS[section]:
+            assert name in {f.name for f in dataclasses.fields(cls)}, f"BOUNDS names no field {section}.{name}"
+        assert bound_problems(section, cls()) == []  # every default lies inside its bound
+        for name, b in BOUNDS[section].items():
+            assert b.hi < float("inf") and b.lo > -float("inf"), f"{section}.{name} needs both ends"
+
+
+HUGE = [
+    (["--passes", "99999999999999999999"], "facter.passes = 99999999999999999999: must be an integer in [1, 100]"),
+    (["--max-new-tokens", "100000"], "model.max_new_tokens = 100000"),
+    (["--batch-size", "5000"], "model.batch_size = 5000"),
+    (["--snsr-min-group", "10000000"], "metrics.snsr_min_group = 10000000"),
+    (["--cfr-rows", "10000000"], "metrics.cfr_rows = 10000000"),
+    (["--seed", str(10**20)], f"seed = {10**20}: must be an integer in [0, 4294967295]"),
+    (["--n-rows", "2000000"], "data.n_rows = 2000000"),
+    (["--model", "simulated", "--sim-sigma", "1e308"], "sim.sigma = 1e+308: must be a number in [0, 10]"),
+    (["--model", "simulated", "--sim-beta", "1e308"], "sim.beta = 1e+308"),
+    (["--model", "simulated", "--sim-demote", "1e308"], "sim.demote = 1e+308"),
+    (["--model", "simulated", "--sim-sigma", "nan"], "sim.sigma = nan"),
+]
+
+
+@pytest.mark.parametrize("argv, expected", HUGE, ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_values_past_the_upper_bound_are_refused_before_any_work(argv, expected, capsys, monkeypatch, tmp_path):
+    import facterlab.facter.commands as cmds
+
+    monkeypatch.setattr(cmds, "run_experiment", lambda *a, **k: pytest.fail("run_experiment was reached"))
+    rc = main(["run", "--dataset", "synthetic", "--no-progress", "--out-dir", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err
+    assert rc == 1 and expected in err
+    assert not (tmp_path / "r").exists()  # a failed validation creates no folder
+
+
+def test_threads_past_the_bound_and_nan_for_an_integer_flag_are_one_line(capsys):
+    assert main(["--threads", "99999", "run", "--dataset", "synthetic"]) == 2
+    assert "--threads 99999: must be an integer in [1, 1024]" in _one_error_line(capsys.readouterr().err)
+    with pytest.raises(SystemExit) as ei:
+        main(["run", "--passes", "nan"])
+    assert ei.value.code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "argument --passes: invalid int value: 'nan'" in line and "usage:" not in line
+
+
+def test_help_shows_the_bounds_and_defaults_of_config(capsys):
+    from facterlab.config import bound_hint
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for section, name in (("facter", "passes"), ("model", "max_new_tokens"), ("sim", "sigma"), ("", "seed")):
+        assert bound_hint(section, name) in out
+
+
+def test_notebook_parameters_have_the_config_bounds():
+    from facterlab.params import ParameterError, validate
+
+    declared = {"PASSES": 3, "SEEDS": [0], "LAMBDAS": [0.7], "N_USERS": 10_000}
+    assert validate({"PASSES": "100", "SEEDS": "[0, 1]"}, declared) == {"PASSES": 100, "SEEDS": [0, 1]}
+    for values, expected in (
+        ({"PASSES": "99999999999999999999"}, "parameter PASSES: 99999999999999999999 is outside its bound"),
+        ({"SEEDS": "[0, -1]"}, "parameter SEEDS: -1 is outside its bound"),
+        ({"LAMBDAS": "[1e308]"}, "parameter LAMBDAS: 1e+308 is outside its bound"),
+        ({"N_USERS": "100000000000"}, "parameter N_USERS: 100000000000 is outside its bound"),
+    ):
+        with pytest.raises(ParameterError, match=re.escape(expected)):
+            validate(values, declared)
+
+
+def test_set_given_twice_is_an_error_before_any_notebook(capsys, monkeypatch):
+    import facterlab.reporting.reproduce as rep
+
+    monkeypatch.setattr(rep, "run_notebooks", lambda **k: pytest.fail("notebooks were run"))
+    assert main(["reproduce", "--set", "PASSES=3", "--set", "PASSES=4"]) == 2
+    assert "--set PASSES is given twice ('3' and '4')" in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--model", "nope"], "model.llm = 'nope'"),
+        (["--model", "smollm2"], "Did you mean 'smollm2-135m'?"),
+        (["--encoder", "nope"], "model.encoder = 'nope'"),
+        (["--model", "./no/such model"], "it is not a valid hub id"),
+    ],
+)
+def test_unknown_model_names_are_refused_before_data_is_read_or_anything_written(
+    argv, expected, capsys, monkeypatch, tmp_path
+):
+    import facterlab.data.loading as loading
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(loading, "load_synthetic", lambda **k: pytest.fail("data was read"))
+    rc = main(["run", "--dataset", "synthetic", "--no-progress", "--out-dir", str(tmp_path / "r"), *argv])
+    assert rc == 1 and expected in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "cache").exists()
+
+
+def test_any_os_error_is_one_line_naming_path_and_cause(capsys, monkeypatch):
+    import errno
+
+    import facterlab.facter.commands as cmds
+
+    def boom(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", "/some/where/runs/x")
+
+    monkeypatch.setattr(cmds, "run_experiment", boom)
+    assert main(["run", "--dataset", "synthetic", "--model", "fake", "--no-progress"]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "permission denied: '/some/where/runs/x'" in line
+
+
+def _barrier_pool(fn, args: list):
+    """Run ``fn(*a)`` for every ``a`` in processes forked together, each released at the same instant."""
+    import multiprocessing as mp
+
+    t0 = time.time() + 3.0
+    with mp.get_context("fork").Pool(len(args)) as pool:
+        return pool.starmap(fn, [(t0, *a) for a in args])
+
+
+def _build_interactions(t0, cache):
+    from facterlab.config import DataConfig
+    from facterlab.data.protocol import load_or_build_interactions
+
+    ds = make_world(n_users=40)
+    while time.time() < t0:
+        pass
+    try:
+        inter = load_or_build_interactions(ds, DataConfig(dataset="synthetic", n_rows=60), cache=cache)
+        return "ok", inter.content_hash, len(inter.rows)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        return f"{type(exc).__name__}: {exc}", None, None
+
+
+def test_concurrent_builds_of_one_interactions_entry_all_succeed(tmp_path):
+    out = _barrier_pool(_build_interactions, [(str(tmp_path),)] * 12)
+    assert [o[0] for o in out] == ["ok"] * 12, out
+    assert len({(o[1], o[2]) for o in out}) == 1
+    entries = sorted(p.name for p in (tmp_path / "interactions").iterdir())
+    assert entries == [out[0][1]]  # one complete entry, no temporary folder left
+
+
+def test_dead_builders_temporary_folders_are_removed(tmp_path):
+    from facterlab.config import DataConfig
+    from facterlab.data.protocol import load_or_build_interactions
+
+    ds, cfg = make_world(n_users=40), DataConfig(dataset="synthetic", n_rows=60)
+    h = load_or_build_interactions(ds, cfg, cache=tmp_path).content_hash
+    folder = tmp_path / "interactions"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (folder / f".tmp-{h}-{dead.stdout.strip()}-abc").mkdir()  # a killed builder's folder
+    legacy = folder / ".tmp-k3j4h5g6"  # the naming of older versions, untouched for two hours
+    legacy.mkdir()
+    os.utime(legacy, (time.time() - 7200, time.time() - 7200))
+    alive = folder / f".tmp-{h}-{os.getpid()}-xyz"  # a live writer's: kept
+    alive.mkdir()
+    shutil.rmtree(folder / h)
+    load_or_build_interactions(ds, cfg, cache=tmp_path)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([h, alive.name])
+
+
+def _write_run(t0, src, runs):
+    from facterlab.facter.pipeline import read_run_folder
+    from facterlab.facter.runfolder import write_run_folder
+
+    res = read_run_folder(src)
+    real_replace = os.replace
+
+    def slow_replace(a, b):  # widen the window between "old folder aside" and "new folder in" (this child only)
+        real_replace(a, b)
+        time.sleep(0.05)
+
+    os.replace = slow_replace
+    while time.time() < t0:
+        pass
+    try:
+        write_run_folder(Path(runs) / Path(src).name, res.record, res.calibration, res.rows)
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_concurrent_writers_of_one_run_id_all_succeed_with_one_complete_folder(reference, tmp_path):
+    run_id, ref, base = reference
+    src = base / "results" / "runs" / run_id
+    out = _barrier_pool(_write_run, [(str(src), str(tmp_path / "runs"))] * 24)
+    assert out == ["ok"] * 24, out
+    assert _run_folders(tmp_path) == [run_id]  # no .tmp- or .old- folder left
+    assert _folder_bytes(tmp_path / "runs" / run_id) == ref
+    assert run_folder_problem(tmp_path / "runs" / run_id) is None
+
+
+# a disk filled by a small tmpfs
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (needs root and a kernel that allows the mount); skipped with the reason otherwise."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command: cannot make a small tmpfs to fill")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 1 MiB tmpfs here ({(r.stderr or r.stdout).strip() or 'not permitted'})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(disk: Path, leave: int) -> None:
+    free = shutil.disk_usage(disk).free
+    with open(disk / "fill", "wb") as fh:
+        fh.write(b"\0" * max(0, free - leave))
+
+
+def test_full_disk_is_refused_before_a_run_when_the_size_is_known(small_disk, capsys, monkeypatch, tmp_path):
+    import facterlab.facter.commands as cmds
+
+    monkeypatch.setattr(cmds, "run_experiment", lambda *a, **k: pytest.fail("the run started"))
+    rc = main(["run", "--dataset", "synthetic", "--model", "fake", "--no-progress", "--out-dir", str(small_disk)])
+    line = _one_error_line(capsys.readouterr().err)
+    assert rc == 1 and "no space left on device: the results folder has" in line and str(small_disk) in line
+
+
+def test_full_disk_during_the_write_is_one_line_and_leaves_no_partial_run(small_disk, capsys, monkeypatch, tmp_path):
+    import facterlab.facter.commands as cmds
+
+    monkeypatch.setattr(cmds, "check_free_space", lambda *a, **k: None)  # past the estimate: the disk fills mid-run
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    _fill(small_disk, 20_000)
+    argv = ["run", "--dataset", "synthetic", "--model", "fake", "--n-rows", "40", "--no-progress"]
+    rc = main([*argv, "--out-dir", str(small_disk / "r")])
+    line = _one_error_line(capsys.readouterr().err)
+    assert rc == 1 and "No space left on device" in line and str(small_disk / "r" / "runs") in line
+    assert sorted(p.name for p in (small_disk / "r" / "runs").iterdir()) == []  # partial run discarded
+
+
+def test_sqlite_cache_on_a_full_disk_reports_the_real_error(small_disk):
+    import errno
+
+    from facterlab.models.cache import PredictionCache
+
+    cache = PredictionCache(small_disk / "llm.sqlite")
+    _fill(small_disk, 50_000)
+    with pytest.raises(OSError) as ei:
+        for i in range(200):
+            cache.put_predictions([(f"k{i}-{j}", Prediction(titles=("A",), raw="x" * 4000)) for j in range(10)])
+    assert ei.value.errno == errno.ENOSPC and "database or disk is full" in str(ei.value)
+    assert "cannot rollback" not in str(ei.value)
+
+
+# checksums in every command that reads the data, --strict-data
+
+
+def _pinned_ml100k(tmp_path, monkeypatch) -> Path:
+    from facterlab.data import download
+
+    d = _ml100k(tmp_path)
+    for f in ("u.data", "u.user", "u.item"):
+        monkeypatch.setitem(download.KNOWN_FILE_SHA256, ("ml-100k", f), download.file_sha256(d / "ml-100k" / f))
+    p = d / "ml-100k" / "u.data"
+    p.write_text(p.read_text().rstrip("\n")[:-3] + "\n")  # the last line cut, still four integers
+    return d
+
+
+def test_a_changed_data_file_warns_in_every_load_and_strict_data_refuses_it(tmp_path, monkeypatch, caplog, capsys):
+    from facterlab.data import load_dataset
+    from facterlab.data.loading import DataIntegrityError
+
+    d = _pinned_ml100k(tmp_path, monkeypatch)
+    monkeypatch.setenv("FACTERLAB_STRICT_DATA", "")
+    with caplog.at_level("WARNING", logger="facterlab.data.loading"):
+        ds = load_dataset("ml-100k", d)
+    assert any("u.data: SHA-256" in r.getMessage() for r in caplog.records)
+    assert any("u.data: SHA-256" in w for w in ds.info["warnings"])
+    with pytest.raises(DataIntegrityError, match="strict data checking is on"):
+        load_dataset("ml-100k", d, strict_data=True)
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    rc = main(["--strict-data", "data", "build", "--dataset", "ml-100k", "--n-rows", "2", "--data-dir", str(d)])
+    assert rc == 1 and "u.data: SHA-256" in _one_error_line(capsys.readouterr().err)
+    assert os.environ["FACTERLAB_STRICT_DATA"] == "1"  # exported for notebook kernels
+
+
+#: config fields whose default belongs to the method (not generic names such as k, seed or batch_size):
+#: a function or dataclass elsewhere that writes its own number for one of them is a second owner
+OWNED_DEFAULTS = ("lam", "tau_rho", "beta", "sigma", "rho", "h", "phi", "demote", "n_factors", "passes")
+
+
+def test_a_default_is_written_in_one_place_only():
+    """No function parameter or dataclass field named after a config field of :data:`OWNED_DEFAULTS`
+    has a number literal as default outside config.py (it must read the config, e.g.
+    ``lam: float = FacterConfig.lam``), and no CLI help text spells out a default or bound by hand.
+    ``simpson/`` has its own, unrelated SimConfig and is left out."""
+    import ast
+
+    src = REPO / "src" / "facterlab"
+    second_owners = []
+    for p in sorted(src.rglob("*.py")):
+        rel = p.relative_to(src).as_posix()
+        if rel == "config.py" or rel.startswith("simpson/"):
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            pairs = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                pos = a.posonlyargs + a.args
+                pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults))
+                pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+                pairs = [(arg.arg, d) for arg, d in pairs]
+            elif isinstance(node, ast.ClassDef):
+                pairs = [
+                    (st.target.id, st.value)
+                    for st in node.body
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None
+                ]
+            for name, d in pairs:
+                if name in OWNED_DEFAULTS and isinstance(d, ast.Constant) and isinstance(d.value, (int, float)):
+                    second_owners.append(f"{rel}:{d.lineno} {name}={d.value!r}")
+    # reporting/ belongs to another owner (issue 24's helper may not edit it): its run_config(passes=3) is
+    # the one known second owner left, named here so that any new one fails
+    known = {"reporting/experiments.py passes=3"}
+    second_owners = [s for s in second_owners if s.split(":")[0] + " " + s.split(" ", 1)[1] not in known]
+    assert not second_owners, "defaults written outside config.py: " + ", ".join(second_owners)
+    for cmd in ("facter/commands.py", "data/commands.py", "cli.py"):
+        text = (src / cmd).read_text(encoding="utf-8")
+        assert not re.search(r"\(default -?\d", text), f"{cmd} writes a default in a help text by hand"
+    tree = ast.parse((src / "facter" / "validation.py").read_text(encoding="utf-8"))
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    texts = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
+    assert not [t for t in texts if re.search(r"e\.g\. -?\d", t)], "validation.py writes an example by hand"

@@ -259,7 +259,9 @@ def training_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     return pairs.sort_values(["user_id", "item_id"]).reset_index(drop=True)
 
 
-def fit_preferences(pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int = 64, seed: int = 0) -> np.ndarray:
+def fit_preferences(
+    pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int = _SIM_DEFAULTS.n_factors, seed: int = 0
+) -> np.ndarray:
     """PureSVD item factors (n_items, f): a truncated SVD of the binary user x item matrix of ``pairs``,
     rows of the result aligned with ``item_ids``; ``score(h) = V V^T h`` for a history indicator h.
 
