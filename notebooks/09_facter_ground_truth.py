@@ -25,8 +25,17 @@
 # (calibration, neighbours, scores, the monitor, the metrics) is the same code as for an LLM, at the
 # paper's sizes (n = 2,500, T = 3, 3 seeds).
 #
-# Each claim is printed as a checked statement with its measured number: **yes** when the measurement
-# supports it, **NO** when it does not.  A NO is a finding, not a bug to tune away.
+# Sections 1-4 check the faithful FACTER (REPRO's neighbour Delta, conformal Q0, counted rules).
+# Section 5 explains *why* its score does not see the bias, with a positive control where it does, and
+# section 6 puts facterlab's **twin monitor** beside it (a facterlab extension, not FACTER's or REPRO's,
+# docs/FACTER.md §6): each row is asked again with its protected attributes flipped (same history and
+# seed), Delta is the distance between the two answers, and the flag is anchored at the null
+# "demographics change nothing" (the quantile of placebo re-asks).
+#
+# Every claim is checked under one standard (facterlab.reporting.claims): its criterion, the test
+# behind the verdict (99% Clopper-Pearson intervals, one-sided 1% z- and t-tests) and the smallest
+# effect that test could detect at this sample size, with the verdict **holds**, **fails** or **too
+# small to tell**.  A "fails" is a finding, not a bug to tune away.
 
 # %% tags=["parameters"]
 PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
@@ -40,11 +49,12 @@ N_INTERACTIONS = 2500  # the paper's n: 1,750 calibration / 750 test rows; None:
 PASSES = 3  # FACTER passes T
 CFR_ROWS = 200  # REPRO: 200
 BETAS = [0.0, 2.0, 6.0]  # bias strengths (score SDs): none, mid, high
-RHOS = [0.0, 0.5, 1.0]  # rule compliance: ignores, half, always listens
+RHOS = [0.0, 1.0]  # rule compliance: ignores, always listens
 SIGMA = 0.5  # score noise
 H = 0.05  # title-corruption rate (open generation)
 PHI = 0.3  # share of the bias the Fair prompt removes
-DEMOTE = 1.0  # score penalty of an honoured rule
+DEMOTE = 1.0  # score penalty of an honoured rule (after it cancels the push: sim.compliance "relative")
+TWIN = True  # section 6: facterlab's twin monitor (twin Delta, null threshold) beside the faithful one
 ALPHAS = [0.05, 0.1, 0.2, 0.3]
 LAMBDAS = [0.0, 0.35, 0.7, 1.4]
 TAU_RHOS = [0.7, 0.8, 0.9]
@@ -74,9 +84,10 @@ P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE thes
         "TAU_RHOS": lambda taus: taus[-1:],
     },
 )
+import pandas as pd
 
 
-def config(seed, beta, rho, **kw):
+def config(seed, beta, rho, twin=False, **kw):
     """A simulated run (same parameters -> same run id -> the saved run is reused)."""
     return ex.run_config(
         dataset=DATASET,
@@ -94,6 +105,7 @@ def config(seed, beta, rho, **kw):
         sim__h=float(H),
         sim__phi=float(PHI),
         sim__demote=float(DEMOTE),
+        **({"facter__delta": "twin", "facter__threshold": "null"} if twin else {}),
         **kw,
     )
 
@@ -160,8 +172,10 @@ fig_rep = gt.plot_repair(rep, DATASET_NAME, SYNTHETIC, PROFILE)
 # %% [markdown]
 # ## 3. Fairness: CFR and SNSR of Neutral, Fair and FACTER against beta
 #
-# CFR: the share of the top-10 list that changes when every protected attribute is flipped (200 test
-# rows); SNSR: the spread of list embeddings between demographic groups.  At beta = 0 the simulator's
+# CFR (REPRO's counterfactual fairness ratio): for 200 test rows, the L2 distance between the
+# normalised mean embeddings of the top-10 list and of the list the recommender gives when every
+# protected attribute is flipped, averaged over the rows; it lies in [0, 2] (0: the list is unchanged);
+# SNSR: the spread of list embeddings between demographic groups.  At beta = 0 the simulator's
 # answers do not depend on the demographics at all, so CFR is exactly 0 for Neutral and Fair; FACTER's
 # per-group rules can make it positive.
 
@@ -185,10 +199,10 @@ fig_fair = gt.plot_fairness(fair, DATASET_NAME, SYNTHETIC, PROFILE)
 # grid of lambda (weight of the counterfactual penalty) and tau_rho (neighbour similarity cut), on the
 # Neutral rows of seed 0 at the largest beta, and at the run's lambda and tau_rho for every beta.  Note
 # that Q0 is calibrated on the same biased model, so at most about alpha of the rows can be flagged:
-# recall is capped near alpha / base rate.
+# recall is capped near alpha / base rate, and precision by 1, so lift (precision / base rate) is capped
+# by its ceiling 1 / base rate (column `lift_ceiling`).
 
 # %%
-import pandas as pd
 
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.facter.pipeline import build_encoder
@@ -225,13 +239,169 @@ display(
 fig_det = gt.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
 
 # %% [markdown]
+# ## 5. Why FACTER's score does not see this bias, and a positive control where it does
+#
+# S = d + lambda Delta.  Two things would have to move with the bias: d (the top-1's distance to the
+# row's target) and Delta (the distance to counterfactual neighbours' answers).  Here we measure, on the
+# Neutral rows of seed 0: the share of calibration rows without any counterfactual neighbour (then
+# S = d), and d and S on the rows the bias changed against the others (AUC 0.5: S cannot tell them
+# apart).  The **positive control** is the same faithful FACTER with the `rare` bias table, which pushes
+# genres users rarely watch (under 2% of ML-100K ratings each): there the biased top-1 lies far from the
+# user's taste, d sees it, and S > Q0 should flag biased rows more often than the base rate.
+
+
+# %%
+def decomposition(result, label):
+    rec = result.rows["neutral"]
+    truth = gt.truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
+    out = {"run": label, "run_id": result.run_id, "n": len(rec), "biased": int(truth.sum())}
+    out["share_no_neighbour (calibration)"] = float(result.record.metrics.calibration.share_no_neighbour)
+    for col in ("d", "delta", "S"):
+        v = rec[col].to_numpy(dtype=float)
+        out[f"mean {col} biased"] = float(v[truth].mean()) if truth.any() else float("nan")
+        out[f"mean {col} unbiased"] = float(v[~truth].mean()) if (~truth).any() else float("nan")
+    from facterlab.facter.truth import rank_auc
+
+    out["AUC(S, biased)"] = rank_auc(rec["S"], truth)
+    return out
+
+
+control = ex.run(config(SEEDS[0], BETAS[-1], 1.0, sim__bias_table="rare"), data_dir=DATA_DIR, progress=False)
+decomp = pd.DataFrame(
+    [decomposition(listening[(SEEDS[0], b)], f"default table, beta={b:g}") for b in BETAS if b > 0]
+    + [decomposition(control, f"rare table (positive control), beta={BETAS[-1]:g}")]
+)
+display(decomp.round(4))
+ctrl_det = control.record.metrics.methods["neutral"].ground_truth["detector"]
+checks.append(
+    gt.rate_claim(
+        f"positive control (rare table, beta={BETAS[-1]:g}): faithful S > Q0 flags biased rows more often than "
+        f"the base rate {ctrl_det['base_rate']:.3f}",
+        int(ctrl_det["true_pos"]),
+        int(ctrl_det["flagged"]),
+        float(ctrl_det["base_rate"]),
+        ">=",
+    )
+)
+for b in [b for b in BETAS if b > 0]:
+    d0 = listening[(SEEDS[0], b)].record.metrics.methods["neutral"].ground_truth["detector"]
+    checks.append(
+        gt.rate_claim(
+            f"faithful S > Q0 (default table, beta={b:g}): flags biased rows more often than the base rate "
+            f"{d0['base_rate']:.3f}",
+            int(d0["true_pos"]),
+            int(d0["flagged"]),
+            float(d0["base_rate"]),
+            ">=",
+        )
+    )
+
+# %% [markdown]
+# ## 6. facterlab's twin monitor beside the faithful one
+#
+# The same simulated runs with `facter.delta = "twin"` and `facter.threshold = "null"` (docs/FACTER.md
+# §6): the label is now "the demographics changed the row's or its twin's top-1 item" (against the
+# demographics-blind answer, so that unfairness the rules cause counts too).  The table gives each
+# run's `ground_truth.detector` block from its metrics.json (precision, recall, base rate, flag rate,
+# AUC, lift and its ceiling), the faithful runs beside, named.  Then the repair: the share of FACTER's
+# top-1 items the push changed, per pass, against Fair's on the same rows (the same prompt without
+# rules), with rho = 1 and rho = 0; and the rules of the last pass against the bias table.
+
+# %%
+twin_runs = {}
+if TWIN:
+    twin_runs = {
+        (seed, beta, 1.0): ex.run(config(seed, beta, 1.0, twin=True), data_dir=DATA_DIR, progress=False)
+        for seed in SEEDS
+        for beta in BETAS
+    }
+    mid = [b for b in BETAS if b > 0][0]
+    twin_runs.update(
+        {
+            (seed, mid, 0.0): ex.run(config(seed, mid, 0.0, twin=True), data_dir=DATA_DIR, progress=False)
+            for seed in SEEDS
+        }
+    )
+    contrast_run = ex.run(
+        config(SEEDS[0], mid, 1.0, twin=True, facter__rule_mining="contrast"), data_dir=DATA_DIR, progress=False
+    )
+    det_all = gt.run_detector_frame(list(twin_runs.values()) + list(listening.values()))
+    display(
+        Markdown(
+            tb.frame_table(
+                det_all.groupby(["monitor", "beta", "rho", "method"])[
+                    [
+                        "n",
+                        "positives",
+                        "flagged",
+                        "true_pos",
+                        "precision",
+                        "recall",
+                        "base_rate",
+                        "auc",
+                        "lift",
+                        "lift_ceiling",
+                    ]
+                ]
+                .mean()
+                .round(4)
+                .reset_index(),
+                name="ground_truth_twin_detector",
+                title="Detector of each monitor (mean over seeds; counts per run)",
+            ).to_markdown()
+        )
+    )
+    shares = gt.biased_share_table([r for k, r in twin_runs.items() if k[1] > 0])
+    display(
+        shares.groupby(["beta", "rho", "pass"])[
+            ["share_changed", "share_unfair", "fair_share_changed", "mean_pushed_topk"]
+        ]
+        .mean()
+        .round(4)
+    )
+    rules = gt.rules_vs_table(
+        [listening[(SEEDS[0], b)] for b in BETAS] + [twin_runs[(SEEDS[0], b, 1.0)] for b in BETAS] + [contrast_run]
+    )
+    display(rules.round(3))
+    fair_twin = gt.fairness_table([twin_runs[(s, b, 1.0)] for s in SEEDS for b in BETAS])
+    alpha = float(first.calibration.alpha)
+    checks += gt.twin_claims(det_all[det_all["monitor"].str.startswith("facterlab")], shares, fair_twin, alpha)
+
+# %% [markdown]
 # ## The claims, checked
 
 # %%
 table = gt.checks_frame(checks)
 display(Markdown(table.to_markdown(index=False)))
-print(f"{(table['holds'] == 'yes').sum()} of {len(table)} statements hold")
+counts = table["verdict"].value_counts()
+print(", ".join(f"{counts.get(v, 0)} {v}" for v in ("holds", "fails", "too small to tell")), f"of {len(table)} claims")
 
+# %% [markdown]
+# ## In words
+#
+# The paragraph below is written from the verdicts above (nothing in it is typed by hand).
+
+
+# %%
+def said(prefix):
+    sel = table[table["claim"].str.startswith(prefix)]
+    return ", ".join(f"{v}: {n}" for v, n in sel["verdict"].value_counts().items()) or "not checked"
+
+
+display(
+    Markdown(
+        f"On {DATASET_NAME} with the simulated recommender ({len(SEEDS)} seed(s), n = {first.n_calib} + {first.n_test}), "
+        f"the conformal coverage of the faithful FACTER checks out ({said('coverage')}), but its score does not see "
+        f"the planted bias: {first.calibration.share_no_neighbour:.1%} of calibration rows have no counterfactual "
+        f"neighbour, so S = d there, and d does not move with the bias (section 5; claims on the faithful detector: "
+        f"{said('faithful S > Q0')}).  The positive control shows the harness can see a bias FACTER's d reacts to "
+        f"({said('positive control')}).  The faithful repair loop: {said('faithful FACTER, repair')}; its CFR against "
+        f"Fair's: {said('faithful FACTER, fairness')}.  facterlab's twin monitor with the null-anchored threshold: "
+        f"false flags at beta = 0 ({said('twin + null (beta=0)')}), recall and precision at beta > 0 "
+        f"({said('twin + null (beta=' + format([b for b in BETAS if b > 0][0], 'g') + ')')}), repair "
+        f"({said('twin repair')}), CFR against Fair's ({said('facterlab twin monitor')})."
+    )
+)
 # %%
 for fig, name in (
     (fig_cov, "ground_truth_coverage"),
@@ -253,13 +423,27 @@ write_metrics(
         "preset": PRESET,
         "run_ids": sorted({r.run_id for r in list(listening.values()) + list(by_rho.values())}),
         "seeds": SEEDS,
-        "sim": {"betas": BETAS, "rhos": RHOS, "sigma": SIGMA, "h": H, "phi": PHI, "demote": DEMOTE},
+        "sim": {
+            "betas": BETAS,
+            "rhos": RHOS,
+            "sigma": SIGMA,
+            "h": H,
+            "phi": PHI,
+            "demote": DEMOTE,
+            "compliance": "relative",
+        },
         "coverage": gt.records_with_reasons(cov0),
         "coverage_high_beta": gt.records_with_reasons(cov_hi),
         "repair": gt.records_with_reasons(rep),
         "fairness": gt.records_with_reasons(fair),
         "detector": gt.records_with_reasons(det),
         "detector_by_beta": gt.records_with_reasons(det_beta),
-        "checks": checks,
+        "decomposition": gt.records_with_reasons(decomp),
+        "twin_detector": gt.records_with_reasons(det_all) if TWIN else [],
+        "twin_shares": gt.records_with_reasons(shares) if TWIN else [],
+        "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
+        "twin_run_ids": sorted({r.run_id for r in twin_runs.values()}),
+        "control_run_id": control.run_id,
+        "claims": [c.to_json() for c in checks],
     },
 )

@@ -282,6 +282,7 @@ def detector_table(
                     "recall": recall,
                     "base_rate": base,
                     "lift": prec / base if base and not math.isnan(prec) else float("nan"),
+                    "lift_ceiling": 1.0 / base if base else float("nan"),
                     "share_no_neighbour": float((scorer.index.counts == 0).mean()),
                 }
             )
@@ -810,7 +811,7 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     ax.set_xlabel("lambda (weight of the fairness penalty)")
     ax.set_ylabel("precision / recall")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=6.5, loc="upper right")
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
     ax.set_title(f"Detector vs lambda and tau_rho (n = {int(det['biased'].iloc[0])} biased rows)", fontsize=9)
     bx = axes[1]
     d = det_by_beta[det_by_beta["beta"] > 0]
