@@ -28,7 +28,7 @@
 # Sections 1-4 check the faithful FACTER (REPRO's neighbour Delta, conformal Q0, counted rules).
 # Section 5 explains *why* its score does not see the bias, with a positive control where it does, and
 # section 6 puts facterlab's **twin monitor** beside it (a facterlab extension, not FACTER's or REPRO's,
-# docs/FACTER.md §6): each row is asked again with its protected attributes flipped (same history and
+# docs/FACTER.md §7): each row is asked again with its protected attributes flipped (same history and
 # seed), Delta is the distance between the two answers, and the flag is anchored at the null
 # "demographics change nothing" (the quantile of placebo re-asks).
 #

@@ -1,4 +1,4 @@
-"""facterlab's twin monitor (docs/FACTER.md §6): counterfactual-twin Delta, the null-anchored threshold,
+"""facterlab's twin monitor (docs/FACTER.md §7): counterfactual-twin Delta, the null-anchored threshold,
 contrast rule mining and the ground-truth detector block.
 
 The world is the hand-built one of tests/facter_world.py (Romance liked by nobody, pushed to women by

@@ -216,7 +216,7 @@ def test_empty_input_is_a_clear_error():
 
 
 def test_published_numbers_match_spec():
-    # docs/FACTER.md §6: headline adaptive count = last per-pass count; threshold path rises
+    # docs/FACTER.md §7: headline adaptive count = last per-pass count; threshold path rises
     last = pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive_pass", 2)
     assert last == pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive") == 9.0
     path = [pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "threshold_path", i) for i in range(4)]
@@ -273,7 +273,9 @@ def test_protocol_line_and_no_neighbour_share():
     assert proto[0].replace("_", r"\_") in t.to_latex().split(r"\caption{")[1]
     assert (
         "no_neighbour"
-        in tb.OPEN_COLUMNS[tb.OPEN_COLUMNS.index(tb.Column("violations_repro_count", "V corr.", 1)) + 1].key
+        in tb.OPEN_COLUMNS[
+            tb.OPEN_COLUMNS.index(tb.Column("violations_repro_count", tb.REPRO_FIXED_CORRECTED, 1)) + 1
+        ].key
     )
     # the old run: the switches are "not recorded", the share is n/a with its reason
     t = tb.method_table([old], name="t", title="T", columns=cols, methods=("neutral",), published=())

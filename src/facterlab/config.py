@@ -89,7 +89,7 @@ GENDER_WORDINGS = ("code", "word")
 NDCG_POSITIONS = ("compacted", "positional")
 SNSR_ITEMS = ("mapped_title", "item_text")
 CFR_PROMPTS = ("last_pass", "final_rules")
-# facterlab extensions (docs/FACTER.md §6): the first value of each is FACTER's / REPRO's method
+# facterlab extensions (docs/FACTER.md §7): the first value of each is FACTER's / REPRO's method
 DELTA_KINDS = ("neighbour", "twin")
 THRESHOLD_KINDS = ("conformal", "null")
 RULE_MININGS = ("count", "contrast")
@@ -210,7 +210,7 @@ class FacterConfig:
     top1: str = "first_mapped"  # open generation: "first_mapped" (REPRO) | "position0"
     empty_output_rule: str = "unknown_generation"  # "unknown_generation" (REPRO) | "skip"
     gender_in_prompt: str = "code"  # user prompt: "code" (M/F, as the rules; REPRO) | "word" (male/female)
-    # facterlab extensions (docs/FACTER.md §6), off in every preset:
+    # facterlab extensions (docs/FACTER.md §7), off in every preset:
     delta: str = "neighbour"  # fairness penalty: "neighbour" (FACTER/REPRO) | "twin" (same row, attributes flipped)
     threshold: str = "conformal"  # flag: "conformal" (S > Q_t, FACTER) | "null" (twin Delta > placebo quantile)
     rule_mining: str = "count"  # "count" (FACTER/REPRO) | "contrast" (enrichment over the group's other outputs)

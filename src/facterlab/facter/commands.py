@@ -7,7 +7,7 @@
 ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
 ``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed --sim-compliance
 --sim-bias-table``.  ``--delta twin --threshold null --rule-mining contrast`` turn on facterlab's
-extensions (docs/FACTER.md §6).  ``--model fake`` runs
+extensions (docs/FACTER.md §7).  ``--model fake`` runs
 the deterministic test recommender with the torch-free hash encoder (as ``MODEL = "fake"`` in the notebooks).
 """
 
@@ -96,7 +96,7 @@ def register(subparsers) -> None:
         help="bias table: default | rare (rarely watched genres: a positive control) | a JSON file "
         "{attribute: {value: [feature, ...] or {feature: weight}}}",
     )
-    ext = p.add_argument_group("facterlab extensions (docs/FACTER.md §6; off in every preset)")
+    ext = p.add_argument_group("facterlab extensions (docs/FACTER.md §7; off in every preset)")
     ext.add_argument(
         "--delta", default=None, choices=DELTA_KINDS, help="fairness penalty: neighbour (FACTER) | twin (ours)"
     )

@@ -13,7 +13,7 @@ passes), for each row t:
 
 Baselines (Neutral, Fair) use the same loop with a static system prompt, no rule mining, one pass.
 
-facterlab extensions (docs/FACTER.md §6; :mod:`facterlab.facter.twins`): with ``delta = "twin"`` each
+facterlab extensions (docs/FACTER.md §7; :mod:`facterlab.facter.twins`): with ``delta = "twin"`` each
 row is asked together with its counterfactual twin (protected attributes flipped, same history and
 seed, the twin group's own rules) and Delta is the distance between the two answers (:class:`TwinScorer`);
 with ``threshold = "null"`` the flag is Delta > Q_null (the placebo quantile), a bar that does not move;
@@ -139,7 +139,7 @@ NO_NEIGHBOUR_SEARCH = -1
 
 
 class TwinScorer:
-    """S for test rows with the twin Delta (docs/FACTER.md §6): d against the row's target,
+    """S for test rows with the twin Delta (docs/FACTER.md §7): d against the row's target,
     Delta = ||f(yhat) - f(yhat_twin)||; no neighbour search (``index`` is None).  ``q_null``: the
     null-anchored threshold when ``threshold = "null"`` (else None)."""
 

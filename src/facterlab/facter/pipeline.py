@@ -306,7 +306,7 @@ def calibrate(
     """Offline calibration (docs/FACTER.md §2) -> (CalibrationState, calibration DataFrame).
 
     Calibration responses are generated under ``cfg.facter.calibration_prompt`` ("neutral" default, or
-    "empty"), with the seeds of pass 0.  With ``facter.delta = "twin"`` (docs/FACTER.md §6) each row's
+    "empty"), with the seeds of pass 0.  With ``facter.delta = "twin"`` (docs/FACTER.md §7) each row's
     twin (``attribute_values`` needed to flip) is asked under the same prompt and seed, Delta is the
     distance of the two answers and no neighbour search runs; with ``facter.threshold = "null"`` each
     row's placebo (:func:`facterlab.facter.twins.placebo_request`) is asked too and Q_null is set.

@@ -199,7 +199,7 @@ class MethodMetrics:
     n_degenerate: int | None = _f("rows with empty/unparseable output (all when one list for all)", optional=True)
     degenerate: Degenerate | None = _f("degenerate-output summary", optional=True)
     snsr_fairllm: dict | None = _f("FaiRLLM-style SNSR variant (run with fairllm=True)", optional=True)
-    n_twin_predictions: int | None = _f("twin requests asked (facter.delta = 'twin'; docs/FACTER.md §6)", optional=True)
+    n_twin_predictions: int | None = _f("twin requests asked (facter.delta = 'twin'; docs/FACTER.md §7)", optional=True)
     ground_truth: dict | None = _f(
         "detector: the flag's precision, recall, base_rate, flag_rate, auc against a known truth "
         "(simulated recommender; facter/truth.py)",
@@ -284,7 +284,7 @@ class Calibration:
     share_no_neighbour: Value = _f("share of calibration rows without a counterfactual neighbour")
     test_mean_neighbours: Value = _f("mean counterfactual neighbours of a test row", optional=True)
     test_share_no_neighbour: Value = _f("share of test rows without a counterfactual neighbour", optional=True)
-    q_null: Value = _f("null-anchored threshold Q_null (facter.threshold = 'null'; docs/FACTER.md §6)", optional=True)
+    q_null: Value = _f("null-anchored threshold Q_null (facter.threshold = 'null'; docs/FACTER.md §7)", optional=True)
     share_placebo_nonzero: Value = _f("share of calibration placebos whose answer moved", optional=True)
     n_twin_predictions: int | None = _f("calibration twin requests asked", optional=True)
     n_placebo_predictions: int | None = _f("calibration placebo requests asked", optional=True)

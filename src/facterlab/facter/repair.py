@@ -14,7 +14,7 @@ features are pushed into a FIFO buffer of M = 50 entries.  Rules for a user are 
 - ``tuple`` keying: the same on buffered violations with the user's whole protected tuple, the rule
   printed as ``(tuple=gender=F, age=.., occupation=..)``.
 
-Contrast mining (``rule_mining = "contrast"``, a facterlab extension, docs/FACTER.md §6): counting
+Contrast mining (``rule_mining = "contrast"``, a facterlab extension, docs/FACTER.md §7): counting
 names the features that are frequent among a group's violations, which are mostly the features that
 are frequent in the group's outputs anyway (Drama, Comedy).  Contrast mining names a feature only when
 it is *enriched* among the group's violations over the group's other (unflagged) outputs, kept in a

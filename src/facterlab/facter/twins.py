@@ -1,4 +1,4 @@
-"""Counterfactual twins and the null-anchored threshold: a facterlab extension (docs/FACTER.md §6).
+"""Counterfactual twins and the null-anchored threshold: a facterlab extension (docs/FACTER.md §7).
 
 Neither FACTER nor REPRO does this; the ``repro`` and ``icml`` presets keep FACTER's neighbour Delta.
 
@@ -27,7 +27,7 @@ D_t is exchangeable with the calibration placebo distances (the null hypothesis 
 P(D_t > Q_null) <= alpha.  For a recommender whose answer is a function of (history, seed,
 demographics) and which ignores the demographics (the simulated recommender at beta = 0, greedy
 decoding), both distances are exactly 0 and the flag never fires.  The proof and the assumption are
-written out in docs/FACTER.md §6.
+written out in docs/FACTER.md §7.
 
 Both cost one extra recommender request per scored row (twice that for calibration with the null
 threshold: twin and placebo); the pipeline counts and reports them.

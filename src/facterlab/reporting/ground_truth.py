@@ -403,7 +403,7 @@ def checks_frame(checks: Sequence) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
-# facterlab's twin monitor beside the faithful one (docs/FACTER.md §6)
+# facterlab's twin monitor beside the faithful one (docs/FACTER.md §7)
 
 
 def monitor_label(result) -> str:
@@ -536,7 +536,7 @@ _RULE = re.compile(r"AVOID: \((\w+)=(.*?)\) -> \((.*)\)$")
 
 
 def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame, alpha: float) -> list:
-    """The acceptance claims of the twin monitor (docs/FACTER.md §6), pooled over seeds:
+    """The acceptance claims of the twin monitor (docs/FACTER.md §7), pooled over seeds:
 
     - at beta = 0 the null threshold flags at most alpha of the Neutral rows;
     - at beta = 2 recall >= 0.8 and precision >= 0.9 (Neutral rows, label "the bias changed the row's or

@@ -44,7 +44,16 @@ __all__ = ["MissingValue", "metric_value"]  # re-exported: the one missing-value
 
 METHODS = ("neutral", "fair", "facter")
 METHOD_LABELS = _METHOD_LABELS  # the one mapping of display names (facterlab.reporting.labels)
-VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count")
+VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count", "repro_dynamic")
+#: REPRO's names for its two corrected counts, beside ours: its "fixed (corrected)" count (threshold
+#: Q0 + C/sqrt(n), our ``repro_count``) and its corrected-dynamic count (Q_t + C/sqrt(n), ``repro_dynamic``)
+REPRO_FIXED_CORRECTED = "REPRO fixed (corrected)"
+REPRO_CORRECTED_DYNAMIC = "REPRO corrected-dynamic"
+#: why a column is missing when the run did not record it (instead of the generic "not recorded")
+MISSING_REASONS = {
+    "violations_repro_dynamic": "REPRO's corrected-dynamic count (S > Q_t + C/sqrt(n)) is not computed by this "
+    "run's monitor: it records fixed_q0, adaptive, corrected, q_star, hoeffding and repro_count only",
+}
 ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
 VARIANT_KEYS = (
@@ -106,7 +115,7 @@ OPEN_COLUMNS = (
     Column("cfr_multi", "CFR"),
     Column("violations_fixed_q0", "V(0)", 1),
     Column("violations_adaptive", "V(t)", 1),
-    Column("violations_repro_count", "V corr.", 1),
+    Column("violations_repro_count", REPRO_FIXED_CORRECTED, 1),
     Column("no_neighbour_test", "No CF nb."),  # share of test rows without a counterfactual neighbour
     Column("n_degenerate", "Degenerate", 1),  # rows with empty/unparseable output, or all when one list for all
 )
@@ -115,7 +124,9 @@ THRESHOLD_COLUMNS = (
     Column("violations_fixed_q0", "V vs Q0", 1),
     Column("violations_adaptive", "V vs Q_t", 1),
     Column("violations_q_star", "V vs Q*", 1),
-    Column("violations_repro_count", "V vs Q0 + repro_count", 1),
+    Column("violations_repro_count", f"{REPRO_FIXED_CORRECTED}: Q0 + C/sqrt(n)", 1),
+    Column("violations_repro_dynamic", f"{REPRO_CORRECTED_DYNAMIC}: Q_t + C/sqrt(n)", 1),
+    Column("violations_corrected", "V vs Q0 + our correction", 1),
     Column("violations_hoeffding", "V vs Q0 + Hoeffding", 1),
     Column("no_neighbour_test", "No CF nb. (test)"),
     Column("no_neighbour_calib", "No CF nb. (calib)"),
@@ -632,7 +643,9 @@ def method_table(
                     elif method == "random_floor":
                         vals.append(MissingValue("not defined for the random ranking"))
                     else:
-                        vals.append(MissingValue(f"{col.key} not recorded in metrics.json"))
+                        vals.append(
+                            MissingValue(MISSING_REASONS.get(col.key, f"{col.key} not recorded in metrics.json"))
+                        )
                 cell = aggregate(vals)
                 cells.append(render_cell(cell, col.decimals, foot))
                 long.append(
@@ -740,9 +753,11 @@ def per_pass_table(
     cols = [
         ("violations_adaptive_pass{p}", "V(t) adaptive", 1),
         ("violations_fixed_q0_pass{p}", "V(0) fixed Q0", 1),
-        ("violations_repro_count_pass{p}", "V Q0+repro_count", 1),
+        ("violations_repro_count_pass{p}", REPRO_FIXED_CORRECTED, 1),
         ("violations_q_star_pass{p}", "V(Q*)", 1),
     ]
+    if any(any(k.startswith("violations_repro_dynamic_pass") for k in f) for f in flats_all):
+        cols.insert(3, ("violations_repro_dynamic_pass{p}", REPRO_CORRECTED_DYNAMIC, 1))
     groups = seed_groups(given)
     labels = group_labels(groups)
     several = len(groups) > 1
@@ -804,13 +819,25 @@ def per_pass_table(
         if note := differences_note(groups):
             notes.append(note)
     notes.append(f"Method: {METHOD_LABELS.get(method, method)}; counts are per pass over the test rows.")
+    notes.append(_repro_names_note(cols))
     if show_pub:
-        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §6).")
+        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §7).")
     import pandas as pd
 
     return Table(
         name=name, title=title, header=header, rows=rows, notes=notes, footnotes=foot.lines(), values=pd.DataFrame(long)
     )
+
+
+def _repro_names_note(cols: Sequence[tuple]) -> str:
+    """How REPRO's corrected counts relate to ours (the per-pass table's note)."""
+    text = (
+        f"{REPRO_FIXED_CORRECTED} = S > Q0 + C/sqrt(n) with REPRO's count C (our repro_count correction); "
+        "our 'corrected' count applies the run's own correction setting (with correction none it equals V(0))"
+    )
+    if not any(c[0].startswith("violations_repro_dynamic") for c in cols):
+        text += f"; {REPRO_CORRECTED_DYNAMIC} (S > Q_t + C/sqrt(n)): {MISSING_REASONS['violations_repro_dynamic']}"
+    return text + "."
 
 
 def frame_table(
