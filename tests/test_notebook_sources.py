@@ -34,6 +34,7 @@ def test_every_notebook_has_a_text_source_and_back():
 
 def test_pairing_is_configured_for_the_notebooks_folder():
     config = jupytext.config.find_jupytext_configuration_file(str(NB_DIR))
+    assert config == str(NB_DIR / "jupytext.toml"), config  # found from inside notebooks/ (JupyterLab's root)
     assert config is not None, "jupytext.toml not found"
     formats = jupytext.config.load_jupytext_configuration_file(config).formats
     assert "py:percent" in str(formats) and "ipynb" in str(formats)
@@ -69,3 +70,44 @@ def test_pair_check_detects_drift(tmp_path):
     text.cells[-1].source += "\nprint('drift')"
     nb = nbformat.read(str(src), as_version=4)
     assert _cells(nb) != _cells(text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("serve", ["", "notebooks"], ids=["lab-in-root", "lab-in-notebooks"])
+def test_a_notebook_saved_through_jupyterlab_keeps_its_py_twin_in_step(tmp_path, serve):
+    """JupyterLab saves a notebook with a PUT to the server's contents API; with jupytext's contents
+    manager (jupyterlab_jupytext, installed with the notebooks extra) and ``jupytext.toml``, that save
+    also writes the ``.py`` twin, so an edit made in JupyterLab reaches both files (README, Opening
+    the notebooks), whether JupyterLab was started in the repository root or in ``notebooks/`` (before
+    ``notebooks/jupytext.toml`` the latter left the ``.py`` stale: jupytext does not look above the
+    server's root folder).  A real server on a copy of one pair; the request is the one JupyterLab sends."""
+    import json
+    import shutil
+    import sys
+    import urllib.request
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from jupyterlab_helpers import jupyterlab
+
+    root = tmp_path / "project"
+    (root / "notebooks").mkdir(parents=True)
+    src = NOTEBOOKS[0]
+    for p in (src, src.with_suffix(".py")):
+        shutil.copy2(p, root / "notebooks" / p.name)
+    for name in ("jupytext.toml", "pyproject.toml", "notebooks/jupytext.toml"):
+        shutil.copy2(REPO / name, root / name)
+    py_before = (root / "notebooks" / src.with_suffix(".py").name).read_text()
+    rel = "notebooks/" + src.name if serve == "" else src.name
+    with jupyterlab(tmp_path, root / serve) as lab:
+        model = lab.api(f"api/contents/{rel}?content=1")
+        cell = next(c for c in model["content"]["cells"] if c["cell_type"] == "code")
+        cell["source"] = "".join(cell["source"]) + "\nEDITED_IN_JUPYTERLAB = 1"
+        body = json.dumps({"type": "notebook", "format": "json", "content": model["content"]}).encode()
+        req = urllib.request.Request(lab.url(f"api/contents/{rel}"), data=body, method="PUT")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+    py_after = (root / "notebooks" / src.with_suffix(".py").name).read_text()
+    assert "EDITED_IN_JUPYTERLAB = 1" in py_after and py_after != py_before
+    nb = nbformat.read(str(root / "notebooks" / src.name), as_version=4)
+    assert _cells(nb) == _cells(jupytext.read(str(root / "notebooks" / src.with_suffix(".py").name)))
