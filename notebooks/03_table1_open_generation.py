@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 03 Table 1: open generation (Neutral, Fair, FACTER)
 #
-# REPRO's Table 1 (docs/FACTER.md §7): per dataset, NDCG@10 and Recall@10 (multi = the next 10 positives,
+# REPRO's Table 1 (docs/FACTER.md §6): per dataset, NDCG@10 and Recall@10 (multi = the next 10 positives,
 # single = the target), Valid@10, SNSR (`snsr_proxy`, joint groups with >= 30 rows), CFR (all three
 # attributes flipped) and the violation counts of the last pass against the fixed Q0, V(0), and the
 # adaptive threshold, V(t).  Cells are mean ± sd over seeds.  REPRO's published numbers (ML-1M,

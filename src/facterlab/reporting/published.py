@@ -1,4 +1,4 @@
-"""Published FACTER numbers to put beside ours (docs/FACTER.md §7), as data.
+"""Published FACTER numbers to put beside ours (docs/FACTER.md §6), as data.
 
 Two sources:
 
