@@ -216,7 +216,7 @@ def test_empty_input_is_a_clear_error():
 
 
 def test_published_numbers_match_spec():
-    # docs/FACTER.md §7: headline adaptive count = last per-pass count; threshold path rises
+    # docs/FACTER.md §6: headline adaptive count = last per-pass count; threshold path rises
     last = pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive_pass", 2)
     assert last == pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "violations_adaptive") == 9.0
     path = [pub.published_value("REPRO", "ml-1m", "llama3-8b", "open", "facter", "threshold_path", i) for i in range(4)]

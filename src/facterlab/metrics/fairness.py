@@ -30,7 +30,10 @@ ERR_ROWS = "got {n_emb} row embeddings but {n_groups} rows of group attributes: 
 ERR_COLUMNS = "groups is missing the attribute column(s) {missing}"
 ERR_NA = "attribute {attr!r} has missing values in {n} row(s); fill or drop them first"
 
-__all__ = ["snsr_proxy", "group_centroids", "snsr_fairllm", "jaccard_at_k", "PROTECTED"]
+#: rows without a mapped item in SNSR: "drop" (facterlab) | "zero" (REPRO: kept as zero vectors)
+EMPTY_ROWS = ("drop", "zero")
+
+__all__ = ["EMPTY_ROWS", "snsr_proxy", "group_centroids", "snsr_fairllm", "jaccard_at_k", "PROTECTED"]
 
 
 def _label(key, attrs) -> str:
@@ -101,13 +104,16 @@ def snsr_proxy(
     min_group: int = 30,
     attrs: Sequence[str] = PROTECTED,
     mask: np.ndarray | None = None,
+    empty_rows: str = "drop",
 ) -> dict:
     """SNSR/SNSV, ``snsr_proxy`` variant (docs/FACTER.md §4; formulas in the module docstring).
 
     ``row_embeddings``: (n, d) per-row vectors (normalised means; re-normalised here), or (n, k, d)
     item embeddings with an optional (n, k) ``mask``.  ``groups``: DataFrame with the ``attrs`` columns,
-    aligned with the rows.  Rows without an embedding (NaN) are dropped and counted
-    (``n_rows_dropped``).  Returns ``{"joint": r, "gender": r, "age": r, "occupation": r}`` (one key
+    aligned with the rows.  Rows without an embedding (NaN: no item mapped) are, with
+    ``empty_rows="drop"``, dropped and counted (``n_rows_dropped``); with ``empty_rows="zero"`` (REPRO's
+    code) kept as zero vectors (``n_rows_zero``): they add nothing to a group's centroid direction but
+    count towards its size, so they can lift a group over ``min_group``.  Returns ``{"joint": r, "gender": r, "age": r, "occupation": r}`` (one key
     per entry of ``attrs``) with ``r = {"snsr", "snsv", "n_groups", "group_sizes" (qualifying groups),
     "n_groups_excluded", "n_rows", "min_group", "n_rows_dropped"}`` or, when fewer than two groups
     reach ``min_group`` rows, ``r = {"value": None, "missing_reason", "n_groups", "group_sizes" (all
@@ -138,7 +144,14 @@ def snsr_proxy(
         n_na = int(groups[a].isna().sum())
         if n_na:
             raise ValueError(ERR_NA.format(attr=a, n=n_na))
-    ok = ~np.isnan(vecs).any(axis=1)
+    if empty_rows not in EMPTY_ROWS:
+        raise ValueError(f"empty_rows must be one of {EMPTY_ROWS}, got {empty_rows!r}")
+    empty = np.isnan(vecs).any(axis=1)
+    if empty_rows == "zero":  # REPRO: a row with no mapped item is a zero vector, kept in its group
+        vecs = np.where(empty[:, None], 0.0, vecs)
+        ok = np.ones(len(vecs), dtype=bool)
+    else:
+        ok = ~empty
     vecs = vecs[ok]
     g = groups.reset_index(drop=True)[ok]
     out = {"joint": _one_snsr(vecs, g, attrs, min_group, "joint")}
@@ -147,6 +160,8 @@ def snsr_proxy(
     for block in out.values():
         block["min_group"] = int(min_group)
         block["n_rows_dropped"] = int((~ok).sum())
+        if empty_rows == "zero":
+            block["n_rows_zero"] = int(empty.sum())
     return out
 
 

@@ -31,10 +31,11 @@ METHOD_LABELS = {"neutral": "Neutral", "fair": "Fair", "facter": "FACTER", "rand
 _VIOLATION_LABELS = {
     "fixed_q0": "V(0)",
     "adaptive": "V(t)",
-    "corrected": "V(0) corrected",
+    "corrected": "V(0) + our correction",
     "q_star": "V(Q*)",
     "hoeffding": "V(0) + Hoeffding",
-    "repro_count": "V corr.",
+    "repro_count": "REPRO fixed (corrected)",
+    "repro_dynamic": "REPRO corrected-dynamic",
 }
 _ATTRS = ("joint", "gender", "age", "occupation")
 

@@ -821,7 +821,7 @@ def per_pass_table(
     notes.append(f"Method: {METHOD_LABELS.get(method, method)}; counts are per pass over the test rows.")
     notes.append(_repro_names_note(cols))
     if show_pub:
-        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §7).")
+        notes.append("REPRO columns: ML-1M, Llama-3-8B-Instruct, open generation (docs/FACTER.md §6).")
     import pandas as pd
 
     return Table(
