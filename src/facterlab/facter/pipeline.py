@@ -86,6 +86,7 @@ from facterlab.metrics import (
 from facterlab.models import load_encoder, make_recommender
 from facterlab.models.fake import FakeRecommender, HashEncoder
 from facterlab.models.simulated import simulated_from_config
+from facterlab.paths import runs_dir
 from facterlab.progress import Progress, format_seconds
 
 log = logging.getLogger(__name__)
@@ -669,7 +670,7 @@ def run_experiment(
     timings["models_s"] = time.perf_counter() - t0
     fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
     run_id = run_id_for(cfg, inter.content_hash, fingerprints)
-    out = results_dir(out_dir) / "runs" / run_id
+    out = runs_dir(out_dir) / run_id
     log.info(
         "models: %s + %s ready (%s); run %s, %s protocol",
         cfg.model.llm,

@@ -1,6 +1,7 @@
 """The typed run record: one owner for what a FACTER run folder says about the run.
 
-A run folder ``<results>/runs/<run_id>/`` (writer and reader: :mod:`facterlab.facter.runfolder`) holds
+A run folder ``<results>/runs/<run_id>/`` (written by :func:`facterlab.facter.runfolder.write_run_folder`;
+checked, found and listed here: :func:`run_folder_problem`, :func:`find`, :func:`run_folders`) holds
 four JSON files that together make a :class:`RunRecord`:
 
 - ``config.json``  -> :class:`RunConfigRecord` (resolved config, its hash, data and model fingerprints)

@@ -34,6 +34,7 @@ from pathlib import Path
 from facterlab.config import BOUNDS, FAKE_LLM, HASH_ENCODER, SIMULATED_LLM, bound_problems, field_default
 from facterlab.facter.conformal import min_calibration_size
 from facterlab.models.simulated import load_bias_table
+from facterlab.paths import runs_dir
 
 __all__ = [
     "ConfigError",
@@ -183,7 +184,7 @@ def check_out_dir(root: os.PathLike | str) -> Path:
     naming the path and the parameter (``--out-dir`` / ``out_dir`` / ``FACTERLAB_RESULTS``).
     """
     root = Path(root).expanduser()
-    runs = root / "runs"
+    runs = runs_dir(root)
     for p in (root, runs):
         if p.exists() and not p.is_dir():
             raise ValueError(
