@@ -80,8 +80,10 @@ def main(argv=None) -> int:
     print(line)
     print(
         f"command wall time {wall:.1f} s (incl. start-up); peak child RSS {peak_mb:.0f} MiB; "
-        f"{os.cpu_count()} CPU cores visible"
+        f"{os.cpu_count()} CPU cores visible; load average at the end {os.getloadavg()[0]:.1f}"
     )
+    ds = cold.get("dataset") or {}
+    print(f"dataset {ds.get('dataset', 'not recorded')} ({ds.get('how', '?')}); figures -> {cold.get('figures_dir')}")
     return rc
 
 
