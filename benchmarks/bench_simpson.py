@@ -21,7 +21,7 @@ import tracemalloc
 import numpy as np
 
 from facterlab.simpson.simulate import (
-    SimConfig,
+    SimpsonConfig,
     comparison_table,
     grid_seeds,
     measure,
@@ -37,7 +37,7 @@ def timed(fn, *a, **kw):
     return time.perf_counter() - t, out
 
 
-def stage_times(cfg: SimConfig, repeats: int) -> dict:
+def stage_times(cfg: SimpsonConfig, repeats: int) -> dict:
     rows = {
         "simulate": [],
         "gaps+decomposition": [],
@@ -57,7 +57,7 @@ def stage_times(cfg: SimConfig, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in rows.items()}
 
 
-def peak_memory(cfg: SimConfig) -> float:
+def peak_memory(cfg: SimpsonConfig) -> float:
     tracemalloc.start()
     sim = simulate(cfg)
     measure(sim)
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--grid-only", action="store_true", help="skip the figure sweeps")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes for the grid (default 2)")
     args = ap.parse_args()
-    cfg = SimConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
+    cfg = SimpsonConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
     reps = 3 if args.quick else args.repeats
     st = stage_times(cfg, reps)
     total = st["simulate"] + st["gaps+decomposition"] + st["random experiment + naive + 2 IPS"]
@@ -97,11 +97,11 @@ def main() -> None:
 
         cpu0 = cpu_all()
         t_grid, df = timed(
-            grid_seeds, (0, 1, 2), base=SimConfig(n_users=50_000, bias=0.03), progress=False, n_jobs=args.jobs
+            grid_seeds, (0, 1, 2), base=SimpsonConfig(n_users=50_000, bias=0.03), progress=False, n_jobs=args.jobs
         )
         cpu_grid = cpu_all() - cpu0
         print(
-            f"\n3-seed grid (3 x 160 runs, N=50,000, {SimConfig().variant}, {args.jobs} process(es)): "
+            f"\n3-seed grid (3 x 160 runs, N=50,000, {SimpsonConfig().variant}, {args.jobs} process(es)): "
             f"{t_grid:.1f} s wall (target < 180 s), {cpu_grid:.1f} s CPU incl. workers "
             f"({cpu_grid / len(df):.3f} CPU s per simulation)"
         )
@@ -115,7 +115,7 @@ def main() -> None:
         if args.grid_only:
             print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
             return
-        base = SimConfig(n_users=10_000)
+        base = SimpsonConfig(n_users=10_000)
         pts = np.linspace
         cpu0 = time.process_time()
         t34 = 0.0

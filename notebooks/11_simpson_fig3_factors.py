@@ -42,7 +42,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(globals(), smoke={"N_USERS": 1_000, "N_SEEDS": 2, "N_POINTS": 4, "N_READING_USERS": 500})
@@ -55,7 +55,7 @@ def title(text):
 
 
 # %%
-base = SimConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
+base = SimpsonConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
 print("reading:", base.variant)
 grids = {
     "d1": np.linspace(1.5, 4.0, N_POINTS),

@@ -54,7 +54,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(
@@ -97,10 +97,10 @@ save_figure(
     source=f"Simpson simulation, reading study: {STUDY_USERS} users x {STUDY_SEEDS} seeds x {STUDY_POINTS} points",
 )
 plt.show()
-print("default reading:", SimConfig().variant)
+print("default reading:", SimpsonConfig().variant)
 
 # %%
-base = SimConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
+base = SimpsonConfig(n_users=N_USERS, bias=0.0, sigma1=0.0, d1=1.5)
 print("reading:", base.variant)
 grids = {
     "d1": np.linspace(1.5, 4.0, N_POINTS),
@@ -148,7 +148,7 @@ display(
 )
 
 # %%
-held_base = SimConfig(n_users=HELD_USERS)
+held_base = SimpsonConfig(n_users=HELD_USERS)
 held_raw = {
     "d1": hold_per_user_gap("d1", np.linspace(1.5, 4.0, HELD_POINTS), seeds=range(HELD_SEEDS), base=held_base),
     "sigma1": hold_per_user_gap("sigma1", np.linspace(0.0, 10.0, HELD_POINTS), seeds=range(HELD_SEEDS), base=held_base),

@@ -42,7 +42,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(globals(), smoke={"N_USERS": 2_000, "N_SEEDS": 2, "N_POINTS": 4})
@@ -55,7 +55,7 @@ def title(text):
 
 
 # %%
-base = SimConfig(n_users=N_USERS, bias=BIAS)
+base = SimpsonConfig(n_users=N_USERS, bias=BIAS)
 raw = {
     "sigma1": sweep("sigma1", np.linspace(0, 10, N_POINTS), seeds=range(N_SEEDS), base=base.replace(d1=1.5)),
     "d1": sweep("d1", np.linspace(1.5, 4, N_POINTS), seeds=range(N_SEEDS), base=base.replace(sigma1=0.0)),

@@ -44,7 +44,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimConfig, plots
+from facterlab.simpson import SimpsonConfig, plots
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(globals(), smoke={"N_USERS": 3_000, "N_SIGMA1": 3, "N_D1": 2, "SEEDS": [0, 1], "N_JOBS": 1})
@@ -59,7 +59,7 @@ def title(text):
 # %%
 from facterlab.simpson.simulate import ESTIMATORS, comparison_table, grid_seeds, grid_summary
 
-base = SimConfig(n_users=N_USERS, bias=BIAS)
+base = SimpsonConfig(n_users=N_USERS, bias=BIAS)
 t_grid = time.time()
 df = grid_seeds(SEEDS, np.linspace(0, 10, N_SIGMA1), np.linspace(1.5, 4, N_D1), base=base, n_jobs=N_JOBS)
 t_grid = time.time() - t_grid

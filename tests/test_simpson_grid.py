@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from facterlab.simpson.simulate import SimConfig, comparison_table, grid, grid_summary
+from facterlab.simpson.simulate import SimpsonConfig, comparison_table, grid, grid_summary
 
 
 @pytest.mark.slow
@@ -14,7 +14,9 @@ def test_model_ips_error_is_at_most_half_the_aggregate_error_on_a_reduced_grid()
     (the full 160-run grid over 3 seeds is notebook 14).  The paper's estimator, the logistic-model
     IPS, has a mean |error| at most half the aggregate's; so does IPS with the oracle weights; the
     aggregate disagrees in sign with the PerUserGap in a visible share of configurations."""
-    df = grid(np.linspace(0, 10, 6), np.linspace(1.5, 4, 5), base=SimConfig(n_users=50_000, bias=0.03), progress=False)
+    df = grid(
+        np.linspace(0, 10, 6), np.linspace(1.5, 4, 5), base=SimpsonConfig(n_users=50_000, bias=0.03), progress=False
+    )
     s = grid_summary(df)
     assert s["n_configurations"] == 30
     assert s["passes_half_rule_ips_model"] and s["passes_half_rule_ips_oracle"]

@@ -9,7 +9,7 @@ import pytest
 
 from facterlab.simpson.gaps import per_user_gap
 from facterlab.simpson.ips import ips_estimate, naive_estimate, quantile_cells, weights_counts, weights_model
-from facterlab.simpson.simulate import SimConfig, random_experiment, simulate
+from facterlab.simpson.simulate import SimpsonConfig, random_experiment, simulate
 
 
 def hand_experiment():
@@ -100,7 +100,7 @@ def test_ips_approaches_per_user_gap_as_n_grows():
     for n in (2_000, 60_000):
         e_cnt, e_mod, e_agg = [], [], []
         for seed in range(3):
-            sim = simulate(SimConfig(n_users=n, threshold=-0.1, sigma1=10.0, d1=3.0, bias=0.03, seed=seed))
+            sim = simulate(SimpsonConfig(n_users=n, threshold=-0.1, sigma1=10.0, d1=3.0, bias=0.03, seed=seed))
             exp = random_experiment(sim)
             pu = per_user_gap(sim.stats)
             assert pu.share_defined > 0.985
@@ -131,7 +131,7 @@ def full_enumeration(sim):
 def test_oracle_weights_target_the_ips_estimand_and_restricted_ones_the_per_user_gap():
     from facterlab.simpson.gaps import ips_estimand
 
-    sim = simulate(SimConfig(n_users=400, d1=4.0, bias=0.03, seed=4))
+    sim = simulate(SimpsonConfig(n_users=400, d1=4.0, bias=0.03, seed=4))
     pu = per_user_gap(sim.stats)
     assert pu.share_defined < 0.95  # some users lack a group, so the two targets differ
     e = full_enumeration(sim)
@@ -153,7 +153,7 @@ def test_oracle_weights_need_the_true_counts():
 def test_run_reports_every_named_estimator():
     from facterlab.simpson.simulate import simulate_and_measure
 
-    r = simulate_and_measure(SimConfig(n_users=2_000, seed=1, bias=0.03))
+    r = simulate_and_measure(SimpsonConfig(n_users=2_000, seed=1, bias=0.03))
     for k in ("naive_estimate", "ips_counts", "ips_model", "ips_oracle", "ips_oracle_both", "ips_estimand"):
         assert np.isfinite(r[k]), k
     assert (r["noise"], r["mu1"]) == ("user", "orthonormal")

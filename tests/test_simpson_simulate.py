@@ -9,7 +9,7 @@ from scipy.special import betainc
 from facterlab.simpson.gaps import UserStats, aggregate_gap, per_user_gap
 from facterlab.simpson.ips import naive_estimate
 from facterlab.simpson.simulate import (
-    SimConfig,
+    SimpsonConfig,
     grid_summary,
     noise_sd,
     random_experiment,
@@ -28,17 +28,17 @@ def analytic_relevance_rate(r, t):
 
 def test_relevance_rate_is_about_21_6_percent_at_r_8():
     assert analytic_relevance_rate(8, 0.3) == pytest.approx(0.216, abs=5e-4)
-    sim = simulate(SimConfig(n_users=20_000, seed=3))
+    sim = simulate(SimpsonConfig(n_users=20_000, seed=3))
     assert sim.relevant.mean() == pytest.approx(analytic_relevance_rate(8, 0.3), abs=0.01)
 
 
 def test_rank_changes_relevance_rate_as_predicted():
-    sim = simulate(SimConfig(n_users=20_000, rank=4, seed=4))
+    sim = simulate(SimpsonConfig(n_users=20_000, rank=4, seed=4))
     assert sim.relevant.mean() == pytest.approx(analytic_relevance_rate(4, 0.3), abs=0.01)
 
 
 def test_shapes_permutations_and_unit_norms():
-    sim = simulate(SimConfig(n_users=500, n_items=40, seed=1, chunk_size=128))
+    sim = simulate(SimpsonConfig(n_users=500, n_items=40, seed=1, chunk_size=128))
     assert sim.positions.shape == (500, 40)
     np.testing.assert_array_equal(np.sort(sim.positions, axis=1), np.tile(np.arange(1, 41), (500, 1)))
     np.testing.assert_allclose(np.linalg.norm(sim.users, axis=1), 1.0)
@@ -50,13 +50,13 @@ def test_shapes_permutations_and_unit_norms():
 
 
 def test_seeded_and_chunk_invariant():
-    a = simulate(SimConfig(n_users=700, seed=5, chunk_size=700))
-    b = simulate(SimConfig(n_users=700, seed=5, chunk_size=99))
-    c = simulate(SimConfig(n_users=700, seed=6))
+    a = simulate(SimpsonConfig(n_users=700, seed=5, chunk_size=700))
+    b = simulate(SimpsonConfig(n_users=700, seed=5, chunk_size=99))
+    c = simulate(SimpsonConfig(n_users=700, seed=6))
     np.testing.assert_array_equal(a.positions, b.positions)
     assert not np.array_equal(a.positions, c.positions)
     # items do not depend on N (own random stream)
-    d = simulate(SimConfig(n_users=300, seed=5))
+    d = simulate(SimpsonConfig(n_users=300, seed=5))
     np.testing.assert_array_equal(a.items, d.items)
 
 
@@ -72,12 +72,12 @@ def test_noise_sd_is_linear_with_f_minus1_0_and_f1_sigma1():
 
 
 def test_density_raises_competition_and_noise_lowers_performance():
-    lo = simulate_and_measure(SimConfig(n_users=1_000, d1=1.5, seed=0), ips=False)
-    hi = simulate_and_measure(SimConfig(n_users=1_000, d1=4.0, seed=0), ips=False)
+    lo = simulate_and_measure(SimpsonConfig(n_users=1_000, d1=1.5, seed=0), ips=False)
+    hi = simulate_and_measure(SimpsonConfig(n_users=1_000, d1=4.0, seed=0), ips=False)
     assert hi["probe_n_relevant_1"] > lo["probe_n_relevant_1"]
     assert hi["probe_competition"] < lo["probe_competition"]  # more relevant items: smaller C(u*)
-    clean = simulate_and_measure(SimConfig(n_users=1_000, sigma1=0.0, seed=0), ips=False)
-    noisy = simulate_and_measure(SimConfig(n_users=1_000, sigma1=10.0, seed=0), ips=False)
+    clean = simulate_and_measure(SimpsonConfig(n_users=1_000, sigma1=0.0, seed=0), ips=False)
+    noisy = simulate_and_measure(SimpsonConfig(n_users=1_000, sigma1=10.0, seed=0), ips=False)
     assert noisy["probe_ndcg"] < clean["probe_ndcg"] - 0.02
     assert noisy["mean_ndcg"] < clean["mean_ndcg"]
 
@@ -85,7 +85,7 @@ def test_density_raises_competition_and_noise_lowers_performance():
 def test_model_bias_favours_group_1():
     # positive b lifts group-1 items, so group 0 minus group 1 exposure decreases
     g = [
-        simulate_and_measure(SimConfig(n_users=2_000, bias=b, seed=2), ips=False)["per_user_gap"]
+        simulate_and_measure(SimpsonConfig(n_users=2_000, bias=b, seed=2), ips=False)["per_user_gap"]
         for b in (0.0, 0.05, 0.1)
     ]
     assert g[0] > g[1] > g[2]
@@ -93,15 +93,15 @@ def test_model_bias_favours_group_1():
 
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="densities"):
-        SimConfig(d1=0)
+        SimpsonConfig(d1=0)
     with pytest.raises(ValueError, match="unknown exposure"):
-        SimConfig(exposure="dcg")
+        SimpsonConfig(exposure="dcg")
     with pytest.raises(ValueError, match="unknown sweep parameter"):
         sweep("nope", [1], progress=False)
 
 
 def test_sweep_summary_has_mean_and_sd():
-    df = sweep("bias", [0.0, 0.1], seeds=[0, 1], base=SimConfig(n_users=300), progress=False, ips=False)
+    df = sweep("bias", [0.0, 0.1], seeds=[0, 1], base=SimpsonConfig(n_users=300), progress=False, ips=False)
     s = summarise(df, "bias", ["per_user_gap"])
     assert s["bias"].tolist() == [0.0, 0.1]
     sub = df[df.bias == 0.1]["per_user_gap"]
@@ -129,7 +129,7 @@ def test_grid_summary_hand_values():
 def test_naive_estimator_is_unbiased_for_the_aggregate_gap():
     """Fixed world, many independent random experiments: the mean of the naive estimates lies
     within its normal 99.9 % interval around the AggregateGap (and far from the PerUserGap)."""
-    sim = simulate(SimConfig(n_users=3_000, sigma1=8.0, d1=3.5, bias=0.03, seed=11))
+    sim = simulate(SimpsonConfig(n_users=3_000, sigma1=8.0, d1=3.5, bias=0.03, seed=11))
     target = aggregate_gap(sim.stats).value
     est = np.array([naive_estimate(random_experiment(sim, seed=k)).value for k in range(400)])
     half_width = 3.29 * est.std(ddof=1) / np.sqrt(len(est))
@@ -143,24 +143,24 @@ def test_naive_estimator_is_unbiased_for_the_aggregate_gap():
 def test_noise_readings_scale_by_user_or_by_item():
     from facterlab.simpson.simulate import mu1_hat, noise_scale
 
-    sim = simulate(SimConfig(n_users=300, seed=2))
-    user = noise_scale(SimConfig(sigma1=10.0, noise="user"), sim.users, sim.items)
-    item = noise_scale(SimConfig(sigma1=10.0, noise="item"), sim.users, sim.items)
+    sim = simulate(SimpsonConfig(n_users=300, seed=2))
+    user = noise_scale(SimpsonConfig(sigma1=10.0, noise="user"), sim.users, sim.items)
+    item = noise_scale(SimpsonConfig(sigma1=10.0, noise="item"), sim.users, sim.items)
     assert user.shape == (300, 1) and item.shape == (1, 100)
-    np.testing.assert_allclose(user[:, 0], noise_sd(sim.users @ mu1_hat(SimConfig()), 0.05, 10.0))
+    np.testing.assert_allclose(user[:, 0], noise_sd(sim.users @ mu1_hat(SimpsonConfig()), 0.05, 10.0))
     # under the item reading the items of group 1 (aligned with mu_1) are the noisier ones
     assert item[0, sim.groups == 1].mean() > 1.2 * item[0, sim.groups == 0].mean()
     assert np.ptp(item) > 0 and np.ptp(user) > 0
     with pytest.raises(ValueError, match="unknown noise reading"):
-        SimConfig(noise="pair")
+        SimpsonConfig(noise="pair")
     with pytest.raises(ValueError, match="unknown mu1 reading"):
-        SimConfig(mu1="rotated")
+        SimpsonConfig(mu1="rotated")
 
 
 def test_mu1_readings_place_group_1_items():
     tight = dict(n_users=50, d1=400.0, seed=0)  # group-1 items close to mu_1/|mu_1|
-    printed = simulate(SimConfig(mu1="printed", **tight))
-    ortho = simulate(SimConfig(mu1="orthonormal", **tight))
+    printed = simulate(SimpsonConfig(mu1="printed", **tight))
+    ortho = simulate(SimpsonConfig(mu1="orthonormal", **tight))
     np.testing.assert_allclose(printed.items[printed.groups == 1, :2].mean(axis=0), [2**-0.5] * 2, atol=0.05)
     np.testing.assert_allclose(ortho.items[ortho.groups == 1, :2].mean(axis=0), [0.0, 1.0], atol=0.05)
     np.testing.assert_allclose(ortho.mu1_hat, [0, 1, 0, 0, 0, 0, 0, 0])
@@ -173,7 +173,7 @@ def test_grid_seeds_are_independent_streams():
     parameters in every configuration, no two runs over seeds 0 and 1 may coincide."""
     from facterlab.simpson.simulate import grid
 
-    base = SimConfig(n_users=300, bias=0.03)
+    base = SimpsonConfig(n_users=300, bias=0.03)
     g0 = grid([0.0, 0.0, 0.0], [1.5], base=base, seed=0, progress=False)
     g1 = grid([0.0, 0.0, 0.0], [1.5], base=base, seed=1, progress=False)
     values = np.r_[g0.per_user_gap.to_numpy(), g1.per_user_gap.to_numpy()]
@@ -184,13 +184,13 @@ def test_grid_seeds_are_independent_streams():
     assert simulate_and_measure(cfg)["per_user_gap"] == g1.per_user_gap.iloc[2]
     assert g1.configuration.tolist() == [0, 1, 2] and set(g1.seed) == {1}
     with pytest.raises(ValueError, match="stream must be"):
-        SimConfig(stream=(-1,))
+        SimpsonConfig(stream=(-1,))
 
 
 def test_grid_is_reproducible_and_the_same_in_parallel():
     from facterlab.simpson.simulate import grid
 
-    base = SimConfig(n_users=400, bias=0.03)
+    base = SimpsonConfig(n_users=400, bias=0.03)
     a = grid([0.0, 5.0], [1.5, 4.0], base=base, seed=3, progress=False)
     b = grid([0.0, 5.0], [1.5, 4.0], base=base, seed=3, progress=False, n_jobs=2)
     import pandas as pd

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facterlab.simpson.simulate import SimConfig
+from facterlab.simpson.simulate import SimpsonConfig
 from facterlab.simpson.study import calibrate_bias, hold_per_user_gap, variant_study, variant_verdicts
 
 
 def test_hold_per_user_gap_fixes_it_while_density_moves_the_aggregate():
-    df = hold_per_user_gap("d1", [1.5, 4.0], seeds=[0], base=SimConfig(n_users=1_500), progress=False)
+    df = hold_per_user_gap("d1", [1.5, 4.0], seeds=[0], base=SimpsonConfig(n_users=1_500), progress=False)
     assert df["per_user_gap"].abs().max() < 5e-4  # held at 0 (within 0.05 pp)
     assert df["bias"].nunique() == 2  # a different bias was needed at each density
     agg = df.set_index("d1")["aggregate_gap"]
@@ -20,7 +20,7 @@ def test_hold_per_user_gap_fixes_it_while_density_moves_the_aggregate():
 
 def test_calibrate_bias_reports_an_unbracketed_target():
     with pytest.raises(ValueError, match="does not change sign"):
-        calibrate_bias(SimConfig(n_users=300), target=0.5)
+        calibrate_bias(SimpsonConfig(n_users=300), target=0.5)
 
 
 def test_variant_verdicts_by_hand():

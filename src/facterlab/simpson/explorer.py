@@ -16,7 +16,7 @@ import html
 import io
 
 from facterlab.simpson.plots import GAP_SERIES
-from facterlab.simpson.simulate import SimConfig, simulate_and_measure
+from facterlab.simpson.simulate import DEFAULT_CONFIG, SimpsonConfig, simulate_and_measure
 from facterlab.style import add_caption, title_with_provenance
 
 TEXT_FORM = (
@@ -47,7 +47,7 @@ def explorer_numbers(
     bias: float = 0.03,
     n_users: int = 5_000,
     seed: int = 0,
-    base: SimConfig = SimConfig(),
+    base: SimpsonConfig = DEFAULT_CONFIG,
 ) -> dict:
     """Run one simulation with these knobs and return its read-outs (raw units).
 
@@ -146,11 +146,11 @@ class Explorer:
         bias: float = DEFAULTS["bias"],
         n_users: int = int(DEFAULTS["n_users"]),
         seed: int = int(DEFAULTS["seed"]),
-        base: SimConfig | None = None,
+        base: SimpsonConfig | None = None,
     ):
         import ipywidgets as w
 
-        self.base = base or SimConfig()
+        self.base = base or SimpsonConfig()
         common = {
             "continuous_update": False,
             "style": {"description_width": "120px"},

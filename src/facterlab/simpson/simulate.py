@@ -55,13 +55,13 @@ MU1_READINGS = ("printed", "orthonormal")
 
 
 @dataclass(frozen=True)
-class SimConfig:
+class SimpsonConfig:
     """Every knob of the simulation; defaults are the choices of ``docs/SIMPSON.md`` (readings
     ``noise="user"``, ``mu1="orthonormal"``; ``stream`` is a ``SeedSequence`` spawn key).
 
-    >>> SimConfig().n_users, SimConfig().rank, SimConfig(d1=3.0).d1
+    >>> SimpsonConfig().n_users, SimpsonConfig().rank, SimpsonConfig(d1=3.0).d1
     (10000, 8, 3.0)
-    >>> SimConfig(n_users=0)
+    >>> SimpsonConfig(n_users=0)
     Traceback (most recent call last):
     ...
     ValueError: n_users must be >= 1, got 0
@@ -112,7 +112,7 @@ class SimConfig:
             )
         get_exposure(self.exposure)
 
-    def replace(self, **kw) -> SimConfig:
+    def replace(self, **kw) -> SimpsonConfig:
         return dataclasses.replace(self, **kw)
 
     @property
@@ -125,11 +125,18 @@ class SimConfig:
         return np.random.SeedSequence(self.seed, spawn_key=tuple(int(k) for k in self.stream)).spawn(5)
 
 
+#: Deprecated name of :class:`SimpsonConfig` (easily confused with the simulated FACTER recommender's
+#: ``SimulatorConfig``); kept for code outside the Simpson notebooks that still imports it.
+SimConfig = SimpsonConfig
+#: the default configuration (a module-level singleton: used as a default argument)
+DEFAULT_CONFIG = SimpsonConfig()
+
+
 @dataclass
 class Simulation:
     """One simulated world and the recommender's full rankings in it."""
 
-    config: SimConfig
+    config: SimpsonConfig
     users: np.ndarray = field(repr=False)  # N x r, unit norm
     items: np.ndarray = field(repr=False)  # M x r, unit norm
     groups: np.ndarray = field(repr=False)  # M, 0/1
@@ -177,7 +184,7 @@ def _mu(s: int, r: int, reading: str = "printed") -> np.ndarray:
     return mu
 
 
-def mu1_hat(cfg: SimConfig) -> np.ndarray:
+def mu1_hat(cfg: SimpsonConfig) -> np.ndarray:
     """mu_1/|mu_1| under the configuration's ``mu1`` reading."""
     mu = _mu(1, cfg.rank, cfg.mu1)
     return mu / np.linalg.norm(mu)
@@ -193,7 +200,7 @@ def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
     return sigma * (1.0 + sigma1 * (x + 1.0) / 2.0)
 
 
-def noise_scale(cfg: SimConfig, users: np.ndarray, items: np.ndarray) -> np.ndarray:
+def noise_scale(cfg: SimpsonConfig, users: np.ndarray, items: np.ndarray) -> np.ndarray:
     """The score noise's standard deviation, broadcastable to users x items: one value per user
     (``noise="user"``: x = U_i . mu_1/|mu_1|, shape N x 1) or per item (``noise="item"``:
     x = V_j . mu_1/|mu_1|, shape 1 x M), sd = sigma (1 + f(x)) (:func:`noise_sd`)."""
@@ -218,10 +225,10 @@ def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
     return pos
 
 
-def simulate(cfg: SimConfig = SimConfig()) -> Simulation:
+def simulate(cfg: SimpsonConfig = DEFAULT_CONFIG) -> Simulation:
     """Simulate users, items, relevance and the recommender's full rankings (docs/SIMPSON.md §3).
 
-    >>> sim = simulate(SimConfig(n_users=200, seed=1))
+    >>> sim = simulate(SimpsonConfig(n_users=200, seed=1))
     >>> sim.positions.shape, int(sim.positions.min()), int(sim.positions.max()), int(sim.groups.sum())
     ((200, 100), 1, 100, 50)
     """
@@ -262,7 +269,7 @@ def _stats_chunked(positions, relevant, groups, cfg) -> UserStats:
     return out
 
 
-def _probe(items, groups, bias, cfg: SimConfig, rng) -> dict:
+def _probe(items, groups, bias, cfg: SimpsonConfig, rng) -> dict:
     """Competition and performance of a hypothetical user aligned with mu_1 (docs/SIMPSON.md §3)."""
     f = get_exposure(cfg.exposure)
     u = mu1_hat(cfg)
@@ -348,7 +355,7 @@ def measure(sim: Simulation, experiment: RandomExperiment | None = None, ips: bo
     return out
 
 
-def simulate_and_measure(cfg: SimConfig = SimConfig(), ips: bool = True) -> dict:
+def simulate_and_measure(cfg: SimpsonConfig = DEFAULT_CONFIG, ips: bool = True) -> dict:
     """One simulation: simulate + random experiment + measure, as a flat dict of the config's knobs and
     read-outs (called ``run`` before; "run" now means one FACTER run only, docs/ARCHITECTURE.md)."""
     sim = simulate(cfg)
@@ -364,13 +371,13 @@ def sweep(
     param: str,
     values: Iterable,
     seeds: Sequence[int] = range(10),
-    base: SimConfig = SimConfig(),
+    base: SimpsonConfig = DEFAULT_CONFIG,
     ips: bool = True,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per (value, seed): ``simulate_and_measure(base.replace(param=value, seed=seed))``.
 
-    >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimConfig(n_users=300), progress=False)
+    >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimpsonConfig(n_users=300), progress=False)
     >>> df[["bias", "seed"]].values.tolist()
     [[0.0, 0.0], [0.1, 0.0]]
     """
@@ -399,7 +406,7 @@ PAPER_GRID = {"aggregate_gap": 4.0, "ips_model": 0.9}  # pp; the paper's estimat
 def grid(
     sigma1_values=None,
     d1_values=None,
-    base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
+    base: SimpsonConfig = SimpsonConfig(n_users=50_000, bias=0.03),
     seed: int = 0,
     progress: bool = True,
     n_jobs: int = 1,
@@ -442,7 +449,7 @@ def grid_seeds(
     seeds: Sequence[int] = (0, 1, 2),
     sigma1_values=None,
     d1_values=None,
-    base: SimConfig = SimConfig(n_users=50_000, bias=0.03),
+    base: SimpsonConfig = SimpsonConfig(n_users=50_000, bias=0.03),
     progress: bool = True,
     n_jobs: int = 1,
 ) -> pd.DataFrame:

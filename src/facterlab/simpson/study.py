@@ -21,7 +21,15 @@ import pandas as pd
 
 from facterlab.progress import track
 from facterlab.simpson.gaps import per_user_gap
-from facterlab.simpson.simulate import MU1_READINGS, NOISE_READINGS, SimConfig, measure, simulate, simulate_and_measure
+from facterlab.simpson.simulate import (
+    DEFAULT_CONFIG,
+    MU1_READINGS,
+    NOISE_READINGS,
+    SimpsonConfig,
+    measure,
+    simulate,
+    simulate_and_measure,
+)
 
 MOVE_PP = 1.0  # a knob "moves the aggregate" when the seed-mean of Agg - PerUser spans >= 1 pp over the knob
 HALF_RULE = 0.5  # "the estimate stays close": mean |IPS model - PerUser| <= half of mean |Agg - PerUser|
@@ -38,7 +46,7 @@ def variant_study(
     n_points: int = 6,
     bias: float = 0.03,
     variants: Iterable[dict] = VARIANTS,
-    base: SimConfig | None = None,
+    base: SimpsonConfig | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """One row per (reading, swept knob, value, seed) with every read-out of :func:`~facterlab.simpson.simulate.simulate_and_measure`.
@@ -46,7 +54,7 @@ def variant_study(
     Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
     (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.
     """
-    base = (base or SimConfig()).replace(n_users=int(n_users), bias=float(bias))
+    base = (base or SimpsonConfig()).replace(n_users=int(n_users), bias=float(bias))
     sweeps = {
         "sigma1": ("d1", 1.5, np.linspace(0.0, 10.0, n_points)),
         "d1": ("sigma1", 0.0, np.linspace(1.5, 4.0, n_points)),
@@ -99,13 +107,13 @@ def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: floa
     return pd.DataFrame(out).set_index("variant")
 
 
-def calibrate_bias(cfg: SimConfig, target: float = 0.0, bracket: tuple = (-0.5, 0.5), xtol: float = 1e-4) -> float:
+def calibrate_bias(cfg: SimpsonConfig, target: float = 0.0, bracket: tuple = (-0.5, 0.5), xtol: float = 1e-4) -> float:
     """The model bias b at which the PerUserGap of ``cfg`` (its seed, noise draws and users fixed)
     equals ``target`` (raw units), by Brent's method.  Raising b lifts every group-1 item for every
     user by the same amount, so the PerUserGap is non-increasing in b and the root is bracketed when
     the gap's sign differs at the bracket's ends; otherwise a ValueError says so.
 
-    >>> cfg = SimConfig(n_users=400, sigma1=2.0)
+    >>> cfg = SimpsonConfig(n_users=400, sigma1=2.0)
     >>> b = calibrate_bias(cfg)
     >>> abs(per_user_gap(simulate(cfg.replace(bias=b)).stats).value) < 2e-3
     True
@@ -128,7 +136,7 @@ def hold_per_user_gap(
     param: str,
     values: Iterable,
     seeds: Sequence[int] = range(3),
-    base: SimConfig = SimConfig(),
+    base: SimpsonConfig = DEFAULT_CONFIG,
     target: float = 0.0,
     progress: bool = True,
 ) -> pd.DataFrame:
