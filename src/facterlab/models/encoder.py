@@ -4,6 +4,17 @@
 other sentence-transformers id or local path works too.  Embeddings are L2-normalised float32,
 ``e = v / ||v||_2``, and cached on disk by ``(fingerprint, text)`` so that re-encoding a known text
 costs no model call (the model is loaded lazily, on the first miss).
+
+Batching (why: the cost of a cold encoding is the model's arithmetic, about 21 MFLOP per token for
+MiniLM-L6 in float32, and what is spent around it): the texts to encode are tokenised once, sorted
+by token count (longest first) and cut into batches of at most ``batch_size`` texts **and** at most
+``max_batch_tokens`` padded tokens (texts x the longest text of the batch).  Batches of similar
+lengths waste little on padding, and a bounded batch keeps every activation (``tokens x 1536``
+floats) small enough for the allocator to reuse its memory, where batches of 64 history contexts
+(about 40 MB per activation) were mapped and page-faulted afresh by the kernel for every tensor.
+``max_batch_tokens=None`` gives sentence-transformers' own batches of ``batch_size`` texts.  The
+embeddings do not depend on the batching beyond float32 rounding (tests/test_models_encoder_speed.py;
+``benchmarks/bench_simulated.py --encoder-ab`` prints the difference and the CPU time of both).
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,30 +34,46 @@ from facterlab.progress import Progress, loading
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SentenceEncoder", "load_encoder"]
+__all__ = ["SentenceEncoder", "load_encoder", "plan_batches", "MAX_BATCH_TOKENS"]
+
+#: default bound on the padded tokens of one forward batch (texts x longest text; module docstring)
+MAX_BATCH_TOKENS = 2048
+#: new embeddings are written to the disk cache every this many texts (and at the end)
+CACHE_WRITE_EVERY = 256
 
 
 class SentenceEncoder:
     """Sentence-transformers encoder with a disk cache; implements :class:`~facterlab.datatypes.Encoder`."""
 
-    def __init__(self, resolved: ResolvedModel, device: str = "auto", batch_size: int = 64, cache=True):
+    def __init__(
+        self,
+        resolved: ResolvedModel,
+        device: str = "auto",
+        batch_size: int = 64,
+        cache=True,
+        max_batch_tokens: int | None = MAX_BATCH_TOKENS,
+    ):
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_batch_tokens is not None and int(max_batch_tokens) < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1 or None, got {max_batch_tokens}")
         self.resolved = resolved
         self.name = resolved.name
         self.fingerprint = resolved.fingerprint
         self.device_request = device
         self.batch_size = int(batch_size)
+        self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         if cache is True:
             self.cache: EmbeddingCache | None = EmbeddingCache()
         elif cache is False or cache is None:
             self.cache = None
         else:
             self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer once loaded (imported lazily)
         self._dim: int | None = None
         self._memo: dict = {}
         self.n_model_calls = 0  # texts sent to the model (for tests/logs)
+        self.n_batches = 0  # model.encode calls (one forward batch each, unless max_batch_tokens is None)
         pool = Path(resolved.source) / "1_Pooling" / "config.json"
         if resolved.is_local and pool.is_file():
             self._dim = int(json.loads(pool.read_text())["word_embedding_dimension"])
@@ -55,7 +83,7 @@ class SentenceEncoder:
             from sentence_transformers import SentenceTransformer
 
             dev, _ = resolve_device(self.device_request, "auto")
-            kw = {"local_files_only": True} if self.resolved.is_local else {}
+            kw: dict[str, Any] = {"local_files_only": True} if self.resolved.is_local else {}
             with loading(f"encoder {self.resolved.name}", log):
                 self._model = SentenceTransformer(self.resolved.source, device=dev, **kw)
             get_dim = (
@@ -90,10 +118,11 @@ class SentenceEncoder:
             todo = [t for t in todo if t not in self._memo]
         if todo:
             model = self._load()
-            # a log line every FACTERLAB_LOG_EVERY s (rate, time left) on long encodings; chunks of 4 batches
+            # a log line every FACTERLAB_LOG_EVERY s (rate, time left) on long encodings
             phase = Progress(f"encoding with {self.name}", total=len(todo), unit="texts", log=log, bar=False)
-            for s in range(0, len(todo), self.batch_size * 4):
-                chunk = todo[s : s + self.batch_size * 4]
+            pending: list = []  # (text, vector) not yet written to the disk cache
+            for batch in self._plan(model, todo):
+                chunk = [todo[i] for i in batch]
                 vecs = np.asarray(
                     model.encode(
                         chunk,
@@ -106,15 +135,72 @@ class SentenceEncoder:
                 )
                 vecs = _l2(vecs)
                 self.n_model_calls += len(chunk)
+                self.n_batches += 1
                 for t, v in zip(chunk, vecs):
                     self._memo[t] = v
-                if self.cache is not None:
-                    self.cache.put_vectors((text_key(self.fingerprint, t), v) for t, v in zip(chunk, vecs))
+                pending.extend(zip(chunk, vecs))
+                if self.cache is not None and len(pending) >= CACHE_WRITE_EVERY:
+                    self.cache.put_vectors((text_key(self.fingerprint, t), v) for t, v in pending)
+                    pending = []
                 phase.update(len(chunk))
+            if self.cache is not None and pending:
+                self.cache.put_vectors((text_key(self.fingerprint, t), v) for t, v in pending)
             phase.close()
         for i, t in enumerate(texts):
             out[i] = self._memo[t]
         return out
+
+    def _plan(self, model, todo: list) -> list:
+        """Index batches of ``todo`` for ``model.encode`` (module docstring: "Batching")."""
+        if self.max_batch_tokens is None:  # sentence-transformers' batching: it sorts each call by length
+            step = self.batch_size * 4
+            return [list(range(s, min(s + step, len(todo)))) for s in range(0, len(todo), step)]
+        lengths = token_lengths(model, todo)
+        if lengths is None:  # no tokenizer to ask: batches of batch_size texts, longest (characters) first
+            return plan_batches([len(t) for t in todo], self.batch_size, None)
+        return plan_batches(lengths, self.batch_size, self.max_batch_tokens)
+
+
+def token_lengths(model, texts: list) -> list | None:
+    """Tokens of each text as ``model`` will see them (special tokens included, truncated at its
+    ``max_seq_length``); None when the model has no callable tokenizer."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not callable(tok):
+        return None
+    limit = getattr(model, "max_seq_length", None)
+    kw: dict[str, Any] = {"truncation": True, "max_length": int(limit)} if limit else {}
+    return [len(ids) for ids in tok(list(texts), add_special_tokens=True, **kw)["input_ids"]]
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None) -> list:
+    """Cut texts of ``lengths`` tokens into batches, longest first (stable among equal lengths).
+
+    A batch holds at most ``batch_size`` texts and, unless ``max_tokens`` is None, at most
+    ``max_tokens`` padded tokens (its size x its first, longest, text); a text longer than
+    ``max_tokens`` forms a batch of its own.
+
+    >>> plan_batches([5, 40, 12, 40, 3], batch_size=64, max_tokens=80)
+    [[1, 3], [2, 0, 4]]
+    >>> plan_batches([5, 40, 12], batch_size=2, max_tokens=None)
+    [[1, 2], [0]]
+    """
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
+    batches: list = []
+    cur: list = []
+    width = 0
+    for i in order:
+        full = len(cur) >= batch_size or (max_tokens is not None and (len(cur) + 1) * width > max_tokens)
+        if cur and full:
+            batches.append(cur)
+            cur = []
+        if not cur:
+            width = max(1, int(lengths[i]))
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
 
 
 def _l2(v: np.ndarray) -> np.ndarray:
