@@ -222,8 +222,6 @@ class FacterConfig:
         _check_choice("rule_mining", self.rule_mining, RULE_MININGS)
         if self.threshold == "null" and self.delta != "twin":
             raise ValueError("facter.threshold 'null' tests the twin distance: it needs facter.delta 'twin'")
-        if not 0.0 <= self.null_tol <= 0.1:
-            raise ValueError(f"facter.null_tol must be in [0, 0.1], got {self.null_tol!r}")
         _check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
         _check_choice("correction", self.correction, CORRECTIONS)
         _check_choice("rule_keying", self.rule_keying, RULE_KEYINGS)
@@ -232,7 +230,7 @@ class FacterConfig:
         _check_choice("top1", self.top1, TOP1_RULES)
         _check_choice("empty_output_rule", self.empty_output_rule, EMPTY_OUTPUT_RULES)
         _check_choice("gender_in_prompt", self.gender_in_prompt, GENDER_WORDINGS)
-        _raise_bound_problems("facter", self, only=("alpha",))
+        _raise_bound_problems("facter", self, only=("alpha", "null_tol"))
 
 
 @dataclass(frozen=True)
