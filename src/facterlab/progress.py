@@ -342,7 +342,8 @@ class Progress:
     bar; ``advance_on_predictions``: each generated prediction moves the bar by one (for phases
     whose bar counts requests answered inside one long ``predict`` call); ``every``: seconds between
     log lines (default ``FACTERLAB_LOG_EVERY`` or 15; None: no periodic lines); ``summary``: log a
-    line when closed.  Use as a context manager or call :meth:`close`.
+    line when closed (INFO when the phase took ``summary_after`` seconds or more, made or reused
+    predictions, or logged on the way; DEBUG otherwise).  Use as a context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -356,6 +357,7 @@ class Progress:
         advance_on_predictions: bool = False,
         every: float | None | str = "default",
         summary: bool = True,
+        summary_after: float = 1.0,
     ):
         self.what, self.total, self.unit = what, (None if total is None else int(total)), unit
         self.log = log or logging.getLogger(__name__)
@@ -363,12 +365,14 @@ class Progress:
         self.n_batches = self.largest_batch = 0  # generated batches (one record_predictions(new=...) each)
         self.gen_seconds = 0.0
         self.advance_on_predictions, self.summary = advance_on_predictions, summary
+        self.summary_after = float(summary_after)
         self.every = _log_every() if every == "default" else (None if every is None else float(every))
         self.t0 = time.monotonic()
         self._last_log = self.t0
         self.n_logged = 0
         self.closed = False
-        self._bar = tqdm(total=self.total, desc=what, unit=unit, leave=leave) if bar else None
+        # without a browser (bar mode "final") the summary line below is the record: no second, bar-shaped one
+        self._bar = tqdm(total=self.total, desc=what, unit=unit, leave=leave) if bar and bar_mode() != "final" else None
         self._ref = weakref.ref(self)
         _open_progress().append(self._ref)
 
@@ -474,8 +478,8 @@ class Progress:
             self.log.info(self.status())
 
     def close(self, failed: bool = False) -> None:
-        """Close the bar and log the summary (INFO when the phase took a second or more, generated
-        predictions or logged on the way; DEBUG otherwise)."""
+        """Close the bar and log the summary (INFO when the phase took ``summary_after`` seconds or more,
+        made or reused predictions, or logged on the way; DEBUG otherwise)."""
         if self.closed:
             return
         self.closed = True
@@ -486,7 +490,8 @@ class Progress:
             self._bar.close()
         # a phase answered from the cache is logged too: pass 1 of a run that reuses predictions is
         # still pass 1 for the reader (otherwise the first line seen would say pass 2)
-        level = logging.INFO if (self.elapsed() >= 1.0 or self.new or self.cached or self.n_logged) else logging.DEBUG
+        slow = self.elapsed() >= self.summary_after
+        level = logging.INFO if (slow or self.new or self.cached or self.n_logged) else logging.DEBUG
         if not self.summary and not failed:
             return
         self.log.log(logging.WARNING if failed else level, self.status() + (" (stopped by an error)" if failed else ""))

@@ -113,7 +113,9 @@ def counterfactual_neighbours(
     counts = np.zeros(n_q, dtype=np.int64)
     idx_parts, sim_parts = [], []
     # a bar when asked; a log line every FACTERLAB_LOG_EVERY s (rate, time left) and a summary from 1 s
-    phase = Progress("neighbour search", total=n_q, unit="rows", bar=progress, log=logging.getLogger(__name__))
+    phase = Progress(
+        "neighbour search", total=n_q, unit="rows", bar=progress, log=logging.getLogger(__name__), summary_after=5
+    )
     for s in range(0, n_q, block):
         e = min(n_q, s + block)
         w = q[s:e] @ r.T
