@@ -103,3 +103,18 @@ def test_exhaustive_search_finds_the_lists_and_no_52_over_11():
     for a, c, _, _ in found[:5]:  # every clause holds for what the search returns
         t = toy_gaps({"active": a + "GG", "casual": c})
         assert t["reversal"] and t["relevant_above_grey"] == {"active": True, "casual": False}
+
+
+def test_52_over_11_has_no_performance_driven_pair_within_the_bounds_searched():
+    """At 9 casual tiles no pair meets every clause at 52/11; one tile further one does, but its reversal
+    survives moving the Grey tile down (not performance-driven), while the toy's own reversal does not."""
+    from facterlab.simpson.toy import find_toy_lists, grey_moved_down, performance_driven, pooled_orange_ahead
+
+    wider = find_toy_lists(max_casual=10)
+    at_52 = [(a, c) for a, c, _o, b in wider if b == Fraction(52, 11)]
+    assert ("BOBBO", "BBBBGOBBBB") in at_52
+    assert not any(performance_driven(a, c) for a, c in at_52)
+    assert pooled_orange_ahead("BOBBO", grey_moved_down("BBBBGOBBBB"))  # the aggregate still favours Orange
+    assert not pooled_orange_ahead(TOY_LISTS["active"], grey_moved_down(TOY_LISTS["casual"]))
+    assert performance_driven(TOY_LISTS["active"], TOY_LISTS["casual"])
+    assert any(performance_driven(a, c) for a, c, _o, _b in wider)  # the check does pass real pairs

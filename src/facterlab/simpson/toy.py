@@ -10,9 +10,11 @@ clause (positions from 1; O = Orange, B = Blue relevant, G = Grey non-relevant):
 - casual user:  G G B B B B B O   (Orange at 8.0, Blue at 5.0)
 
 Blue is ranked above Orange within every user, yet pooled over users Orange averages 13/3 = 4.33
-and Blue 14/3 = 4.67 (printed 4.3 and 4.7).  The exhaustive search :func:`find_toy_lists` (active lists of up to 10
-relevant tiles, casual lists of up to 9 tiles) finds no pair meeting every clause with Blue at
-52/11, so the closest exact fractions are used.  Both users
+and Blue 14/3 = 4.67 (printed 4.3 and 4.7).  Within the bounds searched (:func:`find_toy_lists`: active
+lists of up to 10 relevant tiles, casual lists of up to 10 tiles) there is no *performance-driven* pair
+(:func:`performance_driven`) with Blue at 52/11 (4.73): up to 9 casual tiles no pair meets every clause
+at 52/11; at 10 tiles ``BOBBO`` / ``BBBBGOBBBB`` (13/3 vs 52/11) does, but its reversal survives moving the
+Grey tile down, so it is not driven by performance.  Hence 13/3 and 14/3.  Both users
 have six relevant items, so their competition is equal: the reversal comes from performance alone.
 Group 0 = Orange, group 1 = Blue, so gaps are Orange minus Blue.
 
@@ -182,6 +184,46 @@ def _position_sums(seq: str | tuple[str, ...]) -> tuple[int, int, int, int]:
         elif c == "B":
             sb, cb = sb + p, cb + 1
     return so, co, sb, cb
+
+
+def pooled_reversal(active: str, casual: str) -> bool:
+    """Whether pooling the two users reverses the within-user order: Blue ahead of Orange (lower average
+    position) for each user that has both, Orange ahead pooled over both users.
+
+    >>> pooled_reversal("OOBOOOGG", "GGBBBBBO"), pooled_reversal("OOBOOOGG", "BBBBBOGG")
+    (True, False)
+    """
+    sums = [_position_sums(x) for x in (active, casual)]
+    within = all(Fraction(sb, cb) < Fraction(so, co) for so, co, sb, cb in sums if co and cb)
+    so, co, sb, cb = (sum(t) for t in zip(*sums))
+    return within and co > 0 and cb > 0 and Fraction(so, co) < Fraction(sb, cb)
+
+
+def grey_moved_down(casual: str) -> str:
+    """The casual list with its Grey (non-relevant) tiles moved below every relevant one, relevant order
+    kept: the list a recommender that *performs* well for this user would give.
+
+    >>> grey_moved_down("GGBBBBBO")
+    'BBBBBOGG'
+    """
+    return casual.replace("G", "") + "G" * casual.count("G")
+
+
+def pooled_orange_ahead(active: str, casual: str) -> bool:
+    """Whether Orange's pooled average position over both users is lower (better) than Blue's."""
+    so, co, sb, cb = (sum(t) for t in zip(*(_position_sums(x) for x in (active, casual))))
+    return co > 0 and cb > 0 and Fraction(so, co) < Fraction(sb, cb)
+
+
+def performance_driven(active: str, casual: str) -> bool:
+    """Whether a toy pair's reversal comes from performance, as in the paper's description: it reverses
+    (:func:`pooled_reversal`), and once the casual user's Grey tiles are moved below its relevant ones
+    (:func:`grey_moved_down`) Orange is no longer ahead pooled (:func:`pooled_orange_ahead`).
+
+    >>> performance_driven("OOBOOO", "GGBBBBBO"), performance_driven("BOBBO", "BBBBGOBBBB")
+    (True, False)
+    """
+    return pooled_reversal(active, casual) and not pooled_orange_ahead(active, grey_moved_down(casual))
 
 
 def find_toy_lists(max_active: int = 10, max_casual: int = 9, orange: float = 4.3, blue: float = 4.7) -> list:
