@@ -4,8 +4,8 @@ Profiles (the notebooks' parameter cells hold the ``default`` values; a profile 
 ``SMOKE`` and overrides, each only to the notebooks that declare that parameter):
 
 - ``default``: bundled SmolLM2-135M + MiniLM, dataset ``auto`` (ML-1M if present, else ML-100K,
-  else synthetic), sizes chosen so that all notebooks together finish within about 30 minutes on
-  2 CPU cores.
+  fetched if possible, else synthetic), sizes chosen so that all notebooks together finish within
+  about 30 minutes on 2 CPU cores of an otherwise idle machine.
 - ``paper``: REPRO's sizes (ML-1M, n = 2,500 rows, 3 seeds, T = 3 passes, 200 CFR rows) and the
   7-8B backbones (``llama3-8b``, ``llama2-7b``, ``mistral-7b``): for a GPU machine.
 - ``smoke``: ``SMOKE = True`` and synthetic data: tiny sizes, a check that everything runs.
@@ -17,9 +17,14 @@ The kernels get ``PROFILE``, ``SMOKE`` and the ``--set`` values; each notebook's
 is checked before any notebook runs: a name no selected notebook declares is an error naming the close
 matches, and the value is coerced by each notebook's declared type (:mod:`facterlab.params`).
 
-The report run writes the committed ``figures/``: ``--profile default`` without ``--set`` (or any run
-with ``--report``) sets ``FACTERLAB_REPORT=1`` for its kernels; every other run writes its figures
-beside its results (``results/figures/``; docs/PATHS.md).
+The report run writes the committed ``figures/``: ``--profile default`` without ``--set`` on the
+report's own dataset (:data:`REPORT_DATASET`, MovieLens-100K), or any run with ``--report``, sets
+``FACTERLAB_REPORT=1`` for its kernels; every other run writes its figures beside its results
+(``results/figures/``; docs/PATHS.md), so a fresh clone without data leaves ``git status`` clean.
+Without ML-1M or ML-100K in the data directory the default profile first tries to fetch MovieLens-100K
+(:func:`choose_dataset`; ``--no-download`` skips it); the run says which dataset it took and where its
+figures went, at the start and at the end.  Kernels run on the ``ipc`` transport
+(:func:`kernel_manager_kwargs`).
 A failing notebook does not stop the others; at the end the command names every failed notebook
 with its cell error and exits non-zero. Wall times go to ``results/reproduce_timings.json``.
 
