@@ -2,7 +2,9 @@
 #   make reproduce [PROFILE=default|paper|smoke]   run every notebook in notebooks/ with papermill
 #   make test                                      ruff (lint + format check), mypy, then the test suite
 #   make install                                   .venv + nbstripout as the git filter for notebooks
-# `make reproduce` with the default profile is the report run: the only one that writes figures/.
+# `make reproduce` with the default profile on MovieLens-100K (the report's dataset) is the report run: the only
+# one that writes figures/. Without data it first tries to fetch MovieLens-100K, else runs on synthetic data
+# and writes its figures under results/figures/ (it says which dataset it took and where figures went).
 # Both create or reuse .venv and install only when pyproject.toml or this Makefile changed.
 SHELL := /bin/bash
 PYTHON ?= python3
