@@ -3,6 +3,7 @@
     python benchmarks/bench_simpson.py                # full: 3-seed grid at N=50,000 + figure sweeps
     python benchmarks/bench_simpson.py --grid-only    # stage timings + the 3-seed grid
     python benchmarks/bench_simpson.py --quick        # a few repeats only (no grid, no sweeps)
+    python benchmarks/bench_simpson.py --explorer-n   # the explorer's default N (21 slider seeds per N)
 
 Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
 ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 configurations, N = 50,000,
@@ -29,6 +30,28 @@ from facterlab.simpson.simulate import (
     simulate,
     sweep,
 )
+
+
+def explorer_n(sizes=(5_000, 10_000, 20_000, 50_000), seeds=range(21)) -> None:
+    """At the explorer's default knobs (d_1 1.5, sigma_1 0, b 0.03), per N over the slider's 21 seeds: how
+    often the model IPS lands further from the PerUserGap than the AggregateGap, and the spread of both
+    errors (what the explorer's default N rests on, docs/SIMPSON.md §6)."""
+    from facterlab.simpson.simulate import simulate_and_measure
+
+    for n in sizes:
+        err, agg = [], []
+        for seed in seeds:
+            r = simulate_and_measure(SimpsonConfig(n_users=n, d1=1.5, sigma1=0.0, bias=0.03, seed=seed))
+            err.append(100 * (r["ips_model"] - r["per_user_gap"]))
+            agg.append(100 * (r["aggregate_gap"] - r["per_user_gap"]))
+        e, a = np.array(err), np.array(agg)
+        worse = int((np.abs(e) > np.abs(a)).sum())
+        print(
+            f"N={n:,}: model IPS further from the PerUserGap than the aggregate in {worse}/{len(e)} seeds; "
+            f"IPS - PerUser {e.mean():+.3f} ± {e.std(ddof=1):.3f} pp (mean ± sd over seeds), "
+            f"mean |IPS - PerUser| {np.abs(e).mean():.3f} pp; Agg - PerUser {a.mean():+.3f} ± {a.std(ddof=1):.3f} pp",
+            flush=True,
+        )
 
 
 def timed(fn, *a, **kw):
@@ -72,7 +95,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--grid-only", action="store_true", help="skip the figure sweeps")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes for the grid (default 2)")
+    ap.add_argument(
+        "--explorer-n", action="store_true", help="only: at the explorer's default knobs, IPS vs aggregate per N"
+    )
     args = ap.parse_args()
+    if args.explorer_n:
+        explorer_n()
+        return
     cfg = SimpsonConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
     reps = 3 if args.quick else args.repeats
     st = stage_times(cfg, reps)

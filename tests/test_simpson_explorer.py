@@ -64,3 +64,49 @@ def test_executed_notebook_renders_for_a_reader(tmp_path):
     assert "".join(outputs[i]["data"]["text/plain"]) == TEXT_FORM
     after = [set(o["data"]) for o in outputs[i + 1 :]]
     assert any("image/png" in d for d in after) and any("text/html" in d for d in after)
+
+
+def test_explorer_names_groups_flags_a_reversal_and_shows_the_ips_interval():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from facterlab.simpson.explorer import GROUP_NAMES, explorer_figure, figure_png, sign_reversal
+
+    # b = 0.02 at d_1 = 4 (N = 20,000, seed 0): the PerUserGap favours group 1, the aggregate group 0
+    r = explorer_numbers(d1=4.0, bias=0.02, n_users=20_000, seed=0, n_draws=4)
+    assert (r["per_user_gap"] < 0) != (r["aggregate_gap"] < 0)
+    text = sign_reversal(r)
+    assert text.startswith("SIGN REVERSAL") and "favours group 0" in text and "favours group 1" in text
+    html = numbers_html(r)
+    assert "id='simpson-reversal'" in html and "reference items" in html and "varied items" in html
+    assert r["ips_model_draws"] == 4 and r["ips_model_half_width"] == pytest.approx(1.96 * r["ips_model_sd"])
+    assert f"±{100 * r['ips_model_half_width']:.3f}" in html
+    fig = explorer_figure(r)
+    figure_png(fig)  # draws (tight bbox)
+    gids = {t.get_gid() for t in fig.texts}
+    assert "simpson-reversal" in gids
+    from matplotlib.container import ErrorbarContainer
+
+    (eb,) = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    (seg,) = eb.lines[2][0].get_segments()  # the interval of the model IPS bar, in pp
+    lo, hi = sorted(seg[:, 0])
+    assert lo == pytest.approx(100 * (r["ips_model"] - r["ips_model_half_width"]))
+    assert hi == pytest.approx(100 * (r["ips_model"] + r["ips_model_half_width"]))
+    assert "group 0 (reference items) minus group 1 (varied items)" in fig.axes[0].get_xlabel()
+    assert GROUP_NAMES[0] in fig._facterlab_caption and "95% interval" in fig._facterlab_caption
+    # the title fits the figure: its rendered box lies inside the figure's
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    box, fbox = fig.axes[0].title.get_window_extent(renderer), fig.bbox
+    assert box.x0 >= fbox.x0 and box.x1 <= fbox.x1
+    # no reversal: no flag
+    same = explorer_numbers(d1=1.5, bias=0.03, n_users=2_000, seed=0, n_draws=0)
+    assert sign_reversal(same) is None and "simpson-reversal" not in numbers_html(same)
+    assert "ips_model_half_width" not in same
+
+
+def test_default_n_is_where_the_estimate_was_measured_reliable():
+    from facterlab.simpson.explorer import DEFAULT_N, DEFAULTS
+
+    assert DEFAULTS["n_users"] == DEFAULT_N == 20_000

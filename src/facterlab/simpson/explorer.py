@@ -15,21 +15,33 @@ from __future__ import annotations
 import html
 import io
 
+from facterlab.simpson import ips as ips_mod
 from facterlab.simpson.plots import GAP_SERIES
-from facterlab.simpson.simulate import DEFAULT_CONFIG, SimpsonConfig, simulate_and_measure
+from facterlab.simpson.simulate import DEFAULT_CONFIG, SimpsonConfig, measure, random_experiment, simulate
 from facterlab.style import add_caption, title_with_provenance
 
 TEXT_FORM = (
     "Simpson's paradox explorer: interactive sliders (run this notebook in Jupyter to use them); "
     "the static figure and numbers below show the default setting."
 )
-DEFAULTS = {"d1": 1.5, "sigma1": 0.0, "bias": 0.03, "n_users": 5_000, "seed": 0}
+#: the default N: at b = 0.03, d_1 = 1.5, sigma_1 = 0 the model IPS lands further from the PerUserGap than
+#: the AggregateGap in 15 of 21 seeds at N = 5,000, 12 at 10,000, 6 at 20,000, 2 at 50,000 (docs/SIMPSON.md §6)
+DEFAULT_N = 20_000
+DEFAULTS = {"d1": 1.5, "sigma1": 0.0, "bias": 0.03, "n_users": DEFAULT_N, "seed": 0}
+#: re-drawn random experiments behind the IPS interval (the logistic model refitted on each)
+N_DRAWS = 6
+#: what the two item groups are (gaps are group 0 minus group 1)
+GROUP_NAMES = {
+    0: "group 0: reference items (density d_0 = 1.5, no extra noise, no bias)",
+    1: "group 1: varied items (density d_1, noise sigma_1, model bias +b)",
+}
 NUMBER_ROWS = (
     ("per_user_gap", "PerUserGap (truth, pp)", True),
     ("aggregate_gap", "AggregateGap (pp)", True),
     ("naive_estimate", "naive estimate (pp)", True),
     ("ips_counts", "IPS estimate, counts (pp)", True),
     ("ips_model", "IPS estimate, logistic model (pp)", True),
+    ("ips_model_half_width", "  its 95% interval half-width (pp)", True),
     ("ips_oracle", "IPS estimate, oracle weights 1/n_s(u) (pp)", True),
     ("ips_estimand", "IPS estimand, true weights (pp)", True),
     ("competition_performance_term", "decomposition: competition/performance term (pp)", True),
@@ -41,36 +53,78 @@ NUMBER_ROWS = (
 )
 
 
+def ips_spread(sim, n_draws: int = N_DRAWS) -> dict:
+    """How much the model IPS estimate moves between random experiments on the same simulated world:
+    the logistic-model estimate on ``n_draws`` freshly drawn experiments (one shown item per user), their
+    sample sd, and a 95% half-width ``1.96 sd`` (the estimate's sampling uncertainty at this N)."""
+    import numpy as np
+
+    vals = np.array([ips_mod.ips_estimate(random_experiment(sim, seed=k), "model").value for k in range(n_draws)])
+    vals = vals[np.isfinite(vals)]
+    sd = float(vals.std(ddof=1)) if len(vals) >= 2 else float("nan")
+    return {"ips_model_sd": sd, "ips_model_half_width": 1.96 * sd, "ips_model_draws": int(len(vals))}
+
+
+def sign_reversal(res: dict) -> str | None:
+    """The paradox itself, in words, when the AggregateGap and the PerUserGap have opposite signs (each
+    favours another group); None when they agree or one is zero or missing."""
+    pug, agg = res.get("per_user_gap"), res.get("aggregate_gap")
+    if pug is None or agg is None or pug != pug or agg != agg or pug == 0 or agg == 0 or (pug > 0) == (agg > 0):
+        return None
+
+    def fav(x):  # exposure gap group 0 - group 1 > 0: group 0 gets more exposure
+        return "group 0" if x > 0 else "group 1"
+
+    return (
+        f"SIGN REVERSAL (Simpson's paradox): pooled over users the AggregateGap favours {fav(agg)} "
+        f"({100 * agg:+.2f} pp), within users the PerUserGap favours {fav(pug)} ({100 * pug:+.2f} pp)"
+    )
+
+
 def explorer_numbers(
     d1: float = 1.5,
     sigma1: float = 0.0,
     bias: float = 0.03,
-    n_users: int = 5_000,
+    n_users: int = DEFAULT_N,
     seed: int = 0,
     base: SimpsonConfig = DEFAULT_CONFIG,
+    n_draws: int = N_DRAWS,
 ) -> dict:
-    """Run one simulation with these knobs and return its read-outs (raw units).
+    """Run one simulation with these knobs and return its read-outs (raw units), with the model IPS's
+    spread over ``n_draws`` re-drawn random experiments (:func:`ips_spread`; 0: not computed).
 
-    >>> r = explorer_numbers(n_users=500)
-    >>> sorted(k for k in r if k.startswith("ips_"))
-    ['ips_counts', 'ips_estimand', 'ips_model', 'ips_oracle', 'ips_oracle_both']
+    >>> r = explorer_numbers(n_users=500, n_draws=3)
+    >>> sorted(k for k in r if k.startswith("ips_model"))
+    ['ips_model', 'ips_model_draws', 'ips_model_half_width', 'ips_model_sd']
     """
-    return simulate_and_measure(
-        base.replace(d1=float(d1), sigma1=float(sigma1), bias=float(bias), n_users=int(n_users), seed=int(seed))
-    )
+    cfg = base.replace(d1=float(d1), sigma1=float(sigma1), bias=float(bias), n_users=int(n_users), seed=int(seed))
+    sim = simulate(cfg)
+    res = {
+        k: getattr(cfg, k)
+        for k in ("n_users", "n_items", "rank", "d0", "d1", "sigma", "sigma1", "bias", "seed", "noise", "mu1")
+    }
+    res.update(measure(sim))
+    if n_draws:
+        res.update(ips_spread(sim, n_draws))
+    return res
 
 
 def numbers_html(res: dict, ids: bool = True) -> str:
     """An HTML table of the read-outs; each value sits in an element with id ``simpson-<key>``
-    (``ids=False``: no ids, for a static copy beside the live widget)."""
+    (``ids=False``: no ids, for a static copy beside the live widget).  A sign reversal is flagged
+    above the table (id ``simpson-reversal``), and the groups are named below it."""
     rows = []
     for key, label, pp in NUMBER_ROWS:
         v = res.get(key)
-        txt = (
-            "n/a"
-            if v is None or v != v
-            else (f"{100 * v:+.3f}" if pp else (f"{v:.3f}" if isinstance(v, float) else str(v)))
-        )
+        if key == "ips_model_half_width" and v is not None and v == v:
+            txt = f"±{100 * v:.3f}"
+            label = f"  its 95% interval half-width (pp; 1.96 sd over {res.get('ips_model_draws')} random experiments)"
+        else:
+            txt = (
+                "n/a"
+                if v is None or v != v
+                else (f"{100 * v:+.3f}" if pp else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+            )
         rows.append(
             f"<tr><td>{html.escape(label)}</td>"
             + (f"<td id='simpson-{key.replace('_', '-')}'" if ids else "<td")
@@ -81,49 +135,91 @@ def numbers_html(res: dict, ids: bool = True) -> str:
     )
     if "noise" in res:
         cfg += f" (noise={res['noise']}, mu1={res['mu1']})"
+    rev = sign_reversal(res)
+    flag = (
+        f"<div{' id=' + chr(39) + 'simpson-reversal' + chr(39) if ids else ''} style='color:#b00020;font-weight:bold'>"
+        f"{html.escape(rev)}</div>"
+        if rev
+        else ""
+    )
+    groups = "<br>".join(html.escape(g) for g in GROUP_NAMES.values())
     return (
-        f"<div class='simpson-numbers-inner'><b>{html.escape(cfg)}</b> [SYNTHETIC DATA]"
-        f"<table>{''.join(rows)}</table></div>"
+        f"<div class='simpson-numbers-inner'><b>{html.escape(cfg)}</b> [SYNTHETIC DATA]{flag}"
+        f"<table>{''.join(rows)}</table><small>gaps = exposure of group 0 minus group 1:<br>{groups}</small></div>"
     )
 
 
 def explorer_figure(res: dict, pyplot: bool = False):
-    """Bar plot of the gaps and estimates (pp) for one simulation.
+    """Bar plot of the gaps and estimates (pp) for one simulation: the groups named on the axis, the
+    model IPS with its 95% interval over re-drawn random experiments, a sign reversal flagged in red.
 
     ``pyplot=False`` builds a bare ``matplotlib.figure.Figure`` (no display side effects, for the
     widget); ``pyplot=True`` uses ``plt.subplots`` (for the notebook's static figure).
     """
+    import textwrap
+
     if pyplot:
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 3.6))
+        fig, ax = plt.subplots(figsize=(7.4, 4.2))
     else:
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(7, 3.6))
+        fig = Figure(figsize=(7.4, 4.2))
         ax = fig.add_subplot()
     keys = ["per_user_gap", "aggregate_gap", "naive_estimate", "ips_model", "ips_counts", "ips_oracle"]
     vals = [100 * res[k] for k in keys]
+    half = res.get("ips_model_half_width")
+    err = [[0.0] * len(keys), [0.0] * len(keys)]
+    if half is not None and half == half:
+        i = keys.index("ips_model")
+        err[0][i] = err[1][i] = 100 * half
     ax.barh(range(len(keys)), vals, color=[GAP_SERIES[k][1] for k in keys])
+    if half is not None and half == half:
+        i = keys.index("ips_model")
+        ax.errorbar(vals[i], i, xerr=100 * half, fmt="none", ecolor="black", capsize=4, gid="simpson-ips-interval")
     ax.set_yticks(range(len(keys)), [GAP_SERIES[k][0] for k in keys])
     ax.invert_yaxis()
     ax.axvline(0, color="black", lw=0.8)
     for i, v in enumerate(vals):
-        ax.text(v, i, f" {v:+.2f}", va="center", ha="left" if v >= 0 else "right", fontsize=8)
-    ax.set_xlabel("gap, group 0 - group 1 (pp)")
-    ax.set_title(
-        title_with_provenance(
-            f"d1={res['d1']:.2f} sigma1={res['sigma1']:.1f} b={res['bias']:.3f} N={res['n_users']} seed={res['seed']}",
-            "simulation",
-            True,
-        ),
-        fontsize=8,
+        end = v + (err[1][i] if v >= 0 else -err[0][i])  # past the error bar
+        ax.text(
+            end, i, f" {v:+.2f} " if v >= 0 else f"{v:+.2f} ", va="center", ha="left" if v >= 0 else "right", fontsize=8
+        )
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo - 0.15 * (hi - lo), hi + 0.15 * (hi - lo))  # room for the value labels
+    ax.set_xlabel("exposure gap, group 0 (reference items) minus group 1 (varied items), pp", fontsize=8)
+    head = title_with_provenance(
+        f"Simpson explorer: d_1 = {res['d1']:.2f}, sigma_1 = {res['sigma1']:.1f}, b = {res['bias']:.3f}, "
+        f"N = {res['n_users']:,}, seed {res['seed']}",
+        "simulation",
+        True,
     )
+    rev = sign_reversal(res)
+    ax.set_title("\n".join(textwrap.wrap(head, 78)), fontsize=8)
     fig.tight_layout()
+    if rev:  # above the title, centred on the figure (saved with bbox_inches="tight")
+        fig.text(
+            0.5,
+            1.0,
+            "\n".join(textwrap.wrap(rev, 95)),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="#b00020",
+            fontweight="bold",
+            gid="simpson-reversal",
+        )
+    interval = (
+        f"IPS (logistic model) bar: 95% interval, 1.96 sd over {res.get('ips_model_draws')} re-drawn random "
+        "experiments on this world (the estimate's sampling uncertainty at this N); other values single draws"
+        if half is not None and half == half
+        else "single values, no interval"
+    )
     add_caption(
         fig,
-        f"n = {res['n_users']:,} simulated users, one simulation (seed {res['seed']}): single values, no interval; "
-        "estimates use one random shown item per user.",
+        f"n = {res['n_users']:,} simulated users, one simulation (seed {res['seed']}); {interval}. "
+        f"Estimates use one random shown item per user. {GROUP_NAMES[0]}; {GROUP_NAMES[1]}.",
     )
     return fig
 
@@ -131,7 +227,7 @@ def explorer_figure(res: dict, pyplot: bool = False):
 def figure_png(fig) -> bytes:
     """PNG bytes of a figure."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")  # the reversal flag and caption sit outside the axes
     return buf.getvalue()
 
 
@@ -179,7 +275,10 @@ class Explorer:
         row = w.HBox([self.numbers, self.image], layout=w.Layout(align_items="flex-start"))
         self.widget = w.VBox(
             [
-                w.HTML("<b>Simpson's paradox explorer</b> (synthetic simulation)"),
+                w.HTML(
+                    "<b>Simpson's paradox explorer</b> (synthetic simulation; gaps = exposure of group 0, "
+                    "reference items, minus group 1, items with density d_1, noise sigma_1 and model bias b)"
+                ),
                 *self.sliders.values(),
                 self.status,
                 row,
