@@ -325,6 +325,20 @@ def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> 
     Missing positions (shorter output) and unmapped ones (-1/None) count as invalid; an item mapped
     twice counts once.
 
+    Parameters
+    ----------
+    mapped_per_row : sequence of sequences of hashable
+        Each row's mapped item ids, in output order (``-1`` / ``None``: unmapped).
+    k : int, default 10
+        Cut-off (the denominator).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n,): Valid@k of each row, in [0, 1].
+
+    Examples
+    --------
     >>> valid_per_row([[3, 3, -1, 7], []], k=4).tolist()
     [0.5, 0.0]
     """
@@ -338,6 +352,20 @@ def valid_per_row(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> 
 def valid_at_k(mapped_per_row: Sequence[Sequence[Hashable]], k: int = 10) -> float:
     """Valid@k (docs/FACTER.md §4): mean over rows of :func:`valid_per_row`.
 
+    Parameters
+    ----------
+    mapped_per_row : sequence of sequences of hashable
+        Each row's mapped item ids, in output order.
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    float
+        Mean Valid@k over the rows.
+
+    Examples
+    --------
     >>> valid_at_k([[1, 2, 2, None], [5, 6, 7, 8]], k=4)  # (2/4 + 4/4) / 2
     0.75
     """

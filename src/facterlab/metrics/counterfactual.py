@@ -69,6 +69,26 @@ def flip_attributes(
     single: ``attrs=("age",)`` (other columns untouched).  ``rng`` is required for ``distinct`` and
     ``repro``.  The input is not modified; the index is kept.
 
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Rows with the protected-attribute columns.
+    attribute_values : mapping of str to sequence of str
+        Every value of each attribute, in canonical order.
+    strategy : {"distinct", "minimal", "repro"}, default "distinct"
+        How a counterfactual value is chosen (module docstring).
+    attrs : sequence of str, default PROTECTED
+        The columns to flip.
+    rng : numpy.random.Generator or int, optional
+        Required for ``distinct`` and ``repro``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy of ``rows`` with ``attrs`` flipped, same index.
+
+    Examples
+    --------
     >>> vals = {"gender": ["M", "F"], "age": ["Under 18", "18-24", "56+"], "occupation": ["a", "b", "c"]}
     >>> rows = pd.DataFrame({"gender": ["M", "F"], "age": ["18-24", "56+"], "occupation": ["c", "a"]})
     >>> flip_attributes(rows, vals, "minimal").values.tolist()
@@ -127,6 +147,22 @@ def sample_cfr_rows(
     The sample is returned in the original row order (so reruns and tables read naturally); with fewer
     rows than ``n`` every row is taken (the caller reports the count).
 
+    Parameters
+    ----------
+    test_rows : pandas.DataFrame
+        The rows to sample from.
+    n : int, default 200
+        Rows wanted.
+    rng : numpy.random.Generator or int, optional
+        Seed or generator of the draw.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``min(n, len(test_rows))`` rows in their original order.
+
+    Examples
+    --------
     >>> df = pd.DataFrame({"row_id": range(10)})
     >>> s = sample_cfr_rows(df, n=3, rng=0)
     >>> len(s), s["row_id"].is_unique, s["row_id"].is_monotonic_increasing
@@ -162,6 +198,21 @@ def cfr_summary(
 
     Pairs where either side has no item embedding (NaN row mean) are dropped and counted.
 
+    Parameters
+    ----------
+    orig_embeddings, cf_embeddings : numpy.ndarray
+        (n, d) per-row vectors or (n, k, d) item embeddings of the original and counterfactual outputs.
+    orig_mask, cf_mask : numpy.ndarray of bool, optional
+        (n, k) masks of the positions that exist, for item embeddings.
+
+    Returns
+    -------
+    dict
+        ``{"value", "n_pairs", "n_dropped"}``, or a missing value with ``missing_reason`` when no pair
+        is left.
+
+    Examples
+    --------
     >>> cfr_summary(np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([[0.0, 1.0], [np.nan, np.nan]]))
     {'value': 1.4142135623730951, 'n_pairs': 1, 'n_dropped': 1}
 
@@ -194,6 +245,20 @@ def cfr(
     (n, k) masks.  Pairs with a NaN side are dropped (see :func:`cfr_summary`, which also reports the
     counts and gives a missing value instead of raising); with no valid pair this raises ValueError.
 
+    Parameters
+    ----------
+    orig_embeddings, cf_embeddings : numpy.ndarray
+        (n, d) per-row vectors or (n, k, d) item embeddings of the original and counterfactual outputs.
+    orig_mask, cf_mask : numpy.ndarray of bool, optional
+        (n, k) masks of the positions that exist, for item embeddings.
+
+    Returns
+    -------
+    float
+        Mean L2 distance between the paired unit-norm row means, in [0, 2].
+
+    Examples
+    --------
     >>> cfr(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [0.0, 1.0]]))  # (sqrt 2 + 0) / 2
     0.7071067811865476
 

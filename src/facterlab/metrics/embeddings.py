@@ -22,6 +22,24 @@ def normalise_rows(x: np.ndarray, dtype=np.float64, zero: str = "nan", what: str
     ``zero``: what a row of norm 0 (or NaN) becomes: ``"nan"`` (a row of NaN, the default) or
     ``"raise"`` (a ``ValueError`` naming ``what``: cosine similarity is undefined for it).
 
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Vectors along the last axis.
+    dtype : numpy dtype, default float64
+        Precision of the computation and of the result.
+    zero : {"nan", "raise"}, default "nan"
+        What a row of norm 0 (or NaN) becomes.
+    what : str, default "rows"
+        Name of the rows in the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``x`` with unit-norm rows, same shape.
+
+    Examples
+    --------
     >>> normalise_rows(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
     [[0.6, 0.8], [nan, nan]]
     >>> normalise_rows(np.zeros((1, 2)), zero="raise", what="context embeddings")
@@ -47,6 +65,20 @@ def normalised_row_means(item_embeddings: np.ndarray, mask: np.ndarray | None = 
 
     ``mask`` (n, k) marks the positions that exist (default: all).  Rows without any position give NaN.
 
+    Parameters
+    ----------
+    item_embeddings : numpy.ndarray
+        Shape (n, k, d): the embeddings of each row's top-k items.
+    mask : numpy.ndarray of bool, optional
+        Shape (n, k): the positions that exist (default: all).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, d): unit-norm mean per row, NaN for a row without any position.
+
+    Examples
+    --------
     >>> e = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [9.0, 9.0]]])
     >>> normalised_row_means(e, np.array([[True, True], [True, False]])).round(4).tolist()
     [[0.7071, 0.7071], [1.0, 0.0]]
@@ -70,6 +102,20 @@ def normalised_row_means(item_embeddings: np.ndarray, mask: np.ndarray | None = 
 def as_row_vectors(embeddings: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Accept (n, d) per-row vectors (re-normalised) or (n, k, d) item vectors (+ mask); return (n, d).
 
+    Parameters
+    ----------
+    embeddings : numpy.ndarray
+        Shape (n, d) per-row vectors or (n, k, d) item vectors.
+    mask : numpy.ndarray of bool, optional
+        Shape (n, k), for item vectors only.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, d), unit-norm rows (NaN for a row without items).
+
+    Examples
+    --------
     >>> as_row_vectors(np.array([[2.0, 0.0]])).tolist()
     [[1.0, 0.0]]
     >>> as_row_vectors(np.array([[[2.0, 0.0], [0.0, 2.0]]])).round(4).tolist()

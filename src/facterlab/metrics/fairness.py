@@ -48,6 +48,22 @@ def group_centroids(row_vectors: np.ndarray, groups: pd.DataFrame, attrs: Sequen
     Returns ``(labels, sizes, centroids)`` for every group present (sorted by label), where a group is
     a distinct value tuple of ``attrs``.  Rows whose vector is NaN must be dropped by the caller.
 
+    Parameters
+    ----------
+    row_vectors : numpy.ndarray
+        Shape (n, d), one vector per row (no NaN).
+    groups : pandas.DataFrame
+        The ``attrs`` columns, aligned with the rows.
+    attrs : sequence of str
+        The attributes whose value tuple defines a group.
+
+    Returns
+    -------
+    tuple
+        ``(labels, sizes, centroids)``: group labels (sorted), their row counts and unit-norm centroids.
+
+    Examples
+    --------
     >>> g = pd.DataFrame({"gender": ["M", "F", "M"]})
     >>> labels, sizes, c = group_centroids(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), g, ["gender"])
     >>> labels, sizes.tolist(), c.round(4).tolist()
@@ -119,6 +135,28 @@ def snsr_proxy(
     reach ``min_group`` rows, ``r = {"value": None, "missing_reason", "n_groups", "group_sizes" (all
     groups), "min_group", "n_rows_dropped"}``.
 
+    Parameters
+    ----------
+    row_embeddings : numpy.ndarray
+        (n, d) per-row vectors or (n, k, d) item embeddings.
+    groups : pandas.DataFrame
+        The ``attrs`` columns, aligned with the rows.
+    min_group : int, default 30
+        Smallest group that counts.
+    attrs : sequence of str, default PROTECTED
+        One result per attribute, plus ``joint``.
+    mask : numpy.ndarray of bool, optional
+        (n, k) positions that exist, for item embeddings.
+    empty_rows : {"drop", "zero"}, default "drop"
+        What a row without an embedding becomes (above).
+
+    Returns
+    -------
+    dict
+        ``{"joint": r, <attr>: r, ...}`` with ``r`` as described above.
+
+    Examples
+    --------
     >>> emb = np.array([[1.0, 0.0]] * 2 + [[0.0, 1.0]] * 2)
     >>> g = pd.DataFrame({"gender": ["M", "M", "F", "F"], "age": ["18-24"] * 4, "occupation": ["x"] * 4})
     >>> out = snsr_proxy(emb, g, min_group=2)
@@ -174,6 +212,20 @@ def jaccard_at_k(a: Sequence[Hashable], b: Sequence[Hashable], k: int = 10) -> f
 
     NaN when both top-k sets are empty (undefined).
 
+    Parameters
+    ----------
+    a, b : sequence of hashable
+        Two ranked lists (unmapped positions ignored).
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    float
+        Jaccard similarity of the two top-k sets, NaN when both are empty.
+
+    Examples
+    --------
     >>> jaccard_at_k([1, 2, 3], [3, 2, 9], k=3)
     0.5
     >>> jaccard_at_k([1, 2, 3], [3, 2, 9], k=1)
@@ -203,6 +255,23 @@ def snsr_fairllm(
     "similarity": {value: sim_v}, "n_users", "n_undefined"}}``, or ``{attr: {"value": None,
     "missing_reason"}}`` when fewer than two values have a defined similarity.
 
+    Parameters
+    ----------
+    lists_by_value : mapping of str to mapping of str to lists
+        ``lists_by_value[attr][value]``: one ranked list per sampled user.
+    neutral_lists : sequence of sequences of hashable
+        Each user's list under the prompt without attributes, aligned with the above.
+    k : int, default 10
+        Cut-off of :func:`jaccard_at_k`.
+
+    Returns
+    -------
+    dict
+        ``{attr: {"snsr", "snsv", "n_values", "similarity", "n_users", "n_undefined"}}`` or a missing value
+        per attribute (above).
+
+    Examples
+    --------
     >>> neutral = [[1, 2], [3, 4]]
     >>> out = snsr_fairllm({"gender": {"M": [[1, 2], [3, 4]], "F": [[1, 9], [3, 4]]}}, neutral, k=2)
     >>> out["gender"]["similarity"], round(out["gender"]["snsr"], 6), round(out["gender"]["snsv"], 6)

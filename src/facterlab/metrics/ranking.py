@@ -57,6 +57,18 @@ def _check_k(k) -> int:
 def is_unmapped(x) -> bool:
     """True for an unmapped position: ``None``, ``-1`` or ``NaN``.
 
+    Parameters
+    ----------
+    x : object
+        A mapped position: an item id, or ``None`` / ``-1`` / ``NaN`` for a title that mapped to no item.
+
+    Returns
+    -------
+    bool
+        True when ``x`` marks an unmapped position.
+
+    Examples
+    --------
     >>> [is_unmapped(v) for v in (None, -1, float("nan"), 0, 7, "Heat (1995)")]
     [True, True, True, False, False, False]
     """
@@ -74,6 +86,18 @@ def is_unmapped(x) -> bool:
 def compact_ranking(ranked_ids: Sequence[Hashable]) -> list:
     """The ranked list with unmapped positions and repeats dropped, order kept (REPRO's NDCG input).
 
+    Parameters
+    ----------
+    ranked_ids : sequence of hashable
+        Item ids, best first (``-1`` / ``None`` / ``NaN``: unmapped).
+
+    Returns
+    -------
+    list
+        The mapped ids in their order, each once.
+
+    Examples
+    --------
     >>> compact_ranking([-1, None, 7, 3, 7, -1, 4])
     [7, 3, 4]
     >>> round(ndcg_at_k([-1, -1, 3], [3]), 3), ndcg_at_k(compact_ranking([-1, -1, 3]), [3])
@@ -120,6 +144,22 @@ def recall_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable]
     ``ranked_ids`` is the output, best first (``-1``/``None`` = unmapped, never matches);
     ``relevant_ids`` is ``R`` (``[target]`` for "single", the relevance set for "multi").
 
+    Parameters
+    ----------
+    ranked_ids : sequence of hashable
+        The output, best first (``-1`` / ``None``: unmapped, never a hit).
+    relevant_ids : sequence of hashable
+        The relevance set ``R``.
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    float
+        ``|top-k ∩ R| / |R|`` in [0, 1].
+
+    Examples
+    --------
     >>> recall_at_k([5, -1, 3, 9], [3, 4], k=10)
     0.5
     >>> recall_at_k([5, -1, 3, 9], [3, 4], k=2)
@@ -137,6 +177,22 @@ def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant_ids: Sequence[Hashable], 
 
     ``DCG@k = sum_{r<=k, item_r in R} 1/log2(r+1)``; ``IDCG@k = sum_{r=1}^{min(|R|,k)} 1/log2(r+1)``.
 
+    Parameters
+    ----------
+    ranked_ids : sequence of hashable
+        The output, best first (``-1`` / ``None``: unmapped, never a hit).
+    relevant_ids : sequence of hashable
+        The relevance set ``R`` (binary gain).
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    float
+        ``DCG@k / IDCG@k`` in [0, 1].
+
+    Examples
+    --------
     >>> ndcg_at_k([7, 3], [3], k=10)  # hit at rank 2: 1/log2(3)
     0.6309297535714575
     >>> round(ndcg_at_k([3, 8, 4], [3, 4], k=10), 6)  # (1 + 1/2) / (1 + 1/log2(3))
@@ -222,6 +278,23 @@ def ranking_metrics(ranked: Sequence[Sequence[Hashable]], relevant: Sequence[Seq
     Returns ``{"ndcg": (n,) array, "recall": (n,) array, "ndcg_mean": float, "recall_mean": float,
     "n_rows": n, "n_empty_rows": rows with no mapped position in the top k, "k": k}``.
 
+    Parameters
+    ----------
+    ranked : sequence of sequences of hashable
+        One output per row, best first.
+    relevant : sequence of sequences of hashable
+        One relevance set per row (a scalar is read as a one-item set).
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    dict
+        Per-row arrays ``ndcg`` and ``recall``, their means, ``n_rows``, ``n_empty_rows`` and ``k``
+        (above).
+
+    Examples
+    --------
     >>> m = ranking_metrics([[3, 8, 4], [-1, -1], [9, 1]], [[3, 4], [2], 1], k=10)
     >>> m["recall"].tolist(), m["n_empty_rows"]
     ([1.0, 0.0, 1.0], 1)
@@ -279,6 +352,22 @@ def random_ranking_floor(
 
     Returns the same keys as :func:`ranking_metrics` (per-row expectations and their means).
 
+    Parameters
+    ----------
+    candidates : sequence of sequences of hashable
+        Each row's candidate items (duplicates counted once).
+    relevant : sequence of sequences of hashable
+        Each row's relevance set.
+    k : int, default 10
+        Cut-off.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`ranking_metrics`, holding exact expectations under a uniformly random order.
+
+    Examples
+    --------
     >>> f = random_ranking_floor([[1, 2, 3, 4]], [[1]], k=2)
     >>> f["recall"].tolist()  # two of four positions: P(hit) = 1/2
     [0.5]
