@@ -85,6 +85,20 @@ def as_value(x: Any, what: str = "value") -> float | MissingValue:
     Numbers pass through; ``{"value": null, "missing_reason": r}``, a MissingValue and ``None`` are
     missing; NaN/inf are missing (never printed as numbers).
 
+    Parameters
+    ----------
+    x : object
+        A number, a MissingValue, its JSON form or None.
+    what : str, default "value"
+        Name of the value in error messages.
+
+    Returns
+    -------
+    float or MissingValue
+        The number, or the missing value with its reason.
+
+    Examples
+    --------
     >>> as_value(0.5), as_value({"value": 2}), as_value(True)
     (0.5, 2.0, 1.0)
     >>> as_value({"value": None, "missing_reason": "too few groups"}).reason
@@ -114,7 +128,18 @@ def as_value(x: Any, what: str = "value") -> float | MissingValue:
 
 
 def missing_json(x: Any) -> Any:
-    """``x`` with every :class:`MissingValue` (nested in dicts/lists) as its JSON form."""
+    """``x`` with every :class:`MissingValue` (nested in dicts/lists) as its JSON form.
+
+    Parameters
+    ----------
+    x : object
+        Any value, possibly holding MissingValue objects in dicts or lists.
+
+    Returns
+    -------
+    object
+        ``x`` with each MissingValue replaced by its JSON dict.
+    """
     if isinstance(x, MissingValue):
         return x.to_json()
     if isinstance(x, dict):
@@ -125,7 +150,18 @@ def missing_json(x: Any) -> Any:
 
 
 def to_json(part: Any) -> Any:
-    """The JSON form of any part of a record (a dataclass, MissingValue, or containers of them)."""
+    """The JSON form of any part of a record (a dataclass, MissingValue, or containers of them).
+
+    Parameters
+    ----------
+    part : object
+        A record dataclass, a MissingValue, or containers of them.
+
+    Returns
+    -------
+    object
+        Plain JSON-serialisable data.
+    """
     return _encode(part)
 
 
@@ -555,7 +591,18 @@ class RunRecord:
 
 def as_metrics(x: Any) -> RunMetrics:
     """The :class:`RunMetrics` of a record, a run result (``.record``) or a metrics.json dict (read
-    leniently: keys it lacks are absent and read as missing values, e.g. hand-made test dicts)."""
+    leniently: keys it lacks are absent and read as missing values, e.g. hand-made test dicts).
+
+    Parameters
+    ----------
+    x : RunRecord, RunMetrics, RunResult or dict
+        Anything that holds a run's metrics.
+
+    Returns
+    -------
+    RunMetrics
+        The typed metrics.
+    """
     if isinstance(x, RunMetrics):
         return x
     if isinstance(x, RunRecord):
@@ -577,7 +624,18 @@ RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m i
 
 
 def run_folder_problem(path: Path) -> str | None:
-    """None when ``path`` holds a complete run that loads; else why not (one sentence)."""
+    """None when ``path`` holds a complete run that loads; else why not (one sentence).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A run folder.
+
+    Returns
+    -------
+    str or None
+        None when every file is there and loads, else the reason.
+    """
     path = Path(path)
     if not path.is_dir():
         return f"{path} does not exist" if not path.exists() else f"{path} is not a folder"
@@ -608,6 +666,18 @@ def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
 
     A folder that does not load completely (a file missing, truncated or unreadable) counts as missing:
     a warning names the file and the reason (the run is then redone and its rename replaces the folder).
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+    run_id : str
+        The run's id.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The complete folder, or None (with a warning when an incomplete one is there).
     """
     p = Path(runs_dir) / run_id
     if not p.exists():
@@ -625,7 +695,18 @@ def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
 
 
 def run_folders(runs_dir: os.PathLike | str) -> list:
-    """The run folders under ``runs_dir`` (hidden temporary folders excluded), by name."""
+    """The run folders under ``runs_dir`` (hidden temporary folders excluded), by name.
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The run folders, by name.
+    """
     base = Path(runs_dir)
     if not base.is_dir():
         return []
@@ -633,7 +714,20 @@ def run_folders(runs_dir: os.PathLike | str) -> list:
 
 
 def resolve_prefix(runs_dir: os.PathLike | str, prefix: str) -> Path:
-    """The one run folder whose id starts with ``prefix``; ValueError when none or several."""
+    """The one run folder whose id starts with ``prefix``; ValueError when none or several.
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+    prefix : str
+        The start of a run id.
+
+    Returns
+    -------
+    pathlib.Path
+        The one matching folder (ValueError otherwise).
+    """
     hits = [p for p in run_folders(runs_dir) if p.name.startswith(prefix)]
     if not hits:
         raise ValueError(f"no run id starts with {prefix!r} under {runs_dir}")
@@ -651,7 +745,13 @@ def utc_now() -> str:
 
 
 def code_version() -> str:
-    """``git describe --always --dirty`` when the package sits in a git work tree, else the package version."""
+    """``git describe --always --dirty`` when the package sits in a git work tree, else the package version.
+
+    Returns
+    -------
+    str
+        The code version.
+    """
     pkg = Path(__file__).resolve().parents[1]
     git = shutil.which("git")
     if git and any((p / ".git").exists() for p in (pkg, *pkg.parents)):
@@ -682,7 +782,13 @@ def code_version() -> str:
 
 def run_command() -> str:
     """The command that made a run: ``sys.argv``; in a Jupyter/papermill kernel the notebook named by
-    ``$FACTERLAB_NOTEBOOK`` (or Jupyter's ``$JPY_SESSION_NAME``), else the kernel's working folder."""
+    ``$FACTERLAB_NOTEBOOK`` (or Jupyter's ``$JPY_SESSION_NAME``), else the kernel's working folder.
+
+    Returns
+    -------
+    str
+        The command or notebook that made the run.
+    """
     argv = list(sys.argv)
     if argv and "ipykernel" in Path(argv[0]).name:
         nb = os.environ.get("FACTERLAB_NOTEBOOK") or os.environ.get("JPY_SESSION_NAME")
@@ -693,7 +799,13 @@ def run_command() -> str:
 
 
 def host_line() -> str:
-    """CPU (and GPU when torch is already loaded and sees one) in one line."""
+    """CPU (and GPU when torch is already loaded and sees one) in one line.
+
+    Returns
+    -------
+    str
+        One line describing the CPU (and GPU).
+    """
     cpu = platform.processor() or platform.machine()
     line = f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
     torch = sys.modules.get("torch")
@@ -856,7 +968,13 @@ SCHEMA_CLASSES = (
 
 
 def schema_markdown() -> str:
-    """The record's schema as Markdown (the generated section of docs/CONTRACTS.md)."""
+    """The record's schema as Markdown (the generated section of docs/CONTRACTS.md).
+
+    Returns
+    -------
+    str
+        Markdown tables, one per record dataclass.
+    """
     lines = [
         "Files of a run folder: "
         + ", ".join(f"`{name}` ({'required' if req else 'optional'})" for _a, name, req in RECORD_FILES)
@@ -889,7 +1007,20 @@ def sync_schema_doc(path: os.PathLike | str, write: bool = False) -> bool:
     """Whether the generated section of ``path`` (docs/CONTRACTS.md, between :data:`SCHEMA_BEGIN` and
     :data:`SCHEMA_END`) equals :func:`schema_markdown`; ``write=True`` rewrites that section first.
     ``python -c "from facterlab.facter.record import sync_schema_doc;
-    sync_schema_doc('docs/CONTRACTS.md', write=True)"`` rewrites it."""
+    sync_schema_doc('docs/CONTRACTS.md', write=True)"`` rewrites it.
+
+    Parameters
+    ----------
+    path : path-like
+        The Markdown file holding the generated section.
+    write : bool, default False
+        Rewrite the section first.
+
+    Returns
+    -------
+    bool
+        True when the section equals :func:`schema_markdown` (after the rewrite, with ``write``).
+    """
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     if SCHEMA_BEGIN not in text or SCHEMA_END not in text:

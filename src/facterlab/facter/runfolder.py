@@ -61,7 +61,24 @@ def _fsync_dir(path: Path) -> None:
 
 def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, rows: dict) -> Path:
     """Write a run folder at ``out`` atomically (module docstring): the record's JSON files
-    (:meth:`RunRecord.save`, ``metrics.json`` last), the calibration table and the rows; return ``out``."""
+    (:meth:`RunRecord.save`, ``metrics.json`` last), the calibration table and the rows; return ``out``.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The final folder, ``<results>/runs/<run_id>``.
+    record : facterlab.facter.record.RunRecord
+        The run's record (config, metrics, timings, meta).
+    calibration : pandas.DataFrame
+        The calibration table.
+    rows : dict of str to pandas.DataFrame
+        Each method's rows.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out``, complete.
+    """
     out = Path(out)
     runs = out.parent
     runs.mkdir(parents=True, exist_ok=True)
@@ -114,6 +131,19 @@ def degenerate_summary(records: pd.DataFrame) -> dict:
     ``"empty"`` or no titles); ``n_distinct_lists``; ``constant``: every row got the same (non-empty)
     list; ``n_degenerate``: ``n_empty``, or every row when the list is constant; ``all_degenerate``.
 
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        One method's rows, with ``titles`` and ``parse_status`` (and ``pass``) columns.
+
+    Returns
+    -------
+    dict
+        ``n_rows``, ``n_empty``, ``n_distinct_lists``, ``constant``, ``n_degenerate``, ``all_degenerate``
+        and, when all are degenerate, ``reason``.
+
+    Examples
+    --------
     >>> df = pd.DataFrame({"titles": [["A"], ["A"], ["A"]], "parse_status": ["ok", "ok", "ok"]})
     >>> s = degenerate_summary(df); s["constant"], s["n_degenerate"], s["all_degenerate"]
     (True, 3, True)
@@ -170,6 +200,20 @@ def mark_degenerate(metrics: dict, rows: dict, calibration: pd.DataFrame | None 
     A method whose every row is degenerate gets its CFR, SNSR and violations replaced by missing values
     with the reason; when every calibration answer is degenerate, Q0 measures nothing and every method's
     violation counts become missing too.
+
+    Parameters
+    ----------
+    metrics : dict
+        The metrics.json dict of the run (changed in place).
+    rows : dict of str to pandas.DataFrame
+        Each method's rows.
+    calibration : pandas.DataFrame, optional
+        The calibration table.
+
+    Returns
+    -------
+    dict
+        ``metrics``, with the counts added and the masked values missing.
     """
     methods = metrics.get("methods") or {}
     cal_reason = None

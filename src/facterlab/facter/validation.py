@@ -63,7 +63,20 @@ def _is_int(v) -> bool:
 
 def smallest_n_rows(alpha: float, calib_frac: float) -> int:
     """Smallest ``n_rows`` whose calibration split (``round(calib_frac * n)`` rows) gives a defined
-    conformal quantile at ``alpha`` and leaves at least one test row."""
+    conformal quantile at ``alpha`` and leaves at least one test row.
+
+    Parameters
+    ----------
+    alpha : float
+        Miscoverage level, in (0, 1).
+    calib_frac : float
+        Share of the rows that goes to calibration, in (0, 1).
+
+    Returns
+    -------
+    int
+        The smallest number of interaction rows that works.
+    """
     need = min_calibration_size(alpha)
     n = 2
     while True:
@@ -78,7 +91,18 @@ def config_problems(cfg) -> list:
 
     Each numeric field is checked against its bound in :data:`facterlab.config.BOUNDS` (the one owner of
     bounds and defaults); then the checks that involve two fields (the calibration split for ``alpha``,
-    the rank protocol's candidates) and the model names."""
+    the rank protocol's candidates) and the model names.
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+
+    Returns
+    -------
+    list of str
+        One sentence per problem, sorted; empty when the configuration is valid.
+    """
     p: list = []
     for section, obj in (
         ("", cfg),
@@ -126,7 +150,20 @@ def _split_problems(n_rows: int, n_calib: int, alpha: float, calib_frac: float) 
 def model_problems(cfg, llm: bool = True, encoder: bool = True) -> list:
     """The model names of ``cfg`` that cannot be loaded, one sentence each, found without reading data,
     hashing weights or loading anything (:func:`facterlab.models.registry.check_name`); the simulated and
-    fake recommenders and the hash encoder are always there."""
+    fake recommenders and the hash encoder are always there.
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+    llm, encoder : bool, default True
+        Check the LLM name and the encoder name.
+
+    Returns
+    -------
+    list of str
+        One sentence per name that cannot be loaded.
+    """
     from facterlab.models.registry import check_name
 
     out = []
@@ -148,7 +185,22 @@ def model_problems(cfg, llm: bool = True, encoder: bool = True) -> list:
 def validate_config(cfg, out_dir: os.PathLike | str | None = None, llm: bool = False, encoder: bool = False) -> None:
     """Raise :class:`ConfigError` listing every invalid bound of ``cfg`` (and a results root that cannot
     hold a run folder, when ``out_dir`` is given; the LLM and encoder names with ``llm`` / ``encoder``);
-    return None when all is well.  Reads no data, loads no model and creates no folder."""
+    return None when all is well.  Reads no data, loads no model and creates no folder.
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+    out_dir : path-like, optional
+        The results root whose ``runs`` folder must be writable.
+    llm, encoder : bool, default False
+        Also check the LLM and encoder names (:func:`model_problems`).
+
+    Returns
+    -------
+    None
+        Raises :class:`ConfigError` listing every problem instead.
+    """
     problems = config_problems(cfg)
     if cfg.model.llm == SIMULATED_LLM:
         try:
@@ -168,7 +220,20 @@ def validate_config(cfg, out_dir: os.PathLike | str | None = None, llm: bool = F
 
 def check_split(cfg, n_calib: int, n_test: int) -> None:
     """The calibration-size check on the split actually built (the dataset's default ``n_rows`` or
-    fewer eligible rows); raises :class:`ConfigError` before any model call."""
+    fewer eligible rows); raises :class:`ConfigError` before any model call.
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+    n_calib, n_test : int
+        Sizes of the split actually built.
+
+    Returns
+    -------
+    None
+        Raises :class:`ConfigError` when the split cannot give a conformal quantile or has no test row.
+    """
     problems = _split_problems(n_calib + n_test, n_calib, cfg.facter.alpha, cfg.data.calib_frac)
     if n_test < 1:
         problems.append(f"the test split is empty ({n_calib} calibration rows): increase data.n_rows")
@@ -182,6 +247,16 @@ def check_out_dir(root: os.PathLike | str) -> Path:
 
     A ``root`` or ``root/runs`` that is a file, or a folder that cannot be written, is a ValueError
     naming the path and the parameter (``--out-dir`` / ``out_dir`` / ``FACTERLAB_RESULTS``).
+
+    Parameters
+    ----------
+    root : path-like
+        The results root (``--out-dir`` / ``out_dir`` / ``FACTERLAB_RESULTS``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``<root>/runs`` (not created).
     """
     root = Path(root).expanduser()
     runs = runs_dir(root)
@@ -215,7 +290,20 @@ BYTES_PER_RUN = 4 * 2**20
 
 def estimated_run_bytes(cfg, n_rows: int | None = None) -> int:
     """A generous estimate of what a run of ``cfg`` writes (run folder and caches together):
-    :data:`BYTES_PER_ROW_PASS` per row and pass (calibration, Neutral, Fair, FACTER's passes, CFR)."""
+    :data:`BYTES_PER_ROW_PASS` per row and pass (calibration, Neutral, Fair, FACTER's passes, CFR).
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+    n_rows : int, optional
+        Interaction rows (default: ``cfg.data.n_rows``, else the largest dataset default, 3,750).
+
+    Returns
+    -------
+    int
+        Bytes, rounded up generously.
+    """
     if n_rows is None:
         n_rows = cfg.data.n_rows if cfg.data.n_rows is not None else 3750  # the largest dataset default
     passes = 1 + 1 + 1 + int(cfg.facter.passes) + 1
@@ -234,7 +322,22 @@ def _free_bytes(path: Path) -> int | None:
 
 def check_free_space(cfg, results_root: os.PathLike | str, cache: os.PathLike | str | None = None) -> None:
     """Raise OSError(ENOSPC) naming the folder when the results root or the cache has less free space than
-    :func:`estimated_run_bytes`: a long run that could not be saved is refused before it starts."""
+    :func:`estimated_run_bytes`: a long run that could not be saved is refused before it starts.
+
+    Parameters
+    ----------
+    cfg : facterlab.config.RunConfig
+        The run's configuration.
+    results_root : path-like
+        The results root of the run.
+    cache : path-like, optional
+        The cache folder (default :func:`facterlab.paths.cache_dir`).
+
+    Returns
+    -------
+    None
+        Raises ``OSError(ENOSPC)`` naming the folder that is too full.
+    """
     from facterlab.paths import cache_dir
 
     need = estimated_run_bytes(cfg)
