@@ -52,7 +52,7 @@ from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import Recommender
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
-from facterlab.facter.repair import ViolationBuffer, mine_rules
+from facterlab.facter.repair import ViolationBuffer, mine_rules, mine_value_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
 from facterlab.facter.twins import twin_row
@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 #: contrast mining keeps this many times the violation buffer's size of unflagged outputs
 REFERENCE_FACTOR = 4
+#: predictions made ahead between two adaptations of the rows per call
+ADAPT_WINDOW = 16
 
 UNKNOWN_GENERATION = "UNKNOWN_GENERATION"  # REPRO's title for a violation whose output was empty
 
@@ -306,6 +308,10 @@ class FacterMonitor:
         self.n_calls = 0
         self.n_twin_predicted = 0
         self.passes_run = 0
+        # rows per call, adapted to how often predictions made ahead go stale (outputs are unchanged:
+        # a stale prediction is never used); starts at batch_size
+        self._cap = self.batch_size
+        self._ahead = [0, 0, 0]  # [used, stale, none] since the last adaptation (see _adapt)
         self.last_pass_system: dict = {}  # position -> the system prompt the row had in the last pass run
         self._pos_by_row_id = {int(r["row_id"]): i for i, r in enumerate(self.row_dicts)}
 
@@ -324,6 +330,25 @@ class FacterMonitor:
         """Rules mined from the current buffer for a user with ``attrs`` (empty for baselines)."""
         if not self.repair:
             return ()
+        if self.cfg.rule_keying == "per_attr":  # memoised per attribute value: many users share each
+            out: tuple = ()
+            for a in PROTECTED:
+                vkey = (self.buffer.version, a, attrs[a])
+                part = self._rules_memo.get(vkey)
+                if part is None:
+                    if len(self._rules_memo) > 4096:
+                        self._rules_memo.clear()
+                    part = self._rules_memo[vkey] = mine_value_rules(
+                        self.buffer,
+                        a,
+                        attrs[a],
+                        self.cfg.rule_min_count,
+                        self.cfg.max_rules_per_attr,
+                        getattr(self.cfg, "rule_tie_order", "by_name"),
+                        reference=self.reference,
+                    )
+                out += part
+            return out
         key = (self.buffer.version, tuple(attrs[a] for a in PROTECTED))
         r = self._rules_memo.get(key)
         if r is None:
@@ -409,12 +434,30 @@ class FacterMonitor:
         groups = self.rec.plan_batches(primary) if len(need) > 1 else None
         if groups is not None:
             chosen = next(g for g in groups if 0 in g)
-            chosen = sorted(chosen)[: self.batch_size]
+            chosen = sorted(chosen)[: self._cap]
         else:
-            chosen = list(range(min(len(need), self.batch_size)))
+            chosen = list(range(min(len(need), self._cap)))
         picked = [need[i] for i in chosen]
         self.n_repredicted += sum(1 for q, _, _ in picked if q in pending)
         return self._prepare([x[0] for x in picked], [x[1] for x in picked], [x[2] for x in picked])
+
+    def _adapt(self, stale: bool | None) -> None:
+        """Halve the rows per call when predictions made ahead mostly go stale (a violation changed the
+        rules before their turn), double them back (up to batch_size) when they mostly hold, or after
+        ADAPT_WINDOW rows that had nothing predicted ahead (a probe).  ``stale``: True (discarded),
+        False (used), None (nothing was predicted ahead for the row)."""
+        self._ahead[{False: 0, True: 1, None: 2}[stale]] += 1
+        used, gone, none = self._ahead
+        if used + gone >= ADAPT_WINDOW:
+            if gone > used:
+                self._cap = max(1, self._cap // 2)
+            elif 4 * gone < used:
+                self._cap = min(self.batch_size, 2 * self._cap)
+        elif none >= ADAPT_WINDOW and self._cap < self.batch_size:
+            self._cap = min(self.batch_size, 2 * self._cap)
+        else:
+            return
+        self._ahead = [0, 0, 0]
 
     # ------------------------------------------------------------------ one row
     def _process(self, pos: int, pass_index: int, pending: tuple, rules: tuple) -> dict:
@@ -514,8 +557,11 @@ class FacterMonitor:
                 req_now, rules_now = self._current(p, t, passes)
                 ent = pending.get(p)
                 if ent is None or ent[0] != req_now:
+                    self._adapt(None if ent is None else True)
                     pending.update(self._fill(p, t, passes, pending, req_now, rules_now))
                     ent = pending[p]
+                else:
+                    self._adapt(stale=False)
                 del pending[p]
                 main_req = ent[0][0] if self.twin else ent[0]
                 self.last_pass_system[p] = next((c for r, c in main_req.messages if r == "system"), "")

@@ -184,3 +184,31 @@ def mine_rules(
         ref_sel = None if ref is None else [e for e in ref if e.attrs[i][1] == v]
         rules += mine(sel, ref_sel, a, v)
     return tuple(rules)
+
+
+def mine_value_rules(
+    buffer: ViolationBuffer,
+    attr: str,
+    value: str,
+    min_count: int = 3,
+    max_per_attr: int = 5,
+    tie_order: str = "by_name",
+    reference: ViolationBuffer | None = None,
+) -> tuple:
+    """The ``per_attr`` rules of one attribute value: the part of :func:`mine_rules` that a user with
+    ``attr = value`` gets (``mine_rules`` concatenates them over the user's attributes), so that a caller
+    can memoise them per value rather than per user.
+
+    >>> b = ViolationBuffer()
+    >>> for _ in range(3): b.push({"gender": "M", "age": "18-24", "occupation": "x"}, "Heat (1995)", ["Crime"])
+    >>> [r.text() for r in mine_value_rules(b, "age", "18-24")]
+    ['AVOID: (age=18-24) -> (Crime-only)', 'AVOID: (age=18-24) -> (Heat (1995))']
+    """
+    i = buffer.attrs.index(attr)
+    sel = [e for e in buffer.entries if e.attrs[i][1] == value]
+    if not sel:
+        return ()
+    if reference is None:
+        return tuple(_attr_rules(sel, attr, value, min_count, max_per_attr, tie_order))
+    ref_sel = [e for e in reference.entries if e.attrs[i][1] == value]
+    return tuple(_contrast_rules(sel, ref_sel, attr, value, min_count, max_per_attr))
