@@ -34,6 +34,7 @@ LAYERS: tuple = (
             "facterlab.__init__",
             "facterlab.config",
             "facterlab.datatypes",
+            "facterlab.executors",
             "facterlab.filehash",
             "facterlab.params",
             "facterlab.paths",

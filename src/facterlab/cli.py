@@ -7,6 +7,7 @@ Sub-commands are registered by the modules that own them, imported lazily so tha
 - ``facterlab run``                 (facterlab.facter.commands)
 - ``facterlab reproduce``           (facterlab.reporting.reproduce)
 - ``facterlab runs list|compare``   (facterlab.reporting.runs)
+- ``facterlab sweep``               (facterlab.reporting.sweep)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _COMMANDS = (
     ("run", "facterlab.facter.commands"),
     ("reproduce", "facterlab.reporting.reproduce"),
     ("runs", "facterlab.reporting.runs"),
+    ("sweep", "facterlab.reporting.sweep"),
 )
 
 

@@ -1,0 +1,331 @@
+"""The executor seam: run keyed tasks serially, in a local process pool, or on a Dask cluster.
+
+An :class:`Executor` takes ``tasks``, a mapping ``key -> argument``, and a picklable module-level
+function ``fn``; it calls ``fn(argument)`` once per key and returns ``key -> TaskOutcome`` (the value,
+or the last error), in the mapping's order.  Keys are unique by construction (a mapping), so a task
+asked for twice runs once.  A failed task (an exception, or a worker process that died under it) is
+submitted again, at most ``retries`` more times; a task that still fails is reported, never dropped,
+and never stops the others.
+
+Executors (:func:`make_executor`):
+
+- ``serial``: in this process, one task after another (the reference for byte-identical outputs);
+- ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
+  (``spawn``ed: no inherited torch threads or locks).  A worker that dies breaks the whole pool; the
+  pool is rebuilt and every task still pending is submitted again (each counts an attempt, since the
+  pool cannot say which task killed it);
+- ``dask``: Dask distributed (the ``dask`` extra): a ``LocalCluster`` of ``workers`` processes with one
+  thread each, or the scheduler at ``scheduler`` (``tcp://host:8786``, a Slurm cluster from
+  dask-jobqueue, ...), or an existing ``Client``.  When a worker dies, Dask's scheduler itself gives its
+  task to another worker (up to ``distributed.scheduler.allowed-failures`` times); our retries then
+  cover exceptions raised by the task.
+
+``on_event(kind, key, info)`` is called in the driver for ``"start"`` (info: attempt), ``"done"`` (info:
+the :class:`TaskOutcome`), ``"retry"`` (info: the error text) and ``"failed"``.
+
+>>> from operator import neg
+>>> out = SerialExecutor().run(neg, {"a": 1, "b": 2})
+>>> [(k, o.ok, o.value, o.attempts) for k, o in out.items()]
+[('a', True, -1, 1), ('b', True, -2, 1)]
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "EXECUTORS",
+    "TaskOutcome",
+    "Executor",
+    "SerialExecutor",
+    "ProcessExecutor",
+    "DaskExecutor",
+    "make_executor",
+    "MAX_RETRIES",
+    "MAX_WORKERS",
+]
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("process", "serial", "dask")
+#: bounds of ``retries`` and ``workers`` (a typo must not start 10,000 processes or retry forever)
+MAX_RETRIES = 10
+MAX_WORKERS = 1024
+
+DASK_MISSING = (
+    "--executor dask needs Dask distributed, which is not installed: pip install -e '.[dask]' "
+    "(dask[distributed] and dask-jobqueue; docs/SCALING.md)"
+)
+
+
+@dataclass
+class TaskOutcome:
+    """What became of one task: ``ok`` with its ``value``, or the last ``error`` (one line) with its
+    ``trace``; ``attempts`` submissions; ``seconds`` from its first submission to its end."""
+
+    key: str
+    ok: bool
+    value: Any = None
+    error: str = ""
+    trace: str = ""
+    attempts: int = 1
+    seconds: float = 0.0
+
+
+def _error_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _check(retries: int, workers: int | None = None) -> None:
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"retries must be an integer in [0, {MAX_RETRIES}], got {retries!r}")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
+        raise ValueError(f"workers must be an integer in [1, {MAX_WORKERS}], got {workers!r}")
+
+
+def _noop(kind: str, key: str, info: Any) -> None:
+    return None
+
+
+class Executor:
+    """Run keyed tasks (module docstring).  Subclasses implement :meth:`run`."""
+
+    name = "executor"
+    workers = 1
+
+    def run(
+        self,
+        fn: Callable[[Any], Any],
+        tasks: Mapping[str, Any],
+        retries: int = 2,
+        on_event: Callable[[str, str, Any], None] | None = None,
+    ) -> dict:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.workers} worker{'s' * (self.workers != 1)})"
+
+    def close(self) -> None:
+        """Release what the executor started (a pool, a cluster)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SerialExecutor(Executor):
+    """Each task in this process, in order; an exception is retried at once."""
+
+    name = "serial"
+
+    def run(self, fn, tasks, retries=2, on_event=None):
+        _check(retries)
+        on_event = on_event or _noop
+        out = {}
+        for key, arg in tasks.items():
+            t0 = time.perf_counter()
+            for attempt in range(1, retries + 2):
+                on_event("start", key, attempt)
+                try:
+                    value = fn(arg)
+                except Exception as exc:  # noqa: BLE001 - reported as the task's outcome
+                    outcome = TaskOutcome(key, False, None, _error_line(exc), traceback.format_exc(), attempt)
+                    if attempt <= retries:
+                        on_event("retry", key, outcome.error)
+                        continue
+                else:
+                    outcome = TaskOutcome(key, True, value, attempts=attempt)
+                break
+            outcome.seconds = time.perf_counter() - t0
+            out[key] = outcome
+            on_event("done" if outcome.ok else "failed", key, outcome)
+        return out
+
+
+class ProcessExecutor(Executor):
+    """A local pool of ``workers`` spawned processes (module docstring)."""
+
+    name = "process"
+
+    def __init__(self, workers: int = 2):
+        _check(0, workers)
+        self.workers = int(workers)
+
+    def _pool(self):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, fn, tasks, retries=2, on_event=None):
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        _check(retries)
+        on_event = on_event or _noop
+        attempts = dict.fromkeys(tasks, 0)
+        started = {k: time.perf_counter() for k in tasks}
+        results: dict = {}
+        todo = list(tasks)
+        while todo:
+            pool = self._pool()
+            try:
+                pending = {}
+                for key in todo:
+                    attempts[key] += 1
+                    on_event("start", key, attempts[key])
+                    pending[pool.submit(fn, tasks[key])] = key
+                todo = []
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        key = pending.pop(fut)
+                        exc = fut.exception()
+                        if exc is None:
+                            results[key] = TaskOutcome(key, True, fut.result(), attempts=attempts[key])
+                        elif isinstance(exc, BrokenProcessPool):  # a worker died: every pending task is lost
+                            self._lost(key, exc, attempts, retries, todo, results, on_event)
+                            continue
+                        else:
+                            err = TaskOutcome(key, False, None, _error_line(exc), _trace(exc), attempts[key])
+                            if attempts[key] <= retries:
+                                on_event("retry", key, err.error)
+                                attempts[key] += 1
+                                on_event("start", key, attempts[key])
+                                pending[pool.submit(fn, tasks[key])] = key
+                                continue
+                            results[key] = err
+                        results[key].seconds = time.perf_counter() - started[key]
+                        on_event("done" if results[key].ok else "failed", key, results[key])
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        return {k: results[k] for k in tasks}
+
+    def _lost(self, key, exc, attempts, retries, todo, results, on_event) -> None:
+        line = "a worker process died (killed, or out of memory) while this task was pending"
+        if attempts[key] <= retries:
+            on_event("retry", key, line)
+            todo.append(key)
+            return
+        results[key] = TaskOutcome(key, False, None, line, _trace(exc), attempts[key])
+        on_event("failed", key, results[key])
+
+
+def _trace(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+class DaskExecutor(Executor):
+    """Dask distributed (module docstring).  ``client``: an existing ``distributed.Client`` (not closed
+    here); else ``scheduler``: an address to connect to; else a ``LocalCluster`` of ``workers``
+    processes, one thread each, started here and closed by :meth:`close`."""
+
+    name = "dask"
+
+    def __init__(self, workers: int = 2, scheduler: str | None = None, client: Any = None):
+        _check(0, workers)
+        try:
+            import distributed
+        except ImportError as exc:
+            raise ValueError(DASK_MISSING) from exc
+        self._own: list = []
+        if client is not None:
+            self.client = client
+        elif scheduler:
+            try:
+                self.client = distributed.Client(scheduler, timeout="20s")
+            except OSError as exc:
+                raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: {_error_line(exc)}") from None
+            self._own.append(self.client)
+        else:
+            cluster = distributed.LocalCluster(
+                n_workers=int(workers),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            self.client = distributed.Client(cluster)
+            self._own += [self.client, cluster]
+        info = self.client.scheduler_info()
+        self.workers = max(1, len(info.get("workers", {}))) if client is not None or scheduler else int(workers)
+        self.address = self.client.scheduler.address
+
+    def describe(self) -> str:
+        return f"dask at {self.address} ({self.workers} worker{'s' * (self.workers != 1)})"
+
+    def run(self, fn, tasks, retries=2, on_event=None):
+        from distributed import as_completed
+
+        _check(retries)
+        on_event = on_event or _noop
+        attempts = dict.fromkeys(tasks, 0)
+        started = {k: time.perf_counter() for k in tasks}
+        results: dict = {}
+
+        def submit(key):
+            attempts[key] += 1
+            on_event("start", key, attempts[key])
+            # a fresh Dask key per attempt: a failed future's key is remembered by the scheduler
+            return self.client.submit(fn, tasks[key], key=f"facterlab-{key}-a{attempts[key]}", pure=False)
+
+        futures = {submit(k): k for k in tasks}
+        queue = as_completed(list(futures))
+        for fut in queue:
+            key = futures.pop(fut)
+            if fut.status == "finished":
+                results[key] = TaskOutcome(key, True, fut.result(), attempts=attempts[key])
+            else:
+                exc = fut.exception()
+                err = TaskOutcome(key, False, None, _error_line(exc), _trace(exc), attempts[key])
+                if attempts[key] <= retries:
+                    on_event("retry", key, err.error)
+                    new = submit(key)
+                    futures[new] = key
+                    queue.add(new)
+                    continue
+                results[key] = err
+            fut.release()
+            results[key].seconds = time.perf_counter() - started[key]
+            on_event("done" if results[key].ok else "failed", key, results[key])
+        return {k: results[k] for k in tasks}
+
+    def close(self) -> None:
+        for obj in self._own:
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - closing a cluster that is already gone
+                pass
+        self._own = []
+
+
+def make_executor(kind: str = "process", workers: int = 2, scheduler: str | None = None) -> Executor:
+    """The executor named ``kind`` (:data:`EXECUTORS`); ``scheduler`` only with ``dask``.
+
+    >>> make_executor("serial").describe()
+    'serial (1 worker)'
+    >>> make_executor("threads")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown executor 'threads'; choose one of 'process', 'serial', 'dask'
+    """
+    if kind not in EXECUTORS:
+        raise ValueError(f"unknown executor {kind!r}; choose one of {', '.join(map(repr, EXECUTORS))}")
+    if scheduler and kind != "dask":
+        raise ValueError(f"--scheduler needs --executor dask (got --executor {kind})")
+    _check(0, workers)
+    if kind == "serial":
+        return SerialExecutor()
+    if kind == "process":
+        return ProcessExecutor(workers)
+    return DaskExecutor(workers, scheduler)

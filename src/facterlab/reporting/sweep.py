@@ -1,0 +1,525 @@
+"""``facterlab sweep``: a grid of runs fanned out through an executor (docs/SCALING.md).
+
+``facterlab sweep --grid model__llm=fake --grid seed=0,1,2 --grid protocol=open,rank
+[--set data__dataset=synthetic] [--file sweep.toml] [--preset repro] [--executor process|serial|dask]
+[--workers 2] [--scheduler tcp://host:8786] [--retries 2] [--dry-run] [--json]``
+
+The grid is the cartesian product of every ``--grid KEY=V1,V2`` (keys as in
+:func:`facterlab.config.preset`: ``section__field`` or a top-level field such as ``seed``, ``protocol``),
+on top of the fixed ``--set KEY=VALUE`` values and the preset.  Values are read as the field's type
+(``data__n_rows=60`` an integer).  A sweep file (``.json`` or ``.toml``) gives the same as
+``{"preset": "repro", "set": {KEY: value}, "grid": {KEY: [v1, v2]}}``; the command line adds to it.
+
+Plan (the driver, before any task starts): every config is validated (bounds, model names); its run
+id is computed as the run would compute it (config hash, the interactions' content hash, the model
+fingerprints; the interactions are built here once per data config, so tasks only read them);
+configs with the same run id are one task; a run id whose run folder is complete is not started
+("reused").  Then the tasks go to the executor (:mod:`facterlab.executors`) with bounded retries, a
+progress line per finished task, and a summary table at the end, read from the run folders.
+
+LLM and embedding caches: each task writes to its own shard, the shared cache is read-only while the
+tasks run, and the driver merges the shards at the end (:mod:`facterlab.models.shards` says why).
+
+>>> parse_grid(["seed=0,1", "data__n_rows=60", "model__llm=fake"])
+{'seed': [0, 1], 'data__n_rows': [60], 'model__llm': ['fake']}
+>>> [c.seed for c in expand_grid({"seed": [0, 1]}, {"model__llm": "fake"})]
+[0, 1]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from facterlab.config import (
+    BOUNDS,
+    FAKE_LLM,
+    HASH_ENCODER,
+    PRESETS,
+    SECTIONS,
+    SIMULATED_LLM,
+    Bound,
+    RunConfig,
+    cache_dir,
+    config_to_dict,
+    field_default,
+    preset,
+    results_dir,
+)
+from facterlab.data.protocol import load_or_build_interactions
+from facterlab.datatypes import MissingValue
+from facterlab.executors import EXECUTORS, MAX_RETRIES, MAX_WORKERS, TaskOutcome, make_executor
+from facterlab.facter.pipeline import run_experiment, run_id_for
+from facterlab.facter.record import RunRecord, find
+from facterlab.facter.validation import validate_config
+from facterlab.params import ParameterError, coerce, parse_set_items
+from facterlab.paths import ENV_CACHE, runs_dir
+from facterlab.progress import format_seconds
+from facterlab.reporting.experiments import expected_fingerprints
+
+__all__ = [
+    "parse_grid",
+    "load_sweep_file",
+    "expand_grid",
+    "plan_sweep",
+    "run_sweep",
+    "run_task",
+    "SweepTask",
+    "SweepResult",
+    "summary_table",
+    "register",
+]
+
+log = logging.getLogger(__name__)
+
+#: the metric columns of the summary table: (method, flat metric key)
+SUMMARY_METRICS = (
+    ("neutral", "ndcg@10_multi"),
+    ("facter", "ndcg@10_multi"),
+    ("neutral", "cfr_multi"),
+    ("facter", "cfr_multi"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# the grid
+
+
+def _coerce_value(key: str, value: Any) -> Any:
+    """``value`` (text from the command line, or a JSON/TOML value) as the type of config field ``key``."""
+    if key == "preset":
+        raise ParameterError("give the preset with --preset (or 'preset' in the sweep file), not in the grid")
+    section, _, name = key.rpartition("__")
+    if section not in SECTIONS:
+        raise ParameterError(
+            f"unknown config section {section!r} in {key!r}; sections: {', '.join(s for s in SECTIONS if s)}"
+        )
+    try:
+        default = field_default(section, name)
+    except ValueError as exc:
+        raise ParameterError(f"{key}: {exc}") from None
+    bound = BOUNDS.get(section, {}).get(name)
+    if default is None and isinstance(bound, Bound):  # a numeric field whose default is None (n_rows)
+        default = 0 if bound.integer else 0.0
+        return coerce(key, value, default, nullable=True)
+    return coerce(key, value, default, nullable=default is None)
+
+
+def parse_grid(items: Sequence[str] | None, flag: str = "--grid") -> dict:
+    """``["KEY=V1,V2", ...]`` -> ``{KEY: [v1, v2]}``, each value as the field's type."""
+    raw = parse_set_items(items, flag)
+    out = {}
+    for key, text in raw.items():
+        values = [v.strip() for v in text.split(",")]
+        if not all(values):
+            raise ParameterError(f"{flag} {key}={text!r}: an empty value in the list")
+        out[key] = [_coerce_value(key, v) for v in values]
+    return out
+
+
+def load_sweep_file(path: os.PathLike | str) -> dict:
+    """``{"preset": str | None, "set": {KEY: value}, "grid": {KEY: [values]}}`` from a ``.json`` or
+    ``.toml`` file (unknown top-level keys are an error)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"sweep file {str(p)!r} does not exist")
+    try:
+        if p.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(p.read_text())
+        elif p.suffix == ".json":
+            data = json.loads(p.read_text())
+        else:
+            raise ValueError(f"sweep file {str(p)!r}: use a .json or .toml file")
+    except (json.JSONDecodeError, ValueError) as exc:
+        if isinstance(exc, ParameterError):
+            raise
+        raise ValueError(f"sweep file {str(p)!r} does not parse: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"sweep file {str(p)!r}: the top level must be a table/object")
+    unknown = set(data) - {"preset", "set", "grid"}
+    if unknown:
+        raise ValueError(f"sweep file {str(p)!r}: unknown key(s) {sorted(unknown)}; known: 'preset', 'set', 'grid'")
+    fixed, grid = data.get("set", {}), data.get("grid", {})
+    if not isinstance(fixed, dict) or not isinstance(grid, dict):
+        raise ValueError(f"sweep file {str(p)!r}: 'set' and 'grid' must be tables/objects")
+    out_grid = {}
+    for key, values in grid.items():
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise ValueError(f"sweep file {str(p)!r}: grid {key!r} has no values")
+        out_grid[key] = [_coerce_value(key, v) for v in values]
+    return {
+        "preset": data.get("preset"),
+        "set": {k: _coerce_value(k, v) for k, v in fixed.items()},
+        "grid": out_grid,
+    }
+
+
+def expand_grid(
+    grid: Mapping[str, Sequence], fixed: Mapping[str, Any] | None = None, preset_name: str = "repro"
+) -> list:
+    """The configs of the grid's cartesian product (first key slowest), each on top of ``fixed`` and
+    the preset.  As ``facterlab run --model fake``: the fake model goes with the hash encoder unless an
+    encoder is given."""
+    fixed = dict(fixed or {})
+    keys = list(grid)
+    clash = sorted(set(keys) & set(fixed))
+    if clash:
+        raise ParameterError(f"{', '.join(clash)} given both as a fixed value and in the grid")
+    out = []
+    for combo in itertools.product(*(list(grid[k]) for k in keys)):
+        over = {**fixed, **dict(zip(keys, combo))}
+        if over.get("model__llm") == FAKE_LLM and "model__encoder" not in over:
+            over["model__encoder"] = HASH_ENCODER
+        if "seed" in over and "data__seed" not in over:
+            over["data__seed"] = over["seed"]  # seeds are independent repetitions (rows and run), as in `run`
+        out.append(preset(preset_name, **over))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# plan
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """What a worker needs to run one config: the config, the run id the driver planned, where data,
+    results and cache shards are."""
+
+    cfg: RunConfig
+    run_id: str
+    data_dir: str | None
+    out_dir: str
+    cache_root: str
+    shard_dir: str
+    immutable_cache: bool = True
+
+
+@dataclass
+class Planned:
+    run_id: str
+    cfg: RunConfig
+    reused: bool
+    n_configs: int = 1  # configs of the grid that gave this run id
+
+
+def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> list:
+    """Validate every config, compute its run id, merge duplicates, mark finished runs (module docstring)."""
+    root = results_dir(out_dir)
+    for cfg in configs:
+        validate_config(cfg, out_dir=root, llm=True, encoder=True)
+    inters: dict = {}
+    plans: dict = {}
+    for cfg in configs:
+        dkey = json.dumps(config_to_dict(cfg.data), sort_keys=True)
+        if dkey not in inters:
+            inters[dkey] = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+        inter = inters[dkey]
+        run_id = run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter))
+        if run_id in plans:
+            plans[run_id].n_configs += 1
+            continue
+        plans[run_id] = Planned(run_id, cfg, reused=find(runs_dir(root), run_id) is not None)
+    return list(plans.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# the task (runs in a worker)
+
+
+def run_task(task: SweepTask) -> dict:
+    """Run one planned config in this process (a worker) and return where it went.
+
+    A run folder that is already complete (an earlier attempt finished before its worker died) is
+    not redone.  LLM answers and embeddings go to this process's cache shards."""
+    t0 = time.perf_counter()
+    where = {"host": socket.gethostname(), "pid": os.getpid()}
+    if os.environ.get(ENV_CACHE) != task.cache_root:  # a worker reads the interactions the driver built
+        os.environ[ENV_CACHE] = task.cache_root
+    if find(runs_dir(task.out_dir), task.run_id) is not None:
+        return {"run_id": task.run_id, "status": "reused", "seconds": 0.0, **where}
+    recommender = encoder = None
+    caches: list = []
+    cfg = task.cfg
+    base_llm = Path(task.cache_root) / "llm_cache.sqlite"
+    base_emb = Path(task.cache_root) / "embeddings.sqlite"
+    from facterlab.models.shards import ShardedEmbeddingCache, ShardedPredictionCache, shard_path
+
+    if cfg.model.llm not in (FAKE_LLM, SIMULATED_LLM):
+        from facterlab.models.rankers import make_recommender
+
+        store = ShardedPredictionCache(shard_path(task.shard_dir, "llm", task.run_id), base_llm, task.immutable_cache)
+        caches.append(store)
+        recommender = make_recommender(cfg.model, cfg.protocol, cache=store)
+    if cfg.model.encoder != HASH_ENCODER:
+        from facterlab.models.encoder import load_encoder
+
+        emb = ShardedEmbeddingCache(shard_path(task.shard_dir, "emb", task.run_id), base_emb, task.immutable_cache)
+        caches.append(emb)
+        encoder = load_encoder(cfg.model.encoder, device=cfg.model.device, cache=emb)
+    try:
+        res = run_experiment(
+            cfg, recommender=recommender, encoder=encoder, data_dir=task.data_dir, out_dir=task.out_dir, progress=False
+        )
+    finally:
+        for c in caches:
+            c.close()
+    if res.run_id != task.run_id:
+        raise RuntimeError(
+            f"the run got id {res.run_id}, the sweep planned {task.run_id}: the data or the model files changed "
+            "during the sweep"
+        )
+    new = getattr(recommender, "n_generated", None)
+    return {"run_id": res.run_id, "status": "ran", "seconds": time.perf_counter() - t0, "new_predictions": new, **where}
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep
+
+
+@dataclass
+class SweepResult:
+    """Per run id (plan order): the plan, the task outcome (None for a reused run) and the summary rows."""
+
+    planned: list
+    outcomes: dict
+    rows: list = field(default_factory=list)
+    executor: str = ""
+    seconds: float = 0.0
+    merged: dict = field(default_factory=dict)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(1 for o in self.outcomes.values() if not o.ok)
+
+    @property
+    def n_started(self) -> int:
+        return len(self.outcomes)
+
+    def table(self) -> str:
+        return summary_table(self.rows)
+
+
+def _varying(planned: Sequence[Planned]) -> list:
+    """The flat config keys whose value differs between the planned runs."""
+    flats = [_flat(p.cfg) for p in planned]
+    keys = list(flats[0]) if flats else []
+    return [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+
+
+def _flat(cfg: RunConfig) -> dict:
+    out = {}
+    for k, v in config_to_dict(cfg).items():
+        if isinstance(v, dict):
+            out.update({f"{k}__{kk}": vv for kk, vv in v.items()})
+        else:
+            out[k] = v
+    return out
+
+
+def _metric(metrics, method: str, key: str):
+    block = metrics.methods.get(method)
+    if block is None:
+        return None
+    v = block.flat().get(key)
+    return None if v is None or isinstance(v, (MissingValue, dict, list)) else v
+
+
+def _rows(planned: Sequence[Planned], outcomes: Mapping[str, TaskOutcome], root: Path) -> list:
+    varying = _varying(planned)
+    rows = []
+    for p in planned:
+        o = outcomes.get(p.run_id)
+        flat = _flat(p.cfg)
+        row: dict = {"run_id": p.run_id, **{k: flat.get(k) for k in varying}}
+        if o is None:
+            row.update(status="reused", attempts=0, seconds=None)
+        elif o.ok:
+            row.update(status=o.value.get("status", "ran"), attempts=o.attempts, seconds=round(o.seconds, 1))
+        else:
+            row.update(status="FAILED", attempts=o.attempts, seconds=round(o.seconds, 1), error=o.error)
+        folder = find(runs_dir(root), p.run_id) if row["status"] != "FAILED" else None
+        metrics = RunRecord.load(folder).metrics if folder is not None else None
+        for method, key in SUMMARY_METRICS:
+            row[f"{method}:{key}"] = _metric(metrics, method, key) if metrics is not None else None
+        rows.append(row)
+    return rows
+
+
+def summary_table(rows: Sequence[Mapping]) -> str:
+    """A plain text table of the summary rows (numbers to 4 decimals; missing as ``n/a``)."""
+    if not rows:
+        return "(no runs)"
+    cols = list(dict.fromkeys(k for r in rows for k in r if k != "error"))
+
+    def fmt(v, col):
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            return f"{v:.1f}" if col == "seconds" else f"{v:.4f}"
+        return str(v)
+
+    cells = [[fmt(r.get(c), c) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    lines += [f"{r['run_id']}: {r['error']}" for r in rows if r.get("error")]
+    return "\n".join(lines)
+
+
+def run_sweep(
+    configs: Sequence[RunConfig],
+    executor: Any = "process",
+    workers: int = 2,
+    scheduler: str | None = None,
+    retries: int = 2,
+    data_dir=None,
+    out_dir=None,
+    on_event=None,
+) -> SweepResult:
+    """Plan ``configs``, run the runs not finished yet through ``executor`` (a name of
+    :data:`facterlab.executors.EXECUTORS` or an :class:`~facterlab.executors.Executor`), merge the cache
+    shards, and return the summary (module docstring).  ``on_event``: called as the executor's
+    (``kind, run_id, info``) after the progress line."""
+    from facterlab.models.shards import merge_shards, prepare_base
+
+    t0 = time.perf_counter()
+    root = results_dir(out_dir)
+    planned = plan_sweep(configs, data_dir, out_dir)
+    todo = [p for p in planned if not p.reused]
+    n_dup = len(configs) - len(planned)
+    log.info(
+        "sweep: %d configs, %d runs (%d duplicate configs merged), %d finished already, %d to run",
+        len(configs), len(planned), n_dup, len(planned) - len(todo), len(todo),
+    )  # fmt: skip
+    croot = cache_dir()
+    shard_dir = croot / "shards"
+    run_ids = [p.run_id for p in planned]
+    merge_shards(shard_dir, croot, run_ids)  # leftovers of a killed sweep of these runs
+    outcomes: dict = {}
+    desc = "nothing to run"
+    if todo:
+        immutable = prepare_base(croot / "llm_cache.sqlite") & prepare_base(croot / "embeddings.sqlite")
+        tasks = {
+            p.run_id: SweepTask(
+                p.cfg,
+                p.run_id,
+                None if data_dir is None else str(data_dir),
+                str(root),
+                str(croot),
+                str(shard_dir),
+                immutable,
+            )
+            for p in todo
+        }
+        ex = make_executor(executor, workers, scheduler) if isinstance(executor, str) else executor
+        desc = ex.describe()
+        log.info("sweep: %d runs on %s", len(tasks), desc)
+        finished = [0]
+        started = time.perf_counter()
+
+        def event(kind: str, key: str, info: Any) -> None:
+            if kind in ("done", "failed"):
+                finished[0] += 1
+                left = len(tasks) - finished[0]
+                rate = (time.perf_counter() - started) / finished[0]
+                what = (
+                    f"done in {format_seconds(info.seconds)}"
+                    if info.ok
+                    else f"FAILED after {info.attempts} attempts: {info.error}"
+                )
+                log.info(
+                    "sweep %d/%d: run %s %s%s", finished[0], len(tasks), key, what,
+                    f", about {format_seconds(rate * left)} left" if left else "",
+                )  # fmt: skip
+            elif kind == "retry":
+                log.warning("sweep: run %s failed (%s); retrying", key, info)
+            if on_event is not None:
+                on_event(kind, key, info)
+
+        try:
+            outcomes = ex.run(run_task, tasks, retries=retries, on_event=event)
+        finally:
+            if isinstance(executor, str):
+                ex.close()
+            merged = merge_shards(shard_dir, croot, run_ids)
+    else:
+        merged = {}
+    result = SweepResult(planned, outcomes, _rows(planned, outcomes, root), desc, time.perf_counter() - t0, merged)
+    log.info(
+        "sweep: %d runs, %d started, %d failed, in %s",
+        len(planned), result.n_started, result.n_failed, format_seconds(result.seconds),
+    )  # fmt: skip
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+
+def register(subparsers) -> None:
+    """Add the ``sweep`` command to the ``facterlab`` parser."""
+    p = subparsers.add_parser("sweep", help="run a grid of configs through a process pool or a Dask cluster")
+    p.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2", help="a grid axis: section__field or seed/protocol"
+    )
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed config value")
+    p.add_argument("--file", default=None, help="a sweep file (.json or .toml: preset, set, grid)")
+    p.add_argument("--preset", default=None, choices=PRESETS, help="the method's preset (default repro)")
+    p.add_argument("--executor", default="process", choices=EXECUTORS, help="process (default) | serial | dask")
+    p.add_argument("--workers", type=int, default=2, help=f"worker processes, 1..{MAX_WORKERS} (default 2)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a running Dask scheduler (--executor dask)")
+    p.add_argument("--retries", type=int, default=2, help=f"extra attempts of a failed run, 0..{MAX_RETRIES}")
+    p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
+    p.add_argument("--out-dir", default=None, help="results root (default: $FACTERLAB_RESULTS or ./results)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (run ids, finished or not) and stop")
+    p.add_argument("--json", action="store_true", help="print the summary rows as JSON")
+    p.set_defaults(func=cmd_sweep)
+
+
+def configs_from_args(args) -> list:
+    spec = load_sweep_file(args.file) if args.file else {"preset": None, "set": {}, "grid": {}}
+    fixed = dict(spec["set"])
+    for key, text in parse_set_items(args.set).items():
+        fixed[key] = _coerce_value(key, text)
+    grid = dict(spec["grid"])
+    grid.update(parse_grid(args.grid))
+    if not grid and not fixed:
+        raise ParameterError("an empty sweep: give --grid KEY=V1,V2 (and --set KEY=VALUE) or --file")
+    return expand_grid(grid, fixed, args.preset or spec["preset"] or "repro")
+
+
+def cmd_sweep(args) -> int:
+    if not 0 <= args.retries <= MAX_RETRIES:
+        raise ValueError(f"--retries {args.retries}: must be an integer in [0, {MAX_RETRIES}]")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ValueError(f"--workers {args.workers}: must be an integer in [1, {MAX_WORKERS}]")
+    if args.scheduler and args.executor != "dask":
+        raise ValueError("--scheduler needs --executor dask")
+    configs = configs_from_args(args)
+    if args.dry_run:
+        planned = plan_sweep(configs, args.data_dir, args.out_dir)
+        for p in planned:
+            print(f"{p.run_id}  {'finished' if p.reused else 'to run'}")
+        print(f"{len(configs)} configs, {len(planned)} runs, {sum(not p.reused for p in planned)} to run")
+        return 0
+    res = run_sweep(configs, args.executor, args.workers, args.scheduler, args.retries, args.data_dir, args.out_dir)
+    if args.json:
+        print(json.dumps(res.rows, indent=2, default=str))
+    else:
+        print(res.table())
+        print(
+            f"{len(res.planned)} runs: {res.n_started} started, {len(res.planned) - res.n_started} finished before, "
+            f"{res.n_failed} failed ({res.executor}, {format_seconds(res.seconds)})"
+        )
+    return 1 if res.n_failed else 0

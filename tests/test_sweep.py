@@ -1,0 +1,319 @@
+"""facterlab sweep: the grid, the plan (run ids, duplicates, finished runs), the executors (serial,
+process pool, a real Dask LocalCluster with a worker killed mid-sweep, dask-jobqueue's LocalCluster
+through job scripts), the cache shards and the command line.
+
+Every sweep here runs the fake recommender on tiny synthetic data (a run takes a few seconds on a
+loaded 2-core machine); outputs of the executors are compared byte for byte with a serial sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from facterlab.datatypes import Prediction
+from facterlab.executors import ProcessExecutor, SerialExecutor, make_executor
+from facterlab.models.cache import PredictionCache
+from facterlab.models.shards import ShardedPredictionCache, merge_shards, prepare_base, shard_path
+from facterlab.params import ParameterError
+from facterlab.reporting.sweep import expand_grid, load_sweep_file, parse_grid, plan_sweep, run_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+FIXED = {
+    "model__llm": "fake",
+    "data__dataset": "synthetic",
+    "data__n_rows": 40,
+    "facter__passes": 1,
+    "metrics__cfr_rows": 4,
+}
+RUN_FILES = (
+    "config.json",
+    "metrics.json",
+    "calibration.parquet",
+    *(f"rows_{m}.parquet" for m in ("neutral", "fair", "facter")),
+)
+
+distributed = pytest.importorskip("distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+
+
+def _configs(seeds=(0, 1, 2, 0)):
+    return expand_grid({"seed": list(seeds)}, FIXED)
+
+
+def _files(root: Path) -> dict:
+    """run id -> {file: bytes} of every run folder under ``root``."""
+    return {
+        d.name: {f: (d / f).read_bytes() for f in RUN_FILES}
+        for d in sorted((root / "runs").iterdir())
+        if d.is_dir() and not d.name.startswith(".")
+    }
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory):
+    """One cache for the module (the synthetic interactions are built once), set before any cluster
+    starts so that its workers inherit it."""
+    root = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("FACTERLAB_CACHE")
+    os.environ["FACTERLAB_CACHE"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("FACTERLAB_CACHE", None)
+    else:
+        os.environ["FACTERLAB_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def serial(cache_root, tmp_path_factory):
+    """The reference: the grid run serially in this process."""
+    out = tmp_path_factory.mktemp("serial")
+    res = run_sweep(_configs(), executor="serial", out_dir=out)
+    return out, res
+
+
+# ------------------------------------------------------------------------------------------ grid
+
+
+def test_grid_values_take_the_fields_types_and_bad_keys_are_one_line_errors():
+    assert parse_grid(["data__n_rows=40,60", "facter__alpha=0.1", "protocol=open,rank"]) == {
+        "data__n_rows": [40, 60],
+        "facter__alpha": [0.1],
+        "protocol": ["open", "rank"],
+    }
+    with pytest.raises(ParameterError, match="unknown config section 'modle'"):
+        parse_grid(["modle__llm=fake"])
+    with pytest.raises(ParameterError, match="expected int"):
+        parse_grid(["data__n_rows=4o"])
+    with pytest.raises(ParameterError, match="given twice"):
+        parse_grid(["seed=0", "seed=1"])
+    with pytest.raises(ParameterError, match="both as a fixed value and in the grid"):
+        expand_grid({"seed": [0]}, {"seed": 1})
+    cfgs = expand_grid({"seed": [0, 1], "protocol": ["open", "rank"]}, {"model__llm": "fake"})
+    assert [(c.seed, c.data.seed, c.protocol) for c in cfgs] == [
+        (0, 0, "open"),
+        (0, 0, "rank"),
+        (1, 1, "open"),
+        (1, 1, "rank"),
+    ]
+    assert {c.model.encoder for c in cfgs} == {"hash-encoder"}
+
+
+def test_sweep_files_json_and_toml(tmp_path):
+    (tmp_path / "s.toml").write_text('preset = "icml"\n[set]\nmodel__llm = "fake"\n[grid]\nseed = [0, 1]\n')
+    (tmp_path / "s.json").write_text(json.dumps({"set": {"model__llm": "fake"}, "grid": {"seed": [0, 1]}}))
+    toml, js = load_sweep_file(tmp_path / "s.toml"), load_sweep_file(tmp_path / "s.json")
+    assert toml["grid"] == js["grid"] == {"seed": [0, 1]} and toml["preset"] == "icml"
+    (tmp_path / "bad.json").write_text('{"grid": {"seed": [0, 1]}, "runs": 3}')
+    with pytest.raises(ValueError, match="unknown key"):
+        load_sweep_file(tmp_path / "bad.json")
+    (tmp_path / "broken.toml").write_text("grid = [")
+    with pytest.raises(ValueError, match="does not parse"):
+        load_sweep_file(tmp_path / "broken.toml")
+
+
+# ------------------------------------------------------------------------------------------ plan
+
+
+def test_plan_merges_duplicates_and_the_serial_sweep_writes_each_run_once(serial):
+    out, res = serial
+    assert len(res.planned) == 3 and res.planned[0].n_configs == 2  # seed 0 twice: one run
+    assert res.n_started == 3 and res.n_failed == 0
+    assert sorted(_files(out)) == sorted(p.run_id for p in res.planned)
+    text = res.table()
+    assert "seed" in text.splitlines()[0] and all(p.run_id in text for p in res.planned)
+
+
+def test_rerun_of_a_finished_sweep_starts_nothing(serial):
+    out, _ = serial
+    before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*")}
+    calls = []
+    again = run_sweep(_configs(), executor="serial", out_dir=out, on_event=lambda *a: calls.append(a))
+    assert again.n_started == 0 and calls == [] and {r["status"] for r in again.rows} == {"reused"}
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*")} == before
+    assert all(p.reused for p in plan_sweep(_configs(), out_dir=out))
+
+
+# ------------------------------------------------------------------------------------------ executors
+
+
+def _die_first_time(marker: str) -> int:
+    """Kill this worker process the first time (no exception: the process just ends), then answer."""
+    p = Path(marker)
+    if not p.exists():
+        p.write_text("x")
+        os._exit(1)
+    return os.getpid()
+
+
+def _always_fails(x: int) -> int:
+    raise RuntimeError(f"task {x} always fails")
+
+
+def test_process_pool_reruns_the_task_of_a_dead_worker_and_bounds_retries(tmp_path):
+    ex = ProcessExecutor(workers=2)
+    out = ex.run(_die_first_time, {"a": str(tmp_path / "marker")}, retries=1)
+    assert out["a"].ok and out["a"].attempts == 2 and out["a"].value != os.getpid()
+    events = []
+    bad = ex.run(_always_fails, {"x": 7}, retries=2, on_event=lambda kind, key, info: events.append(kind))
+    assert not bad["x"].ok and bad["x"].attempts == 3 and "always fails" in bad["x"].error
+    assert events == ["start", "retry", "start", "retry", "start", "failed"]
+    ser = SerialExecutor().run(_always_fails, {"x": 1, "y": 2}, retries=0)
+    assert [o.attempts for o in ser.values()] == [1, 1] and not any(o.ok for o in ser.values())
+    with pytest.raises(ValueError, match="retries must be an integer in"):
+        ex.run(_always_fails, {"x": 1}, retries=11)
+    with pytest.raises(ValueError, match="workers must be"):
+        make_executor("process", workers=0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_for_byte(serial, tmp_path):
+    from distributed import Client, LocalCluster
+
+    from facterlab.executors import DaskExecutor
+
+    ref_out, _ = serial
+    killed: dict = {}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            pids = client.run(os.getpid)
+
+            def kill_one(kind, key, info):
+                if kind != "done" or killed:
+                    return
+                busy = {w: ks for w, ks in client.processing().items() if ks}
+                if not busy:
+                    return
+                worker, keys = next(iter(busy.items()))
+                killed.update(worker=worker, pid=pids[worker], key=str(next(iter(keys))))
+                os.kill(pids[worker], signal.SIGKILL)
+
+            ex = DaskExecutor(client=client)
+            res = run_sweep(_configs((0, 1, 2, 3)), executor=ex, out_dir=tmp_path, on_event=kill_one)
+    assert killed, "no worker was busy when the first run finished: nothing was killed"
+    assert res.n_failed == 0 and res.n_started == 4
+    victim = next(k for k in res.outcomes if k in killed["key"])
+    assert res.outcomes[victim].value["pid"] != killed["pid"]  # the killed worker's run was redone elsewhere
+    got, ref = _files(tmp_path), _files(ref_out)
+    for run_id in ref:
+        assert got[run_id] == ref[run_id], f"run {run_id} differs from the serial run"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# dask-jobqueue 0.9's LocalJob kills its job's process but never waits for it: Popen.__del__ warns
+# "subprocess ... is still running"; the test checks below that every worker process is gone
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_jobqueue_local_cluster_runs_the_sweep_through_job_scripts(serial, tmp_path):
+    jq = pytest.importorskip("dask_jobqueue.local", reason="dask-jobqueue is not installed")
+    from distributed import Client
+
+    from facterlab.executors import DaskExecutor
+
+    ref_out, _ = serial
+    with jq.LocalCluster(cores=1, processes=1, memory="2GB", walltime="00:10:00") as cluster:
+        assert "distributed.cli.dask_worker" in cluster.job_script()
+        cluster.scale(2)
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=120)
+            worker_pids = list(client.run(os.getpid).values())
+            res = run_sweep(_configs((0, 1)), executor=DaskExecutor(client=client), out_dir=tmp_path)
+    assert res.n_failed == 0 and res.n_started == 2
+    assert {o.value["pid"] for o in res.outcomes.values()} <= set(worker_pids)
+    import psutil
+
+    _, alive = psutil.wait_procs([p for p in map(_proc, worker_pids) if p is not None], timeout=30)
+    assert not alive, f"job processes left running: {alive}"
+    got, ref = _files(tmp_path), _files(ref_out)
+    assert got and all(got[r] == ref[r] for r in got)
+
+
+def _proc(pid: int):
+    import psutil
+
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ cache shards
+
+
+def _pred(title: str) -> Prediction:
+    return Prediction(titles=(title,), parse_status="ok", raw=title)
+
+
+def test_shards_one_writer_per_file_read_the_shared_cache_and_an_earlier_attempt_then_merge(tmp_path):
+    base = PredictionCache(tmp_path / "llm_cache.sqlite")
+    base.put_predictions([("k-base", _pred("Base"))])
+    base.close()
+    assert prepare_base(tmp_path / "llm_cache.sqlite")  # WAL folded in: tasks may read it immutable
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    earlier = ShardedPredictionCache(shards / "llm-run1-hostA-11.sqlite", tmp_path / "llm_cache.sqlite")
+    earlier.put_predictions([("k-early", _pred("Early"))])
+    earlier.close()  # that attempt's worker died after this batch
+    mine = ShardedPredictionCache(shard_path(shards, "llm", "run1"), tmp_path / "llm_cache.sqlite")
+    assert mine._conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    got = mine.get_predictions(["k-base", "k-early", "k-new"])
+    assert {k: p.titles for k, p in got.items()} == {"k-base": ("Base",), "k-early": ("Early",)}
+    mine.put_predictions([("k-new", _pred("New"))])
+    mine.close()
+    other = ShardedPredictionCache(shards / "llm-run2-hostB-12.sqlite", tmp_path / "llm_cache.sqlite")
+    other.put_predictions([("k-other", _pred("Other"))])
+    other.close()
+    assert merge_shards(shards, tmp_path, run_ids=["run1"]) == {"llm": 2, "emb": 0}
+    assert [p.name for p in shards.iterdir()] == ["llm-run2-hostB-12.sqlite"]  # another sweep's shard stays
+    merge_shards(shards, tmp_path)
+    final = PredictionCache(tmp_path / "llm_cache.sqlite")
+    assert len(final) == 4 and not list(shards.iterdir())
+    final.close()
+    with sqlite3.connect(tmp_path / "llm_cache.sqlite") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # the shared cache is unchanged in kind
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+
+def _cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "facterlab.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
+
+
+def test_cli_errors_are_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path))
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # main(-q) exports it; restored after the test
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown model name is refused without asking the hub
+    bad = [
+        (["sweep"], "an empty sweep"),
+        (["sweep", "--grid", "model__nope=1"], "unknown config field"),
+        (["sweep", "--grid", "seed=0", "--set", "data__n_rows=5"], "too small"),
+        (["sweep", "--grid", "seed=0", "--scheduler", "tcp://x:1"], "--scheduler needs --executor dask"),
+        (["sweep", "--grid", "seed=0", "--retries", "99"], "--retries 99"),
+        (["sweep", "--grid", "seed=0", "--set", "model__llm=no-such-model"], "is not a registry name"),
+    ]
+    for args, text in bad:
+        rc = main(["-q", *args])
+        err = capsys.readouterr().err
+        assert rc != 0 and text in err, (args, err)
+        assert err.strip().count("\n") <= 3 and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_dry_run_lists_the_plan(cache_root, serial):
+    out, res = serial
+    env = {**os.environ, "FACTERLAB_RESULTS": str(out), "FACTERLAB_LOG": "WARNING"}
+    args = ["sweep", "--grid", "seed=0,1,2,0", "--dry-run"] + [f"--set={k}={v}" for k, v in FIXED.items()]
+    r = _cli(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "4 configs, 3 runs, 0 to run"
+    assert {ln.split()[0] for ln in r.stdout.splitlines()[:-1]} == {p.run_id for p in res.planned}
