@@ -271,7 +271,11 @@ decomp = pd.DataFrame(
     [decomposition(listening[(SEEDS[0], b)], f"default table, beta={b:g}") for b in BETAS if b > 0]
     + [decomposition(control, f"rare table (positive control), beta={BETAS[-1]:g}")]
 )
+decomp["paired d shift (changed rows)"] = [
+    gt.d_shift(listening[(SEEDS[0], b)], encoder, inter.items, inter.test)["mean_shift"] for b in BETAS if b > 0
+] + [float("nan")]
 display(decomp.round(4))
+fig_dec = gt.plot_decomposition({b: listening[(SEEDS[0], b)] for b in BETAS}, DATASET_NAME, SYNTHETIC, PROFILE)
 ctrl_det = control.record.metrics.methods["neutral"].ground_truth["detector"]
 checks.append(
     gt.rate_claim(
@@ -364,6 +368,19 @@ if TWIN:
     )
     display(rules.round(3))
     fair_twin = gt.fairness_table([twin_runs[(s, b, 1.0)] for s in SEEDS for b in BETAS])
+    # the panel {faithful, twin} x {absolute (soft: demote by DEMOTE SDs only), relative (the push cancelled)} x rho
+    soft = {
+        (twin, rho): ex.run(
+            config(SEEDS[0], mid, rho, twin=twin, sim__compliance="absolute"), data_dir=DATA_DIR, progress=False
+        )
+        for twin in (False, True)
+        for rho in RHOS
+    }
+    panel_runs = (
+        list(soft.values()) + [by_rho[(mid, rho)] for rho in RHOS] + [twin_runs[(SEEDS[0], mid, rho)] for rho in RHOS]
+    )
+    panel = gt.biased_share_table(panel_runs)
+    fig_panel = gt.plot_twin_repair(panel, DATASET_NAME, SYNTHETIC, PROFILE)
     alpha = float(first.calibration.alpha)
     checks += gt.twin_claims(det_all[det_all["monitor"].str.startswith("facterlab")], shares, fair_twin, alpha)
 
@@ -403,13 +420,16 @@ display(
     )
 )
 # %%
-for fig, name in (
-    (fig_cov, "ground_truth_coverage"),
-    (fig_rep, "ground_truth_repair"),
-    (fig_fair, "ground_truth_fairness"),
-    (fig_det, "ground_truth_detector"),
+all_runs = list(listening.values()) + list(by_rho.values())
+for fig, name, runs in (
+    (fig_dec, "ground_truth_decomposition", [listening[(SEEDS[0], b)] for b in BETAS]),
+    *(((fig_panel, "ground_truth_twin_repair", panel_runs),) if TWIN else ()),
+    (fig_cov, "ground_truth_coverage", [listening[(s, BETAS[0])] for s in SEEDS]),
+    (fig_rep, "ground_truth_repair", list(by_rho.values())),
+    (fig_fair, "ground_truth_fairness", list(listening.values())),
+    (fig_det, "ground_truth_detector", [listening[(SEEDS[0], b)] for b in BETAS]),
 ):
-    save_figure(fig, name)
+    save_figure(fig, name, runs=runs)
 write_metrics(
     "09_facter_ground_truth",
     {
@@ -441,8 +461,9 @@ write_metrics(
         "decomposition": gt.records_with_reasons(decomp),
         "twin_detector": gt.records_with_reasons(det_all) if TWIN else [],
         "twin_shares": gt.records_with_reasons(shares) if TWIN else [],
+        "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
         "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
-        "twin_run_ids": sorted({r.run_id for r in twin_runs.values()}),
+        "twin_run_ids": sorted({r.run_id for r in list(twin_runs.values()) + (panel_runs if TWIN else [])}),
         "control_run_id": control.run_id,
         "claims": [c.to_json() for c in checks],
     },

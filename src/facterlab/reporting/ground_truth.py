@@ -62,6 +62,9 @@ __all__ = [
     "biased_share_table",
     "rules_vs_table",
     "twin_claims",
+    "d_shift",
+    "plot_decomposition",
+    "plot_twin_repair",
     "coverage_checks",
     "repair_checks",
     "fairness_checks",
@@ -472,6 +475,7 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
             out.append(
                 {
                     "monitor": monitor_label(r),
+                    "compliance": s.get("compliance", "absolute"),
                     "beta": s["beta"],
                     "rho": s["rho"],
                     "seed": s["seed_run"],
@@ -881,3 +885,111 @@ def records_with_reasons(df: pd.DataFrame) -> list:
             row[k] = v
         out.append(row)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# why the faithful score misses the bias: S decomposed by truth (notebook 09, section 5)
+
+
+def d_shift(result, encoder, items: pd.DataFrame, test_rows: pd.DataFrame, method: str = "neutral") -> dict:
+    """The paired shift of d on the rows whose top-1 the bias changed: d of the answer given minus d of
+    the answer without the push (``top1_unbiased``), both against the row's target with the run's
+    representation.  Returns n, mean shift, its standard error and the share of rows where d rose."""
+    items = items if items.index.name == "item_id" else items.set_index("item_id")
+    rep = ItemRepresenter(encoder, items)
+    rec = result.rows[method]
+    rec = rec[rec["pass"] == 1].reset_index(drop=True)
+    t = truth_frame(rec)
+    changed = t["top1_changed"].to_numpy(dtype=bool)
+    if not changed.any():
+        return {"n": 0, "mean_shift": float("nan"), "se": float("nan"), "share_d_rose": float("nan")}
+    rows = test_rows.set_index("row_id").loc[rec.loc[changed, "row_id"].to_numpy()]
+    target = rep.items(rows["target"].tolist())
+    given = rep.items([int(x) for x in rec.loc[changed, "top1_id"].clip(lower=0)])
+    unbiased = rep.items([int(x) for x in t.loc[changed, "top1_unbiased"]])
+    from facterlab.facter.scores import top1_distance
+
+    shift = top1_distance(given, target) - top1_distance(unbiased, target)
+    n = len(shift)
+    return {
+        "n": n,
+        "mean_shift": float(shift.mean()),
+        "se": float(shift.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan"),
+        "share_d_rose": float((shift > 0).mean()),
+    }
+
+
+def plot_decomposition(results: dict, dataset: str, is_synthetic: bool, profile: str = ""):
+    """ECDFs of d and S for the Neutral rows the bias changed (solid) and the others (dashed), one panel
+    pair per beta (``results``: beta -> run), Q0 drawn on the S panels."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    betas = sorted(results)
+    fig, axes = plt.subplots(2, len(betas), figsize=(3.4 * len(betas), 5.6), squeeze=False)
+    for j, b in enumerate(betas):
+        r = results[b]
+        rec = r.rows["neutral"]
+        truth = truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
+        for i, col in enumerate(("d", "S")):
+            ax = axes[i, j]
+            for mask, style, name in ((truth, "-", "bias changed top-1"), (~truth, "--", "unchanged")):
+                v = np.sort(rec[col].to_numpy(dtype=float)[mask])
+                if len(v):
+                    ax.step(v, np.arange(1, len(v) + 1) / len(v), style, where="post", label=f"{name} (n={len(v)})")
+            if col == "S":
+                ax.axvline(float(r.record.metrics.calibration.q0), color="k", lw=1, ls=":", label="Q0")
+            ax.set_xlabel(col)
+            ax.set_ylabel("ECDF" if j == 0 else "")
+            ax.set_title(f"beta = {b:g}: {col}", fontsize=9)
+            if not truth.any():
+                degenerate_note(ax, "no row changed by the bias")
+            ax.legend(fontsize=6.5, loc="lower right")
+    add_caption(
+        fig,
+        "Neutral test rows of one run per beta (first pass). Identical curves: the score cannot separate biased rows.",
+    )
+    fig.suptitle(
+        _fig_title("Faithful FACTER's S = d + lambda Delta, split by the truth", dataset, is_synthetic, profile),
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
+
+
+def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
+    """Per monitor x compliance (columns): V(Q0)/n (top) and the share of top-1 items the push changed
+    (bottom) per pass, one line per rho, Fair's share dotted (pooled over the seeds in ``shares``)."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    keys = sorted({(m, c) for m, c in zip(shares["monitor"], shares["compliance"])})
+    fig, axes = plt.subplots(2, len(keys), figsize=(3.4 * len(keys), 5.6), sharex=True, squeeze=False)
+    colours = {0.0: "#7f7f7f", 1.0: "#d62728"}
+    for j, (mon, comp) in enumerate(keys):
+        g = shares[(shares["monitor"] == mon) & (shares["compliance"] == comp)]
+        for rho, h in g.groupby("rho"):
+            p = h.groupby("pass")[["V_q0", "changed", "n", "fair_changed", "fair_n"]].sum()
+            axes[0, j].plot(p.index, p["V_q0"] / p["n"], "-o", color=colours.get(rho, "#1f77b4"), label=f"rho={rho:g}")
+            axes[1, j].plot(
+                p.index, p["changed"] / p["n"], "-o", color=colours.get(rho, "#1f77b4"), label=f"rho={rho:g}"
+            )
+            axes[1, j].axhline(
+                float(p["fair_changed"].iloc[0] / p["fair_n"].iloc[0]), color=colours.get(rho, "#1f77b4"), ls=":", lw=1
+            )
+        short = "faithful FACTER" if mon.startswith("FACTER") else "twin monitor (facterlab)"
+        axes[0, j].set_title(f"{short}\n{comp} compliance", fontsize=8)
+        axes[1, j].set_xticks(sorted(g["pass"].unique()))
+        axes[1, j].set_xlabel("pass")
+        axes[0, j].set_ylim(bottom=0)
+        axes[1, j].set_ylim(bottom=0)
+    axes[0, 0].set_ylabel("flagged / rows")
+    axes[1, 0].set_ylabel("top-1 changed by push")
+    axes[0, -1].legend(fontsize=7)
+    add_caption(
+        fig,
+        "Dotted: Fair on the same rows (the same prompt without rules). Beta and seeds: the runs named in metrics.json.",
+    )
+    fig.suptitle(_fig_title("Repair by monitor and rule compliance", dataset, is_synthetic, profile), fontsize=9)
+    fig.tight_layout()
+    return fig
