@@ -209,21 +209,25 @@ BAR_MODES = ("live", "final", "off")
 LIVE_MININTERVAL = 1.0  # seconds between redraws of a live text bar in a notebook
 
 
+_warned_bars: set = set()
+
+
 def bar_mode(environ=None) -> str:
     """How bars are drawn: ``FACTERLAB_BARS`` if set (``live``, ``final`` or ``off``), else ``live``
     (a text bar redrawn in place) in a terminal and in a JupyterLab kernel, and ``final`` (one text
     line when the bar closes) in a kernel without a browser (papermill, ``facterlab reproduce``,
     nbconvert), where every redraw would stay in the executed notebook and in reproduce's output.
 
-    >>> bar_mode({"FACTERLAB_BARS": "off"}), bar_mode({})
-    ('off', 'live')
+    >>> bar_mode({"FACTERLAB_BARS": "off"}), bar_mode({}), bar_mode({"FACTERLAB_BARS": "fast"})
+    ('off', 'live', 'live')
     """
     environ = os.environ if environ is None else environ
     wanted = environ.get(ENV_BARS, "").strip().lower()
-    if wanted:
-        if wanted not in BAR_MODES:
-            raise ValueError(f"{ENV_BARS}={wanted!r}: choose one of {', '.join(BAR_MODES)}")
+    if wanted in BAR_MODES:
         return wanted
+    if wanted and wanted not in _warned_bars:  # a typo costs the choice, not the run
+        _warned_bars.add(wanted)
+        log.warning("%s=%r is not one of %s; ignored", ENV_BARS, wanted, ", ".join(BAR_MODES))
     if in_kernel() and not environ.get("JPY_SESSION_NAME"):  # JupyterLab's kernels have it; papermill's not
         return "final"
     return "live"
