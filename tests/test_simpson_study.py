@@ -66,3 +66,54 @@ def test_variant_study_names_every_reading():
     }
     assert len(df) == 4 * 2 * 2
     assert np.isfinite(df["ips_model"]).all()
+
+
+def _effect_rows(deltas, knob="sigma1", ips_error=0.004):
+    rows = []
+    for seed, d in enumerate(deltas):
+        for x, shift in ((0.0, 0.0), (10.0, d)):
+            rows.append(
+                {
+                    "variant": "R",
+                    "knob": knob,
+                    "value": x,
+                    "seed": seed,
+                    "per_user_gap": 0.01,
+                    "aggregate_gap": 0.02 + shift / 100,
+                    "ips_model": 0.01 + ips_error * (-1) ** seed,
+                    "probe_ndcg": 0.9,
+                    "share_defined": 0.9,
+                }
+            )
+    return rows
+
+
+def test_variant_verdicts_give_the_signed_direction_of_the_noise_effect_with_its_interval():
+    """The study's metric used to be a range (no sign); the signed, paired effect says which way noise
+    moves AggregateGap - PerUserGap, and says 'inconclusive' when its interval over seeds covers 0."""
+    falls = _effect_rows([-0.5, -0.6, -0.4, -0.55]) + _effect_rows([0.3, 0.2, 0.25, 0.35], "d1")
+    v = variant_verdicts(pd.DataFrame(falls)).loc["R"]
+    assert v["sigma1_effect_pp"] == pytest.approx(-0.5125) and v["sigma1_effect_direction"] == "falls"
+    assert v["sigma1_effect_lo"] < v["sigma1_effect_pp"] < v["sigma1_effect_hi"] < 0
+    assert v["d1_effect_direction"] == "rises" and v["n_seeds"] == 4
+    assert v["sigma1_range_agg_minus_pu_pp"] == pytest.approx(0.5125)  # the unsigned range hides the sign
+    noisy = _effect_rows([-0.5, 0.6, -0.4, 0.45]) + _effect_rows([0.3, 0.2, 0.25, 0.35], "d1")
+    assert variant_verdicts(pd.DataFrame(noisy)).loc["R", "sigma1_effect_direction"] == "inconclusive"
+    one = _effect_rows([-0.5]) + _effect_rows([0.3], "d1")
+    assert variant_verdicts(pd.DataFrame(one)).loc["R", "sigma1_effect_direction"] == "inconclusive"
+
+
+def test_model_ips_verdict_is_inconclusive_when_its_interval_covers_the_half_rule():
+    def verdict(ips_error):
+        rows = _effect_rows([-0.5, -0.6, -0.4, -0.55], ips_error=ips_error)
+        rows += _effect_rows([0.3, 0.2, 0.25, 0.35], "d1", ips_error=ips_error)
+        return variant_verdicts(pd.DataFrame(rows)).loc["R"]
+
+    close, far = verdict(0.001), verdict(0.02)  # IPS off by 0.1 pp vs 2 pp; the aggregate by about 1 pp
+    assert close["model_ips_verdict"] == "stays close" and close["model_error_ratio_hi"] <= 0.5
+    assert far["model_ips_verdict"] == "not close" and far["model_error_ratio_lo"] > 0.5
+    mixed = _effect_rows([-0.5, -0.6, -0.4, -0.55]) + _effect_rows([0.3, 0.2, 0.25, 0.35], "d1")
+    for r in mixed:  # per-seed ratios on both sides of 0.5: the interval covers the rule
+        r["ips_model"] = 0.01 + (0.001 if r["seed"] % 2 else 0.015)
+    v = variant_verdicts(pd.DataFrame(mixed)).loc["R"]
+    assert v["model_error_ratio_lo"] <= 0.5 < v["model_error_ratio_hi"] and v["model_ips_verdict"] == "inconclusive"

@@ -269,34 +269,50 @@ def plot_held_per_user_gap(held: dict, title: str = "", n_seeds: int | None = No
 
 
 def plot_variant_study(verdicts, title: str = "", n_seeds: int | None = None, n_users: int | None = None):
-    """The reading study: per named reading, how far each knob moves AggregateGap - PerUserGap (pp)
-    and the mean errors of the aggregate and of the model IPS (pp).  Bars are the study's summary
-    numbers (ranges of seed means, mean errors over seeds and points): no interval is drawn."""
+    """The reading study: per named reading, the *signed* change of AggregateGap - PerUserGap (pp) from
+    the knob's lowest to its highest value (noise sigma_1 0 -> 10, density d_1 1.5 -> 4), paired per seed,
+    with its 95% Student-t interval over seeds, and the direction it shows ("rises", "falls", or
+    "inconclusive" when the interval covers 0); right, the model IPS's error ratio (mean |IPS - PerUser| /
+    mean |Agg - PerUser|) with its interval over seeds against the half rule.  Older verdict tables
+    without the interval columns are drawn without intervals."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.2))
     names = list(verdicts.index)
     y = np.arange(len(names))
-    axes[0].barh(y - 0.2, verdicts["sigma1_range_agg_minus_pu_pp"], 0.4, label=r"noise $\sigma_1$", color="#9467bd")
-    axes[0].barh(y + 0.2, verdicts["d1_range_agg_minus_pu_pp"], 0.4, label="density $d_1$", color="#ff7f0e")
-    axes[0].axvline(1.0, color="black", ls="--", lw=0.8, label="1 pp rule")
+
+    def col(name, default=np.nan):
+        return verdicts[name].to_numpy(dtype=float) if name in verdicts else np.full(len(names), default)
+
+    for off, knob, label, colour in ((-0.2, "sigma1", r"noise $\sigma_1$: 0 -> 10", "#9467bd"),
+                                     (0.2, "d1", "density $d_1$: 1.5 -> 4", "#ff7f0e")):  # fmt: skip
+        eff = col(f"{knob}_effect_pp")
+        lo, hi = col(f"{knob}_effect_lo"), col(f"{knob}_effect_hi")
+        err = np.nan_to_num(np.vstack([eff - lo, hi - eff]).clip(min=0)) if np.isfinite(lo).any() else None
+        axes[0].barh(y + off, np.nan_to_num(eff), 0.4, xerr=err, capsize=3, label=label, color=colour)
+        dirs = verdicts[f"{knob}_effect_direction"] if f"{knob}_effect_direction" in verdicts else [""] * len(names)
+        for yi, e, d in zip(y + off, eff, dirs):
+            if np.isfinite(e):
+                axes[0].text(0, yi, f" {d} " if e < 0 else f" {d}", va="center", ha="left" if e < 0 else "right",
+                             fontsize=7)  # fmt: skip
+    axes[0].axvline(0, color="black", lw=0.8)
+    for x in (-1.0, 1.0):
+        axes[0].axvline(x, color="black", ls="--", lw=0.8, label="1 pp rule" if x > 0 else None)
     axes[0].set_yticks(y, names, fontsize=8)
-    axes[0].set_xlabel("range of AggregateGap - PerUserGap over the knob (pp)")
-    axes[0].legend(fontsize=8)
-    axes[1].barh(
-        y - 0.2,
-        verdicts["mean_abs_aggregate_error_pp"],
-        0.4,
-        label="AggregateGap",
-        color=GAP_SERIES["aggregate_gap"][1],
-    )
-    axes[1].barh(
-        y + 0.2, verdicts["mean_abs_ips_model_error_pp"], 0.4, label="IPS model", color=GAP_SERIES["ips_model"][1]
-    )
+    axes[0].set_xlabel("change of AggregateGap - PerUserGap, lowest -> highest knob value (pp)")
+    axes[0].legend(fontsize=7, loc="best")
+    ratio, rlo, rhi = col("model_error_ratio"), col("model_error_ratio_lo"), col("model_error_ratio_hi")
+    rerr = np.nan_to_num(np.vstack([ratio - rlo, rhi - ratio]).clip(min=0)) if np.isfinite(rlo).any() else None
+    axes[1].barh(y, np.nan_to_num(ratio), 0.5, xerr=rerr, capsize=3, color=GAP_SERIES["ips_model"][1])
+    axes[1].axvline(0.5, color="black", ls="--", lw=0.8, label="half rule (0.5)")
+    verdict = verdicts["model_ips_verdict"] if "model_ips_verdict" in verdicts else [""] * len(names)
+    for yi, r, h, v in zip(y, ratio, rhi, verdict):
+        if np.isfinite(r):  # right of the interval
+            axes[1].text(max(r, h) if np.isfinite(h) else r, yi, f"  {v}", va="center", ha="left", fontsize=7)
     axes[1].set_yticks(y, [""] * len(names))
-    axes[1].set_xlabel("mean |x - PerUserGap| (pp)")
-    axes[1].legend(fontsize=8)
+    axes[1].set_xlabel("model IPS error / aggregate error (mean abs, vs PerUserGap)")
+    axes[1].legend(fontsize=7)
     if len(names) == 0:
         degenerate_note(axes[0], "no reading in the study")
     if title:
@@ -305,7 +321,9 @@ def plot_variant_study(verdicts, title: str = "", n_seeds: int | None = None, n_
     who = f"n = {n_users:,} simulated users per simulation, " if n_users else "n = "
     add_caption(
         fig,
-        f"{who}{n_seeds if n_seeds else 'the stated number of'} seed(s) per point; bars: summary numbers of the study "
-        "(range of the seed means over the knob; mean absolute errors over seeds and points), no interval drawn.",
+        f"{who}{n_seeds if n_seeds else 'the stated number of'} seed(s) per point. Left: signed change, paired per "
+        "seed (same seed at both ends), error bars = 95% Student-t interval over seeds; 'rises'/'falls' only when "
+        "the interval excludes 0, else 'inconclusive'. Right: error ratio with its 95% interval over seeds; "
+        "'inconclusive' when the interval covers the half rule.",
     )
     return fig

@@ -103,8 +103,68 @@ def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: floa
             row["sigma1_range_agg_minus_pu_pp"] >= move_pp and row["d1_range_agg_minus_pu_pp"] >= move_pp
         )
         row["model_ips_stays_close"] = bool(row["model_error_ratio"] <= half_rule)
+        # signed, paired effects with their 95% intervals over seeds (each seed is one paired comparison:
+        # the same seed at the knob's lowest and highest value, common random numbers)
+        for knob in ("sigma1", "d1"):
+            eff = knob_effect(g[g["knob"] == knob], "agg_minus_pu_pp")
+            row.update({f"{knob}_effect_{k}": v for k, v in eff.items()})
+        ratios = []
+        for _seed, gs in g.groupby("seed"):
+            a = float(gs["agg_minus_pu_pp"].abs().mean())
+            if a > 0 and "ips_model" in gs:
+                ratios.append(float((100 * (gs["ips_model"] - gs["per_user_gap"])).abs().mean()) / a)
+        lo, hi = _t_interval(ratios)
+        row["model_error_ratio_lo"], row["model_error_ratio_hi"] = lo, hi
+        row["model_ips_verdict"] = (
+            "inconclusive"
+            if not np.isfinite(lo) or lo <= half_rule < hi
+            else ("stays close" if hi <= half_rule else "not close")
+        )
+        row["n_seeds"] = int(g["seed"].nunique())
         out.append(row)
     return pd.DataFrame(out).set_index("variant")
+
+
+def _t_interval(values: Sequence[float], level: float = 0.95) -> tuple:
+    """The Student-t interval of the mean of ``values`` (NaN, NaN with fewer than 2)."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    if len(v) < 2:
+        return float("nan"), float("nan")
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + level / 2, len(v) - 1)) * float(v.std(ddof=1)) / np.sqrt(len(v))
+    return float(v.mean() - half), float(v.mean() + half)
+
+
+def knob_effect(rows: pd.DataFrame, column: str = "agg_minus_pu_pp") -> dict:
+    """The signed change of ``column`` from a knob's lowest to its highest value, paired per seed:
+    ``{"pp": mean, "lo", "hi" (95% Student-t interval over seeds), "n": seeds, "direction"}`` with
+    direction ``"rises"`` or ``"falls"`` when the interval excludes 0, else ``"inconclusive"`` (also with
+    fewer than 2 seeds).
+
+    >>> df = pd.DataFrame({"value": [0, 10] * 3, "seed": [0, 0, 1, 1, 2, 2], "x": [1.0, 0.5, 1.1, 0.4, 0.9, 0.5]})
+    >>> e = knob_effect(df, "x"); round(e["pp"], 3), e["direction"], e["n"]
+    (-0.533, 'falls', 3)
+    """
+    if rows.empty:
+        return {"pp": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0, "direction": "inconclusive"}
+    lo_x, hi_x = rows["value"].min(), rows["value"].max()
+    a = rows[rows["value"] == lo_x].groupby("seed")[column].mean()
+    b = rows[rows["value"] == hi_x].groupby("seed")[column].mean()
+    diff = (b - a).dropna()
+    lo, hi = _t_interval(diff.to_list())
+    direction = "inconclusive"
+    if np.isfinite(lo) and lo > 0:
+        direction = "rises"
+    elif np.isfinite(hi) and hi < 0:
+        direction = "falls"
+    return {
+        "pp": float(diff.mean()) if len(diff) else float("nan"),
+        "lo": lo,
+        "hi": hi,
+        "n": int(len(diff)),
+        "direction": direction,
+    }
 
 
 def calibrate_bias(cfg: SimpsonConfig, target: float = 0.0, bracket: tuple = (-0.5, 0.5), xtol: float = 1e-4) -> float:
