@@ -9,6 +9,7 @@ run writes); ``figures/simpson_explorer.png`` is the committed one, taken this w
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -29,7 +30,8 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
     root.mkdir()
     nb = nbformat.read(str(NOTEBOOK), as_version=4)
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    params.source = params.source.replace("N_USERS = 5_000", "N_USERS = 2_000")  # snappier updates
+    params.source, n_subs = re.subn(r"(?m)^N_USERS = .*$", "N_USERS = 2_000", params.source)  # snappier updates
+    assert n_subs == 1, "notebook 15's parameters cell has no N_USERS line"
     nbformat.write(nb, str(root / "explorer.ipynb"))
 
     with jupyterlab(tmp_path, root) as lab, chromium_page(sync_api) as page:
@@ -44,6 +46,9 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
         before_text = numbers.inner_text()
         before_src = image.get_attribute("src")
         assert "d_1=1.50" in before_text and "PerUserGap" in before_text
+        # the groups are named, and the model IPS carries its interval at this N
+        assert "group 0: reference items" in before_text and "group 1: varied items" in before_text
+        assert page.locator("#simpson-ips-model-half-width").inner_text().startswith("±")
         handle = page.locator(".simpson-slider-d1 .noUi-handle")
         handle.focus()
         for _ in range(6):  # 1.50 -> 3.00 in steps of 0.25; each key press is a change event
