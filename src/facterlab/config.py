@@ -381,7 +381,7 @@ BOUNDS: dict = {
 }
 
 #: map_threshold's bound with ``mapping = "rapidfuzz"`` (a 0..100 score)
-RAPIDFUZZ_THRESHOLD = Bound(0, 100)
+RAPIDFUZZ_THRESHOLD = Bound(0, 100, example=85)
 #: ``--threads N`` / ``FACTERLAB_THREADS`` (facterlab.threads)
 THREADS = Bound(1, 1024, integer=True, why="more threads than cores only slow torch down")
 
@@ -429,7 +429,7 @@ def bound_problems(section: str, obj: Any, only: tuple | None = None) -> list:
             continue
         if section == "metrics" and name == "map_threshold" and getattr(obj, "mapping", "") == "rapidfuzz":
             b = RAPIDFUZZ_THRESHOLD
-            default = 85
+            default = b.example
         if not b.contains(value):
             label = f"{section}.{name}" if section else name
             example = b.example if default is None else default

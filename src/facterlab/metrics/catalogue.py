@@ -22,13 +22,13 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pandas as pd
 
-from facterlab.config import MAPPINGS
+from facterlab.config import MAPPINGS, RAPIDFUZZ_THRESHOLD
 from facterlab.data.titles import normalise_title, title_aliases
 from facterlab.metrics.embeddings import normalise_rows, normalised_row_means
 from facterlab.metrics.ranking import is_unmapped
 
 RAPIDFUZZ_SCORERS = ("ratio", "WRatio", "token_sort_ratio", "token_set_ratio")
-DEFAULT_FUZZY_CUTOFF = 85.0
+DEFAULT_FUZZY_CUTOFF = float(RAPIDFUZZ_THRESHOLD.example)  # the rapidfuzz map_threshold example of config
 
 ERR_METHOD = "method must be one of {methods}, got {method!r}"
 ERR_NEEDS_ENCODER = "an encoder is required for {what} (any object with .encode(list[str]) -> (n, d))"
