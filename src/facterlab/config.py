@@ -181,9 +181,22 @@ class ModelConfig:
     repetition_penalty: float = 1.2
     max_prompt_tokens: int | None = None  # None: the model's context window
     trust_remote_code: bool = False
+    # llm="openai:<model id>" only: the OpenAI-compatible server's base URL (facterlab.models.served);
+    # left out of the config hash while None, so that no other run id changes
+    server_url: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("ranker", self.ranker, RANKERS)
+        if self.server_url is not None:
+            url = self.server_url
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2048:
+                raise ValueError(
+                    f"server_url {url!r}: must be an http:// or https:// URL, e.g. 'http://localhost:8000'"
+                )
+            if not (isinstance(self.llm, str) and self.llm.strip().lower().startswith("openai:")):
+                raise ValueError(
+                    f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
+                )
 
 
 @dataclass(frozen=True)
@@ -525,6 +538,9 @@ def config_to_dict(cfg: Any) -> dict:
     out = json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
     if isinstance(cfg, RunConfig) and cfg.model.llm != SIMULATED_LLM:
         out.pop("sim", None)
+    model = out.get("model") if isinstance(cfg, RunConfig) else out if isinstance(cfg, ModelConfig) else None
+    if isinstance(model, dict) and model.get("server_url") is None:
+        model.pop("server_url", None)  # added after runs were saved: an unset URL keeps their run ids
     return out
 
 

@@ -4,7 +4,8 @@
 --preset repro --n-rows 2500 --passes 3 --ranker generate --seed 0 [--max-new-tokens 250]
 [--batch-size 8] [--cfr-rows 200] [--snsr-min-group 30] [--json]``
 
-``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
+``--model openai:<model id> --server-url URL`` asks an OpenAI-compatible server (vLLM, ...;
+docs/SCALING.md).  ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
 ``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed --sim-compliance
 --sim-bias-table``.  ``--delta twin --threshold null --rule-mining contrast`` turn on facterlab's
 extensions (docs/FACTER.md §7).  ``--model fake`` runs
@@ -35,6 +36,8 @@ from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import as_metrics
 from facterlab.facter.validation import check_free_space, validate_config
+from facterlab.models.rankers import expected_fingerprint
+from facterlab.models.registry import served_model_id
 
 HEADLINE = ("ndcg@10_multi", "recall@10_multi", "valid@10", "cfr_multi")
 
@@ -59,6 +62,12 @@ def register(subparsers) -> None:
         "--model", default=None, help="LLM name (default: the preset's, smollm2-135m), 'simulated' or 'fake'"
     )
     p.add_argument("--encoder", default=None, help="encoder name (default: all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--server-url",
+        default=None,
+        metavar="URL",
+        help="the OpenAI-compatible server of --model openai:<model id> (docs/SCALING.md)",
+    )
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
     p.add_argument(
@@ -128,6 +137,8 @@ def config_from_args(args):
             )
     if args.encoder:
         over["model__encoder"] = args.encoder
+    if getattr(args, "server_url", None):
+        over["model__server_url"] = args.server_url
     if args.ranker:
         over["model__ranker"] = args.ranker
     if args.n_rows is not None:
@@ -186,6 +197,8 @@ def cmd_run(args) -> int:
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
     validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)
+    if served_model_id(cfg.model.llm) is not None:  # the server answers and serves the model, before any work
+        expected_fingerprint(cfg.model, cfg.protocol)
     check_free_space(cfg, results_dir(args.out_dir))
     res = run_experiment(
         cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress, fairllm=args.fairllm

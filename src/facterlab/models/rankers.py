@@ -31,7 +31,8 @@ from facterlab.models.cache import CachedRecommender, PredictionCache
 from facterlab.models.device import resolve_device
 from facterlab.models.llm import DecodingParams, lm_fingerprint, load_lm
 from facterlab.models.parsing import PARSER_VERSION, parse_titles
-from facterlab.models.registry import resolve_llm
+from facterlab.models.registry import resolve_llm, served_model_id
+from facterlab.models.served import ServedRecommender, probe_server, served_fingerprint, server_of
 
 __all__ = [
     "LLMRecommender",
@@ -166,7 +167,11 @@ def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprin
 
 def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
     """The fingerprint :func:`make_recommender` would give, without loading the model (the model's files
-    are hashed, and torch is asked only which device "auto" means)."""
+    are hashed, and torch is asked only which device "auto" means; a served model's server is asked
+    what it serves)."""
+    if served_model_id(model_cfg.llm) is not None:
+        url, model = server_of(model_cfg)
+        return served_fingerprint(model_cfg, protocol, probe_server(url, model))
     _, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
     return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name))
 
@@ -280,16 +285,21 @@ class LLMRecommender(Recommender):
 
 
 def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress: bool = False):
-    """Build the LLM recommender for ``protocol`` ("open" | "rank") from a :class:`ModelConfig`.
+    """Build the LLM recommender for ``protocol`` ("open" | "rank") from a :class:`ModelConfig`
+    (``llm="openai:<model id>"``: :class:`~facterlab.models.served.ServedRecommender` at ``server_url``).
 
     ``cache``: ``True`` (SQLite cache under ``cache_dir()``), ``False``, a path, or a
     :class:`~facterlab.models.cache.PredictionCache`.  An unknown model name fails before torch loads.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
-    resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports
-    lm = load_lm(model_cfg.llm, model_cfg.device, model_cfg.dtype, model_cfg.trust_remote_code)
-    rec = LLMRecommender(lm, model_cfg, protocol)
+    rec: Recommender
+    if served_model_id(model_cfg.llm) is not None:  # openai:<model id> at model_cfg.server_url
+        rec = ServedRecommender(model_cfg, protocol, match=match_to_candidates)
+    else:
+        resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports
+        lm = load_lm(model_cfg.llm, model_cfg.device, model_cfg.dtype, model_cfg.trust_remote_code)
+        rec = LLMRecommender(lm, model_cfg, protocol)
     if cache is False or cache is None:
         return rec
     store: PredictionCache | None

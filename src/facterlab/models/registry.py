@@ -43,6 +43,8 @@ __all__ = [
     "check_name",
     "UNKNOWN_MODEL_MSG",
     "bundled_package_dir",
+    "SERVED_PREFIX",
+    "served_model_id",
 ]
 
 SMOLLM_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -181,6 +183,9 @@ def hub_fingerprint(repo_id: str, revision: str | None) -> str:
 def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+    if kind == "LLM" and served_model_id(name) is not None:
+        model = served_model_id(name)
+        return ResolvedModel(name.strip(), str(model), None, f"{SERVED_PREFIX}{model}@served", False)
     key = name.strip()
     src = registry.get(key.lower(), key)
     if src.startswith("bundled:"):
@@ -216,6 +221,25 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     return ResolvedModel(key, src, None, hub_fingerprint(src, _remote_revision(src)), False)
 
 
+#: ``openai:<model id>``: a model served by an OpenAI-compatible server (facterlab.models.served)
+SERVED_PREFIX = "openai:"
+
+
+def served_model_id(name: str) -> str | None:
+    """The model id of an ``openai:<model id>`` name, else None (a server is asked about it only when
+    the recommender is built: :func:`facterlab.models.served.probe_server`).
+
+    >>> served_model_id("openai:meta-llama/Meta-Llama-3-8B-Instruct"), served_model_id("smollm2-135m")
+    ('meta-llama/Meta-Llama-3-8B-Instruct', None)
+    """
+    if not isinstance(name, str) or not name.strip().lower().startswith(SERVED_PREFIX):
+        return None
+    model = name.strip()[len(SERVED_PREFIX) :].strip()
+    if not model:
+        raise ValueError(f"model {name!r}: give the served model's id after {SERVED_PREFIX!r}, e.g. 'openai:my-model'")
+    return model
+
+
 def check_name(name: str, kind: str = "LLM") -> None:
     """Raise ValueError when ``name`` cannot name a model of ``kind`` (``"LLM"`` or ``"encoder"``),
     without hashing or loading anything: a registry name (its bundled package installed), an existing
@@ -233,6 +257,8 @@ def check_name(name: str, kind: str = "LLM") -> None:
     registry = ENCODER_REGISTRY if kind == "encoder" else LLM_REGISTRY
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
+    if kind != "encoder" and served_model_id(name) is not None:
+        return  # the server is asked when the recommender is built (facterlab.models.served)
     key = name.strip()
     src = registry.get(key.lower(), key)
     if src.startswith("bundled:"):
