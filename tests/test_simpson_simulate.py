@@ -196,3 +196,14 @@ def test_grid_is_reproducible_and_the_same_in_parallel():
     import pandas as pd
 
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_simpson_config_name_is_not_the_simulated_recommenders():
+    """``SimpsonConfig`` (this simulation) and ``facterlab.config.SimulatorConfig`` (the simulated FACTER
+    recommender) are different things; the old name ``SimConfig`` is a deprecated alias of the former."""
+    import facterlab.simpson as simpson
+    from facterlab.config import SimulatorConfig
+    from facterlab.simpson.simulate import SimConfig
+
+    assert SimConfig is SimpsonConfig and simpson.SimpsonConfig is SimpsonConfig
+    assert SimpsonConfig is not SimulatorConfig and "n_users" in SimpsonConfig.__dataclass_fields__
