@@ -523,8 +523,8 @@ def register(subparsers) -> None:
         "--report",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="write the committed report figures in figures/ (default: only --profile default without --set); "
-        "otherwise figures go beside the results (results/figures/)",
+        help="write the committed report figures in figures/ (default: only --profile default without --set "
+        f"on the report's dataset, {REPORT_DATASET}); otherwise figures go beside the results (results/figures/)",
     )
     p.add_argument(
         "--download",
