@@ -71,6 +71,9 @@ def test_explorer_names_groups_flags_a_reversal_and_shows_the_ips_interval():
 
     matplotlib.use("Agg")
     from facterlab.simpson.explorer import GROUP_NAMES, explorer_figure, figure_png, sign_reversal
+    from facterlab.style import apply_style
+
+    apply_style()  # the house style (larger tick labels) as the notebook has it
 
     # b = 0.02 at d_1 = 4 (N = 20,000, seed 0): the PerUserGap favours group 1, the aggregate group 0
     r = explorer_numbers(d1=4.0, bias=0.02, n_users=20_000, seed=0, n_draws=4)
@@ -98,8 +101,9 @@ def test_explorer_names_groups_flags_a_reversal_and_shows_the_ips_interval():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()
-    box, fbox = fig.axes[0].title.get_window_extent(renderer), fig.bbox
-    assert box.x0 >= fbox.x0 and box.x1 <= fbox.x1
+    box, fbox = fig._suptitle.get_window_extent(renderer), fig.bbox
+    assert "N = 20,000" in fig._suptitle.get_text()
+    assert box.x0 >= fbox.x0 and box.x1 <= fbox.x1 and box.y1 <= fbox.y1
     # no reversal: no flag
     same = explorer_numbers(d1=1.5, bias=0.03, n_users=2_000, seed=0, n_draws=0)
     assert sign_reversal(same) is None and "simpson-reversal" not in numbers_html(same)

@@ -196,7 +196,9 @@ def explorer_figure(res: dict, pyplot: bool = False):
         True,
     )
     rev = sign_reversal(res)
-    ax.set_title("\n".join(textwrap.wrap(head, 78)), fontsize=8)
+    # centred on the figure, not on the axes (long tick labels push the axes right, and an axes title then
+    # runs past the figure's edge), wrapped to its width
+    fig.suptitle("\n".join(textwrap.wrap(head, 78)), fontsize=8)
     fig.tight_layout()
     if rev:  # above the title, centred on the figure (saved with bbox_inches="tight")
         fig.text(
