@@ -100,6 +100,8 @@ class Executor:
 
     name = "executor"
     workers = 1
+    #: its workers are processes on this machine (they share its cores)
+    local = False
 
     def run(
         self,
@@ -156,6 +158,7 @@ class ProcessExecutor(Executor):
     """A local pool of ``workers`` spawned processes (module docstring)."""
 
     name = "process"
+    local = True
 
     def __init__(self, workers: int = 2):
         _check(0, workers)
@@ -257,6 +260,7 @@ class DaskExecutor(Executor):
             )
             self.client = distributed.Client(cluster)
             self._own += [self.client, cluster]
+            self.local = True
         info = self.client.scheduler_info()
         self.workers = max(1, len(info.get("workers", {}))) if client is not None or scheduler else int(workers)
         self.address = self.client.scheduler.address

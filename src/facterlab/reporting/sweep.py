@@ -2,7 +2,7 @@
 
 ``facterlab sweep --grid model__llm=fake --grid seed=0,1,2 --grid protocol=open,rank
 [--set data__dataset=synthetic] [--file sweep.toml] [--preset repro] [--executor process|serial|dask]
-[--workers 2] [--scheduler tcp://host:8786] [--retries 2] [--dry-run] [--json]``
+[--workers 2] [--scheduler tcp://host:8786] [--retries 2] [--server-url URL] [--dry-run] [--json]``
 
 The grid is the cartesian product of every ``--grid KEY=V1,V2`` (keys as in
 :func:`facterlab.config.preset`: ``section__field`` or a top-level field such as ``seed``, ``protocol``),
@@ -203,6 +203,7 @@ class SweepTask:
     cache_root: str
     shard_dir: str
     immutable_cache: bool = True
+    threads: int | None = None  # torch CPU threads of the run (local workers share the machine's cores)
 
 
 @dataclass
@@ -246,6 +247,8 @@ def run_task(task: SweepTask) -> dict:
     where = {"host": socket.gethostname(), "pid": os.getpid()}
     if os.environ.get(ENV_CACHE) != task.cache_root:  # a worker reads the interactions the driver built
         os.environ[ENV_CACHE] = task.cache_root
+    if task.threads:
+        _set_threads(task.threads)
     if find(runs_dir(task.out_dir), task.run_id) is not None:
         return {"run_id": task.run_id, "status": "reused", "seconds": 0.0, **where}
     recommender = encoder = None
@@ -281,6 +284,17 @@ def run_task(task: SweepTask) -> dict:
         )
     new = getattr(recommender, "n_generated", None)
     return {"run_id": res.run_id, "status": "ran", "seconds": time.perf_counter() - t0, "new_predictions": new, **where}
+
+
+def _set_threads(n: int) -> None:
+    """``n`` torch CPU threads in this worker: through the environment before torch loads (OpenMP reads
+    it once), else ``torch.set_num_threads``."""
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(n))
+    else:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(int(n))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +424,10 @@ def run_sweep(
     desc = "nothing to run"
     if todo:
         immutable = prepare_base(croot / "llm_cache.sqlite") & prepare_base(croot / "embeddings.sqlite")
+        ex = make_executor(executor, workers, scheduler) if isinstance(executor, str) else executor
+        # local workers share this machine's cores: each gets its part (a remote worker keeps its own setting)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = max(1, cores // ex.workers) if ex.local else None
         tasks = {
             p.run_id: SweepTask(
                 p.cfg,
@@ -419,10 +437,10 @@ def run_sweep(
                 str(croot),
                 str(shard_dir),
                 immutable,
+                threads,
             )
             for p in todo
         }
-        ex = make_executor(executor, workers, scheduler) if isinstance(executor, str) else executor
         desc = ex.describe()
         log.info("sweep: %d runs on %s", len(tasks), desc)
         finished = [0]
@@ -475,6 +493,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed config value")
     p.add_argument("--file", default=None, help="a sweep file (.json or .toml: preset, set, grid)")
+    p.add_argument(
+        "--server-url",
+        default=None,
+        metavar="URL",
+        help="the server of model__llm=openai:<model id> (model__server_url)",
+    )
     p.add_argument("--preset", default=None, choices=PRESETS, help="the method's preset (default repro)")
     p.add_argument("--executor", default="process", choices=EXECUTORS, help="process (default) | serial | dask")
     p.add_argument("--workers", type=int, default=2, help=f"worker processes, 1..{MAX_WORKERS} (default 2)")
@@ -492,6 +516,8 @@ def configs_from_args(args) -> list:
     fixed = dict(spec["set"])
     for key, text in parse_set_items(args.set).items():
         fixed[key] = _coerce_value(key, text)
+    if args.server_url:
+        fixed["model__server_url"] = args.server_url
     grid = dict(spec["grid"])
     grid.update(parse_grid(args.grid))
     if not grid and not fixed:
