@@ -17,7 +17,7 @@ from facterlab.config import ModelConfig, preset  # noqa: E402
 from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
 from facterlab.facter.monitor import CalibrationState, FacterMonitor, OnlineScorer  # noqa: E402
-from facterlab.facter.pipeline import _context_embeddings, _groups, make_postprocess  # noqa: E402
+from facterlab.facter.pipeline import _groups, context_embeddings, make_postprocess  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
 from facterlab.metrics import CatalogueMapper  # noqa: E402
 from facterlab.models.fake import HashEncoder  # noqa: E402
@@ -60,7 +60,7 @@ def test_smollm2_optimistic_batching_is_exact():
     # Q0 = 0: every row violates, so with the announced threshold every later prompt of a batch changes
     state = CalibrationState(
         q0=0.0,
-        context_emb=_context_embeddings(calib, items, enc, prompts),
+        context_emb=context_embeddings(calib, items, enc, prompts),
         groups=_groups(calib),
         pred_emb=rep.items(calib["target"].tolist()),
         alpha=0.1,
@@ -69,7 +69,7 @@ def test_smollm2_optimistic_batching_is_exact():
     )
     scorer = OnlineScorer(
         state,
-        _context_embeddings(test, items, enc, prompts),
+        context_embeddings(test, items, enc, prompts),
         _groups(test),
         rep.items(test["target"].tolist()),
         0.7,

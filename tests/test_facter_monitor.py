@@ -16,7 +16,7 @@ from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
 from facterlab.datatypes import Recommender  # noqa: E402
 from facterlab.facter.monitor import FacterMonitor, OnlineScorer, violation_summary  # noqa: E402
-from facterlab.facter.pipeline import _context_embeddings, _groups, calibrate, make_postprocess  # noqa: E402
+from facterlab.facter.pipeline import _groups, calibrate, context_embeddings, make_postprocess  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
 from facterlab.metrics import CatalogueMapper  # noqa: E402
 from facterlab.models.fake import FakeRecommender, HashEncoder  # noqa: E402
@@ -54,7 +54,7 @@ def _setup(world, obey: bool, protocol: str = "open", **facter):
     test = inter.test.reset_index(drop=True)
     scorer = OnlineScorer(
         state,
-        _context_embeddings(test, items, enc, prompts),
+        context_embeddings(test, items, enc, prompts),
         _groups(test),
         rep.items(test["target"].tolist()),
         cfg.facter.lam,

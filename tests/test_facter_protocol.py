@@ -17,7 +17,7 @@ from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
 from facterlab.datatypes import Prediction, Recommender  # noqa: E402
 from facterlab.facter.monitor import UNKNOWN_GENERATION, CalibrationState, FacterMonitor, MonitorSettings, OnlineScorer  # noqa: E402
-from facterlab.facter.pipeline import _context_embeddings, _groups, make_postprocess, protocol_variants, run_experiment  # noqa: E402
+from facterlab.facter.pipeline import _groups, context_embeddings, make_postprocess, protocol_variants, run_experiment  # noqa: E402
 from facterlab.facter.repair import ViolationBuffer, mine_rules  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402
 from facterlab.metrics import CatalogueMapper, ranking_metrics  # noqa: E402
@@ -146,7 +146,7 @@ def _monitor(world, rec, **facter):
     calib, test = inter.calib.reset_index(drop=True), inter.test.reset_index(drop=True)
     state = CalibrationState(
         q0=0.0,
-        context_emb=_context_embeddings(calib, items, enc, prompts),
+        context_emb=context_embeddings(calib, items, enc, prompts),
         groups=_groups(calib),
         pred_emb=rep.items(calib["target"].tolist()),
         alpha=0.1,
@@ -155,7 +155,7 @@ def _monitor(world, rec, **facter):
     )
     scorer = OnlineScorer(
         state,
-        _context_embeddings(test, items, enc, prompts),
+        context_embeddings(test, items, enc, prompts),
         _groups(test),
         rep.items(test["target"].tolist()),
         0.7,

@@ -112,10 +112,10 @@ def test_twin_repair_happens_only_when_the_recommender_listens(twin_runs):
     _, runs = twin_runs
     sh = gt.biased_share_table([runs[(6.0, 1.0)], runs[(6.0, 0.0)]])
     last = sh["pass"].max()
-    by = {(r.rho, r._5): r for r in sh.itertuples()}
+    by = {(r["rho"], r["pass"]): r for r in sh.to_dict("records")}
     listen, deaf = by[(1.0, last)], by[(0.0, last)]
-    assert listen.share_changed <= 0.5 * listen.fair_share_changed
-    assert deaf.share_changed > 0.8 * deaf.fair_share_changed
+    assert listen["share_changed"] <= 0.5 * listen["fair_share_changed"]
+    assert deaf["share_changed"] > 0.8 * deaf["fair_share_changed"]
     verdicts = {
         c.claim: c.verdict
         for c in gt.twin_claims(

@@ -327,3 +327,46 @@ def test_numerical_layers_import_no_heavy_library(module):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"importing {module} loads {out}"
+
+
+def _component_of(mod: str) -> str | None:
+    for layer in LAYERS:
+        for comp, prefixes in layer.items():
+            if any(mod == p or mod.startswith(p + ".") for p in prefixes):
+                return comp
+    return None
+
+
+def private_imports(src_root: Path, package: str = "facterlab") -> list:
+    """``from <module of another component> import _name``: a private name crossing components."""
+    out = []
+    for mod, path in module_files(src_root, package).items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(package + "."):
+                src_c, dst_c = _component_of(mod), _component_of(node.module or "")
+                for alias in node.names:
+                    if alias.name.startswith("_") and src_c != dst_c:
+                        out.append(
+                            f"{path.relative_to(src_root.parent)}:{node.lineno} imports {node.module}.{alias.name}"
+                        )
+    return out
+
+
+def test_no_private_name_crosses_components():
+    assert private_imports(SRC) == []
+
+
+def test_private_name_checker_sees_one(tmp_path):
+    root = _write(
+        tmp_path,
+        {
+            "facterlab/__init__.py": "",
+            "facterlab/facter/__init__.py": "",
+            "facterlab/facter/pipeline.py": "def _hidden():\n    return 1\n",
+            "facterlab/reporting/__init__.py": "",
+            "facterlab/reporting/gt.py": "from facterlab.facter.pipeline import _hidden\n",
+        },
+    )
+    found = private_imports(root)
+    assert len(found) == 1 and "facterlab.facter.pipeline._hidden" in found[0]

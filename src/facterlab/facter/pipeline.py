@@ -250,7 +250,7 @@ def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: 
     return out
 
 
-def _context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
+def context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
     """f(context_text(history titles)) for each row (docs/FACTER.md §2: no demographics in the context)."""
     titles = prompt_items(items)
     texts = [prompts.context_text([titles[int(i)] for i in h]) for h in rows["history"]]
@@ -362,7 +362,7 @@ def calibrate(
             q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
             twin_cols["placebo_delta"] = plc_delta
     else:
-        ctx = _context_embeddings(rows, items, encoder, prompts)
+        ctx = context_embeddings(rows, items, encoder, prompts)
         index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
         sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
     ct = ConformalThreshold(fc.alpha).fit(sc["S"].to_numpy())
@@ -710,7 +710,7 @@ def run_experiment(
         scorer = TwinScorer(state, target_emb, cfg.facter.lam)
         twins = twin_attributes(test_rows, ds.attribute_values, cfg.metrics.flip_strategy, cfg.seed)
     else:
-        test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
+        test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(
             state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
         )

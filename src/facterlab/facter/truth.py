@@ -30,7 +30,7 @@ __all__ = ["truth_labels", "rank_auc", "detector_summary"]
 def _unfair(raw: str) -> bool | None:
     try:
         t = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # any model output, however hostile: no truth
         return None
     if not isinstance(t, dict) or "top1_changed" not in t:
         return None

@@ -32,7 +32,7 @@ from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import HASH_ENCODER, fake_recommender, read_run_folder, run_experiment, run_id_for
-from facterlab.facter.record import RunRecord, as_metrics, as_value, find, missing_json
+from facterlab.facter.record import METHODS, as_metrics, as_value, find, missing_json
 from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
@@ -155,18 +155,6 @@ def _logging_shows_info() -> bool:
     return log.isEnabledFor(logging.INFO) and any(h.level <= logging.INFO for h in root.handlers)
 
 
-def run_many(configs: Sequence[RunConfig], data_dir=None, progress: bool = True) -> list:
-    """:func:`run` for each config, in order (identical configs run once)."""
-    done: dict = {}
-    out = []
-    for cfg in configs:
-        key = config_hash(cfg)
-        if key not in done:
-            done[key] = run(cfg, data_dir=data_dir, progress=progress)
-        out.append(done[key])
-    return out
-
-
 def model_label(model: str) -> str:
     """How a model is named in tables (published name for the REPRO backbones)."""
     return PUBLISHED_MODELS.get(model, model)
@@ -196,19 +184,7 @@ def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
     }
 
 
-def load_run_metrics(run_id: str, out_dir: os.PathLike | str | None = None):
-    """The saved metrics (:class:`facterlab.facter.record.RunMetrics`) of a run id (for tables built after
-    the fact); ``out_dir``: the runs folder (default ``<results>/runs``)."""
-    base = Path(out_dir) if out_dir is not None else results_dir() / "runs"
-    path = base / run_id
-    if not (path / "metrics.json").is_file():
-        raise FileNotFoundError(f"no metrics.json for run {run_id!r} at {path / 'metrics.json'}")
-    return RunRecord.load(path).metrics
-
-
-def flat_json(
-    metrics: Any, methods: Sequence[str] = ("neutral", "fair", "facter"), keys: Sequence[str] | None = None
-) -> dict:
+def flat_json(metrics: Any, methods: Sequence[str] = METHODS, keys: Sequence[str] | None = None) -> dict:
     """``method -> {flat key: number | {"value": None, "missing_reason": ...}}`` of one run's metrics
     (a record, run result or metrics dict; keys of :meth:`facterlab.facter.record.MethodMetrics.flat`;
     ``keys`` selects).

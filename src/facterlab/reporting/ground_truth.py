@@ -24,14 +24,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from facterlab.data import prompts
-from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import MissingValue
 from facterlab.facter.conformal import ConformalThreshold
-from facterlab.facter.monitor import CalibrationState, OnlineScorer
-from facterlab.facter.neighbours import counterfactual_neighbours
-from facterlab.facter.pipeline import _context_embeddings
-from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
+from facterlab.facter.record import METHODS
+from facterlab.facter.rescore import rescore, rescore_inputs
+from facterlab.facter.scores import ItemRepresenter
 from facterlab.reporting.claims import (
     FAILS,
     HOLDS,
@@ -185,7 +182,7 @@ def _num(v):
     return float(v) if v is not None else float("nan")
 
 
-def fairness_table(results: Sequence, methods: Sequence[str] = ("neutral", "fair", "facter")) -> pd.DataFrame:
+def fairness_table(results: Sequence, methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """One row per (run, method): beta, rho, seed, CFR (multi), SNSR (joint tuple, proxy; NaN with the
     reason in ``snsr_missing`` when no group is large enough), NDCG@10, Recall@10, share of
     last-pass rows whose top-1 the bias changed."""
@@ -235,40 +232,14 @@ def detector_table(
     (precision / base rate), share_no_neighbour (test rows).
     """
     alpha = float(result.record.metrics.calibration.alpha if alpha is None else alpha)
-    items = items if items.index.name == "item_id" else items.set_index("item_id")
-    rep = ItemRepresenter(encoder, items)
-    cal = result.calibration.reset_index(drop=True)
-    calib_rows = calib_rows.set_index("row_id").loc[cal["row_id"].to_numpy()].reset_index()
-    rec = result.rows[method]
-    rec = rec[rec["pass"] == 1].sort_values("position").reset_index(drop=True)
-    test_rows = test_rows.set_index("row_id").loc[rec["row_id"].to_numpy()].reset_index()
-    truth = truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
-    cal_pred = rep.predictions(cal["top1_id"].tolist(), cal["top1_text"].tolist())
-    cal_target = rep.items(calib_rows["target"].tolist())
-    test_pred = rep.predictions(rec["top1_id"].tolist(), rec["top1_text"].tolist())
-    test_target = rep.items(test_rows["target"].tolist())
-    cal_ctx = _context_embeddings(calib_rows, items, encoder, prompts)
-    test_ctx = _context_embeddings(test_rows, items, encoder, prompts)
-    cal_groups = list(zip(*(calib_rows[a].astype(str).tolist() for a in PROTECTED)))
-    test_groups = list(zip(*(test_rows[a].astype(str).tolist() for a in PROTECTED)))
+    inputs = rescore_inputs(result, encoder, items, calib_rows, test_rows, method)
+    truth = truth_frame(inputs.records)["top1_changed"].to_numpy(dtype=bool)
     out = []
     for tau in tau_rhos:
-        index = counterfactual_neighbours(cal_ctx, cal_groups, tau_rho=float(tau))
         for lam in lambdas:
-            sc = nonconformity_scores(cal_pred, cal_target, index, cal_pred, lam=float(lam))
-            ct = ConformalThreshold(alpha).fit(sc["S"].to_numpy())
-            state = CalibrationState(
-                q0=ct.threshold_,
-                context_emb=cal_ctx,
-                groups=cal_groups,
-                pred_emb=cal_pred,
-                alpha=alpha,
-                k_index=ct.k_index_,
-                n=ct.n_,
-            )
-            scorer = OnlineScorer(state, test_ctx, test_groups, test_target, float(lam), float(tau), None)
-            s = np.array([scorer.score(i, test_pred[i])[0] for i in range(len(rec))])
-            flag = s > ct.threshold_
+            res = rescore(inputs, lam=float(lam), tau_rho=float(tau), alpha=alpha)
+            s = res.S
+            flag = s > res.q0
             tp = int((flag & truth).sum())
             base = float(truth.mean()) if len(truth) else float("nan")
             prec = tp / int(flag.sum()) if flag.any() else float("nan")
@@ -277,7 +248,7 @@ def detector_table(
                 {
                     "lambda": float(lam),
                     "tau_rho": float(tau),
-                    "q0": float(ct.threshold_),
+                    "q0": res.q0,
                     "flagged": int(flag.sum()),
                     "biased": int(truth.sum()),
                     "true_pos": tp,
@@ -286,7 +257,7 @@ def detector_table(
                     "base_rate": base,
                     "lift": prec / base if base and not math.isnan(prec) else float("nan"),
                     "lift_ceiling": 1.0 / base if base else float("nan"),
-                    "share_no_neighbour": float((scorer.index.counts == 0).mean()),
+                    "share_no_neighbour": res.share_no_neighbour,
                 }
             )
     return pd.DataFrame(out)
@@ -422,7 +393,7 @@ def monitor_label(result) -> str:
     return f"facterlab: {delta} Delta, {thr} threshold, {mine} rules"
 
 
-def run_detector_frame(results: Sequence, methods: Sequence[str] = ("neutral", "fair", "facter")) -> pd.DataFrame:
+def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """One row per (run, method): monitor, beta, rho, seed and the run's own ``ground_truth.detector``
     (metrics.json; facterlab.facter.truth): label, flagged, positives, true_pos, n, precision, recall,
     base_rate, flag_rate, auc, lift and its ceiling 1/base rate."""
