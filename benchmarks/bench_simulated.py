@@ -3,6 +3,8 @@
     python benchmarks/bench_simulated.py                 # phase times of a paper-size run, both encoders
     python benchmarks/bench_simulated.py --accuracy      # NDCG/Recall@10 against the random floor
     python benchmarks/bench_simulated.py --notebook      # also time notebook 09 end to end (papermill)
+    python benchmarks/bench_simulated.py --encoder-ab    # cold-cache MiniLM run: CPU and encoding share,
+                                                         # token-budget batches vs sentence-transformers' own
 
 A run is n = 2,500 rows (1,750 calibration / 750 test), T = 3 passes, 1 seed, 200 CFR rows, open
 generation, on ML-100K when FACTERLAB_DATA holds it (else the synthetic set).  Each run goes in a fresh
@@ -11,6 +13,15 @@ alternating (A B A B); we print medians of wall time, CPU time and peak RSS, and
 The MiniLM run reads its embeddings from the on-disk cache after the first repeat (printed apart):
 the phases are what a GPU user pays on top of the LLM.  Targets (2-core machine): run < 60 s and
 < 2 GB peak; notebook 09 < 3 min.  The machine is shared: /proc/loadavg is printed with every run.
+
+``--encoder-ab`` (issue 21, "Speed"): the cold-cache paper-size MiniLM run, each run with a fresh
+embedding cache, alternating two batchings of the encoder (A B A B ...): ``tokens`` (the default:
+texts sorted by token count, batches of <= 64 texts and <= ``MAX_BATCH_TOKENS`` padded tokens) and
+``st64`` (``max_batch_tokens=None``: sentence-transformers' batches of 64 texts, the batching before
+the change).  Per run: CPU seconds of the process (user + system, imports included), the CPU seconds
+spent inside ``SentenceEncoder.encode`` (the encoding share), the texts the model encoded, wall time;
+then medians, the ratio tokens / st64, and the largest absolute difference between the two
+variants' embeddings of the same texts (read back from the two runs' caches).  Target: CPU < 60 s.
 """
 
 from __future__ import annotations
@@ -32,11 +43,29 @@ import json, resource, sys, time
 t0 = time.perf_counter(); c0 = time.process_time()
 from facterlab.reporting.experiments import run_config
 from facterlab.facter.pipeline import run_experiment
+import facterlab.models.encoder as E
+enc = {"cpu_s": 0.0, "texts": 0, "batches": 0}
+_encode, _init = E.SentenceEncoder.encode, E.SentenceEncoder.__init__
+def encode(self, texts):  # CPU time inside the encoder (cache look-ups included), texts the model saw
+    c, n, b = time.process_time(), self.n_model_calls, self.n_batches
+    try:
+        return _encode(self, texts)
+    finally:
+        enc["cpu_s"] += time.process_time() - c
+        enc["texts"] += self.n_model_calls - n
+        enc["batches"] += self.n_batches - b
+def init(self, *a, **k):
+    _init(self, *a, **k)
+    if sys.argv[4] == "st64":  # sentence-transformers' own batches of batch_size texts
+        self.max_batch_tokens = None
+E.SentenceEncoder.encode, E.SentenceEncoder.__init__ = encode, init
 cfg = run_config(dataset=sys.argv[1], model="simulated", protocol="open", n_rows=2500, passes=3, cfr_rows=200,
                  encoder=sys.argv[2], sim__beta=2.0, sim__rho=1.0)
 r = run_experiment(cfg, out_dir=sys.argv[3], progress=False)
+ru = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024,
+                  "enc_cpu_s": enc["cpu_s"], "enc_texts": enc["texts"], "enc_batches": enc["batches"],
                   "phases": r.timings, "dataset": r.record.metrics.dataset,
                   "n_calib": r.record.metrics.n_calib, "n_test": r.record.metrics.n_test}))
 """
@@ -48,11 +77,13 @@ def _dataset() -> str:
     return resolve_dataset("auto")
 
 
-def one_run(dataset: str, encoder: str, cache: str) -> dict:
+def one_run(dataset: str, encoder: str, cache: str, batching: str = "tokens") -> dict:
     out = tempfile.mkdtemp(prefix="bench_sim_")
     env = dict(os.environ, FACTERLAB_CACHE=cache, HF_HUB_OFFLINE="1")
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-    p = subprocess.run([sys.executable, "-c", CHILD, dataset, encoder, out], env=env, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, dataset, encoder, out, batching], env=env, capture_output=True, text=True
+    )
     if p.returncode != 0:
         raise SystemExit(f"run failed ({encoder}):\n{p.stderr[-3000:]}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
@@ -107,8 +138,74 @@ def phases_report(dataset: str, repeats: int) -> None:
                 + " | ".join(f"{c['phases'].get(p, 0.0):.1f}" for p in phases)
                 + " |"
             )
+            print(
+                f"  cold cache: {c['cpu_s']:.1f} s CPU, of which encoding {c['enc_cpu_s']:.1f} s "
+                f"({c['enc_cpu_s'] / c['cpu_s']:.0%}, {c['enc_texts']} texts in {c['enc_batches']} batches); "
+                f"target < 60 s CPU -> ratio {c['cpu_s'] / 60:.2f}"
+            )
     best = min(statistics.median(r["wall_s"] for r in runs[e]) for e in encoders)
     print(f"\ntarget run < 60 s: best median {best:.1f} s -> ratio to target {best / 60:.2f}")
+
+
+def _cached_vectors(cache: str) -> dict:
+    """key -> float32 vector of a run's embedding cache (``cache_dir()/embeddings.sqlite``)."""
+    import sqlite3
+
+    import numpy as np
+
+    con = sqlite3.connect(str(Path(cache) / "embeddings.sqlite"))
+    try:
+        return {k: np.frombuffer(v, dtype=np.float32) for k, v in con.execute("SELECT key, value FROM embeddings")}
+    finally:
+        con.close()
+
+
+def encoder_ab_report(dataset: str, repeats: int) -> None:
+    """Cold-cache MiniLM runs alternating the encoder's batching (module docstring, ``--encoder-ab``)."""
+    import numpy as np
+
+    variants = ["tokens", "st64"]
+    runs: dict = {v: [] for v in variants}
+    caches: dict = {v: [] for v in variants}
+    for i in range(repeats):
+        for v in variants if i % 2 == 0 else variants[::-1]:
+            cache = tempfile.mkdtemp(prefix=f"bench_sim_ab_{v}_")
+            r = one_run(dataset, "all-MiniLM-L6-v2", cache, batching=v)
+            runs[v].append(r)
+            caches[v].append(cache)
+            print(
+                f"  repeat {i + 1} {v:6s} cpu {r['cpu_s']:6.1f} s (user {r['user_s']:.1f}, sys {r['sys_s']:.1f})  "
+                f"encoding {r['enc_cpu_s']:6.1f} s ({r['enc_cpu_s'] / r['cpu_s']:.0%}, {r['enc_texts']} texts, "
+                f"{r['enc_batches']} batches)  wall {r['wall_s']:6.1f} s  load {r['load_before']}",
+                flush=True,
+            )
+    d = runs[variants[0]][0]
+    print(
+        f"\nCold-cache paper-size simulated run, MiniLM, on {d['dataset']} ({d['n_calib']} calibration / "
+        f"{d['n_test']} test rows, T = 3, 1 seed, 200 CFR rows); medians over {repeats} runs per variant"
+    )
+    print("| batching | CPU s | encoding CPU s | encoding share | sys s | wall s |")
+    print("|---|---|---|---|---|---|")
+    med = {}
+    for v in variants:
+        rs = runs[v]
+        med[v] = {k: statistics.median(r[k] for r in rs) for k in ("cpu_s", "enc_cpu_s", "sys_s", "wall_s")}
+        share = statistics.median(r["enc_cpu_s"] / r["cpu_s"] for r in rs)
+        m = med[v]
+        print(f"| {v} | {m['cpu_s']:.1f} | {m['enc_cpu_s']:.1f} | {share:.0%} | {m['sys_s']:.1f} | {m['wall_s']:.1f} |")
+    a, b = med["tokens"], med["st64"]
+    print(
+        f"\nratio tokens / st64: CPU {a['cpu_s'] / b['cpu_s']:.2f}, encoding CPU {a['enc_cpu_s'] / b['enc_cpu_s']:.2f}; "
+        f"target < 60 s CPU -> tokens {a['cpu_s'] / 60:.2f}, st64 {b['cpu_s'] / 60:.2f}"
+    )
+    va, vb = _cached_vectors(caches["tokens"][0]), _cached_vectors(caches["st64"][0])
+    common = sorted(set(va) & set(vb))
+    if common:
+        diff = max(float(np.max(np.abs(va[k] - vb[k]))) for k in common)
+        cos = min(float(va[k] @ vb[k]) for k in common)
+        print(
+            f"embeddings of the same {len(common)} texts, tokens vs st64: max |diff| {diff:.2e}, min cosine {cos:.7f}"
+        )
 
 
 def accuracy_report(dataset: str) -> None:
@@ -208,12 +305,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--accuracy", action="store_true", help="only the accuracy table")
     ap.add_argument("--notebook", action="store_true", help="also time notebook 09 with papermill")
+    ap.add_argument(
+        "--encoder-ab",
+        action="store_true",
+        help="only the cold-cache MiniLM run: CPU and encoding share, token-budget batches vs "
+        "sentence-transformers' batches of 64, alternating (--repeats runs each)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
     a = ap.parse_args()
     dataset = a.dataset or _dataset()
     if a.accuracy:
         accuracy_report(dataset)
+        return
+    if a.encoder_ab:
+        encoder_ab_report(dataset, a.repeats)
         return
     phases_report(dataset, a.repeats)
     if a.notebook:

@@ -119,7 +119,9 @@ class SentenceEncoder:
         if todo:
             model = self._load()
             # a log line every FACTERLAB_LOG_EVERY s (rate, time left) on long encodings
-            phase = Progress(f"encoding with {self.name}", total=len(todo), unit="texts", log=log, bar=False)
+            phase = Progress(
+                f"encoding with {self.name}", total=len(todo), unit="texts", log=log, bar=False, summary_after=5
+            )
             pending: list = []  # (text, vector) not yet written to the disk cache
             for batch in self._plan(model, todo):
                 chunk = [todo[i] for i in batch]
@@ -210,15 +212,23 @@ def _l2(v: np.ndarray) -> np.ndarray:
 
 
 def load_encoder(
-    name: str = "all-MiniLM-L6-v2", device: str = "auto", batch_size: int = 64, cache=True
+    name: str = "all-MiniLM-L6-v2",
+    device: str = "auto",
+    batch_size: int = 64,
+    cache=True,
+    max_batch_tokens: int | None = MAX_BATCH_TOKENS,
 ) -> SentenceEncoder:
     """Build the text encoder ``name`` (bundled MiniLM by default; any sentence-transformers id/path).
 
     ``cache``: ``True`` (SQLite under ``cache_dir()``), ``False``, a path or an ``EmbeddingCache``.
+    ``batch_size`` / ``max_batch_tokens``: at most that many texts / padded tokens per forward batch
+    (module docstring; ``max_batch_tokens=None``: sentence-transformers' batches of ``batch_size``).
     Unknown names fail fast offline, before sentence-transformers is imported.
 
     >>> enc = load_encoder(cache=False)
     >>> enc.dim, enc.fingerprint.startswith("all-minilm-l6-v2@")
     (384, True)
     """
-    return SentenceEncoder(resolve_encoder(name), device=device, batch_size=batch_size, cache=cache)
+    return SentenceEncoder(
+        resolve_encoder(name), device=device, batch_size=batch_size, cache=cache, max_batch_tokens=max_batch_tokens
+    )
