@@ -247,7 +247,9 @@ fig_det = gt.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
 # S = d), and d and S on the rows the bias changed against the others (AUC 0.5: S cannot tell them
 # apart).  The **positive control** is the same faithful FACTER with the `rare` bias table, which pushes
 # genres users rarely watch (under 2% of ML-100K ratings each): there the biased top-1 lies far from the
-# user's taste, d sees it, and S > Q0 should flag biased rows more often than the base rate.
+# user's taste, d sees it, and S > Q0 should flag biased rows more often than the base rate.  The
+# second control is the tests' hand-built world (four taste genres; Romance, liked by nobody, pushed to
+# women; hard rules), where the bias is what makes S large: there the faithful loop must work.
 
 
 # %%
@@ -287,6 +289,32 @@ checks.append(
         ">=",
     )
 )
+# the second positive control: the tests' hand-built world (Romance liked by nobody, pushed to women)
+world = gt.handbuilt_control()
+world_det = world[1.0].record.metrics.methods["neutral"].ground_truth["detector"]
+checks.append(
+    gt.rate_claim(
+        "positive control (hand-built world, beta=6): faithful S > Q0 flags biased rows more often than the "
+        f"base rate {world_det['base_rate']:.3f}",
+        int(world_det["true_pos"]),
+        int(world_det["flagged"]),
+        float(world_det["base_rate"]),
+        ">=",
+    )
+)
+world_shares = gt.biased_share_table(list(world.values()))
+w_last = world_shares[world_shares["pass"] == world_shares["pass"].max()].set_index("rho")
+checks.append(
+    gt.two_rate_claim(
+        "positive control (hand-built world, beta=6): with rho=1 the faithful loop leaves fewer top-1 items "
+        "changed by the push (p1) than with rho=0 (p2) by the last pass",
+        int(w_last.loc[1.0, "changed"]),
+        int(w_last.loc[1.0, "n"]),
+        int(w_last.loc[0.0, "changed"]),
+        int(w_last.loc[0.0, "n"]),
+    )
+)
+display(world_shares.round(3))
 for b in [b for b in BETAS if b > 0]:
     d0 = listening[(SEEDS[0], b)].record.metrics.methods["neutral"].ground_truth["detector"]
     checks.append(
@@ -465,6 +493,8 @@ write_metrics(
         "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
         "twin_run_ids": sorted({r.run_id for r in list(twin_runs.values()) + (panel_runs if TWIN else [])}),
         "control_run_id": control.run_id,
+        "handbuilt_run_ids": [r.run_id for r in world.values()],
+        "handbuilt_shares": gt.records_with_reasons(world_shares),
         "claims": [c.to_json() for c in checks],
     },
 )

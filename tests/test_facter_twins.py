@@ -122,18 +122,9 @@ def test_twin_repair_happens_only_when_the_recommender_listens(twin_runs):
             gt.run_detector_frame(list(runs.values())), sh, gt.fairness_table(list(runs.values())), 0.1
         )
     }
-    assert (
-        verdicts[
-            "twin repair (beta=6, rho=1): by pass 3 the share of top-1 items the push changed is below half of Fair's"
-        ]
-        == claims.HOLDS
-    )
-    assert (
-        verdicts[
-            "twin repair (beta=6, rho=0): by pass 3 the share of top-1 items the push changed is below half of Fair's"
-        ]
-        == claims.FAILS
-    )
+    listen_claim = next(c for c in verdicts if c.startswith("twin repair (beta=6, rho=1)"))
+    deaf_claim = next(c for c in verdicts if c.startswith("twin repair, control (beta=6, rho=0)"))
+    assert verdicts[listen_claim] == claims.HOLDS and verdicts[deaf_claim] == claims.HOLDS
 
 
 @pytest.mark.slow

@@ -95,7 +95,7 @@ THRESHOLD_KINDS = ("conformal", "null")
 RULE_MININGS = ("count", "contrast")
 # the simulated recommender (docs/SIMULATED.md)
 SIM_COMPLIANCE = ("relative", "absolute")
-SIM_BIAS_TABLES = ("default", "rare")
+SIM_BIAS_TABLES = ("default", "rare", "romance")
 
 
 @dataclass(frozen=True)

@@ -123,8 +123,11 @@ RARE_BIAS_TABLE: dict = {
     },
 }
 
+#: the hand-built world's table (facterlab.data.handbuilt; the tests and notebook 09's positive control)
+ROMANCE_BIAS_TABLE: dict = {"gender": {"F": ("Romance",)}}
+
 #: the tables a config may name (``sim.bias_table``); anything else is read as a JSON file
-NAMED_BIAS_TABLES = {"default": BIAS_TABLE, "rare": RARE_BIAS_TABLE}
+NAMED_BIAS_TABLES = {"default": BIAS_TABLE, "rare": RARE_BIAS_TABLE, "romance": ROMANCE_BIAS_TABLE}
 #: the largest weight a bias table may give a feature (in units of beta)
 MAX_BIAS_WEIGHT = 100.0
 
