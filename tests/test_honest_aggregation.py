@@ -169,6 +169,9 @@ def test_figure1_columns_per_setting_with_alpha_shared_scale_and_no_signal_note(
         )
     # shared y scales: the rate panels and the threshold panels each have one scale
     assert rate_axes[0].get_ylim() == rate_axes[1].get_ylim()
+    top = rate_axes[0].get_ylim()[1]  # every point drawn lies inside the shared scale (86/750 = 0.115 too)
+    assert all(np.nanmax(np.asarray(line.get_ydata(), float)) <= top for ax in rate_axes for line in ax.lines)
+    assert top >= 97 / 750
     assert fig.axes[2].get_ylim() == fig.axes[3].get_ylim()
     # markers stay visible when values coincide: the three series sit at different x within a pass
     xs = {round(float(line.get_xdata()[0]), 2) for line in rate_axes[0].lines if len(line.get_xdata()) == 3}

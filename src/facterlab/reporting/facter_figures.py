@@ -530,7 +530,6 @@ def figure1(
             )
         ax.set_xticks(np.arange(1, n_pass + 1))
         ax.set_xlim(0.6, n_pass + 0.4)
-        ax.set_ylim(bottom=0)
         ax.set_ylabel("violations / test rows" if j == 0 else "")
         ax.tick_params(labelleft=True)
         n_test = int(runs[0].n_test or 0)
@@ -568,6 +567,23 @@ def figure1(
         qx.set_xlabel("pass")
         qx.set_ylabel("threshold Q" if j == 0 else "")
         qx.tick_params(labelleft=True)
+    # one rate scale for every column, from 0 to the highest point drawn (data, REPRO, alpha), set once all
+    # columns are drawn (a limit set on the first column would freeze the shared scale before the others)
+    tops = [
+        float(np.nanmax(y))
+        for a in axes[0]
+        for line in a.lines
+        if len(y := np.asarray(line.get_ydata(), dtype=float)) and np.isfinite(y).any()
+    ]
+    tops += [
+        float(np.nanmax(seg[:, 1]))
+        for a in axes[0]
+        for coll in a.collections
+        for seg in getattr(coll, "get_segments", lambda: [])()
+        if len(seg)
+    ]
+    top = 1.08 * max(tops) if tops and max(tops) > 0 else 1.0
+    axes[0, 0].set_ylim(-0.04 * top, top)  # a margin below 0: markers at 0 violations stay whole
     handles, labels = [], []
     for a in axes.ravel():
         h, lab = a.get_legend_handles_labels()

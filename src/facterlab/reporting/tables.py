@@ -536,7 +536,9 @@ def setting_differences(groups: Sequence[Sequence[Any]], skip: Sequence[str] = (
     the settings a label names, dataset, rows, protocol, preset, alpha); ``""`` for every group when
     there is one group or nothing else differs."""
     settings = [run_settings(g[0]) for g in groups]
-    keys = list(dict.fromkeys(k for s in settings for k in s))
+    # settings every group has (a section of another model, e.g. the simulator's for an LLM run, is what
+    # the recommender label already tells apart)
+    keys = [k for k in dict.fromkeys(k for s in settings for k in s) if all(k in s for s in settings)]
     differ = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1 and k not in skip]
     differ = [
         *[k for k in _LABEL_SETTINGS if k in differ],
