@@ -13,56 +13,19 @@ import pytest
 
 from facterlab.config import preset
 from facterlab.data.protocol import build_interactions
-from facterlab.facter.pipeline import run_experiment
 from facterlab.models.fake import HashEncoder
-from facterlab.models.simulated import SimulatedRecommender, training_pairs
 from facterlab.reporting import ground_truth as gt
 from tests.facter_world import make_world
-
-BIAS = {"gender": {"F": ("Romance",)}}
 
 
 @pytest.fixture(scope="module")
 def world_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("gt_runs")
     ds = make_world(n_users=160, seed=0)
-    runs = {}
-    for beta, rho in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0)):
-        cfg = preset(
-            "repro",
-            data__dataset="synthetic",
-            data__n_rows=600,
-            data__n_candidates=20,
-            model__llm="simulated",
-            model__encoder="hash-encoder",
-            facter__passes=3,
-            metrics__cfr_rows=50,
-            metrics__snsr_min_group=10,
-            sim__beta=beta,
-            sim__rho=rho,
-            sim__demote=1000.0,
-            sim__h=0.0,
-            sim__n_factors=8,
-        )
-        inter = build_interactions(ds, cfg.data)
-        rows = pd.concat([inter.calib, inter.test], ignore_index=True)
-        s = cfg.sim
-        rec = SimulatedRecommender(
-            inter.items,
-            training_pairs(rows),
-            "open",
-            beta=s.beta,
-            sigma=s.sigma,
-            rho=s.rho,
-            h=s.h,
-            phi=s.phi,
-            demote=s.demote,
-            n_factors=s.n_factors,
-            bias_table=BIAS,
-        )
-        runs[(beta, rho)] = run_experiment(
-            cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out, progress=False
-        )
+    runs = {(b, r): gt.handbuilt_run(ds, b, r, out) for b, r in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0))}
+    inter = build_interactions(
+        ds, preset("repro", data__dataset="synthetic", data__n_rows=600, data__n_candidates=20).data
+    )
     return inter, runs
 
 

@@ -28,50 +28,18 @@ from facterlab.reporting import claims
 from facterlab.reporting import ground_truth as gt
 from tests.facter_world import make_world
 
-BIAS = {"gender": {"F": ("Romance",)}}
 
 
-def _cfg(beta, rho=1.0, threshold="null", mining="count", batch=8, n_rows=600, llm="simulated", **kw):
-    return preset(
-        "repro",
-        data__dataset="synthetic",
-        data__n_rows=n_rows,
-        data__n_candidates=20,
-        model__llm=llm,
-        model__encoder="hash-encoder",
-        model__batch_size=batch,
-        facter__passes=3,
-        facter__delta="twin",
-        facter__threshold=threshold,
-        facter__rule_mining=mining,
-        metrics__cfr_rows=50,
-        metrics__snsr_min_group=10,
-        sim__beta=beta,
-        sim__rho=rho,
-        sim__h=0.0,
-        sim__n_factors=8,
-        **kw,
-    )
+TWIN = {"facter__delta": "twin", "facter__threshold": "null"}
 
 
-def _run(ds, cfg, out, recommender=None):
+def _run(ds, beta, rho, out, recommender=None, **kw):
     if recommender is None:
-        from facterlab.models.simulated import SimulatedRecommender, training_pairs
-
-        inter = build_interactions(ds, cfg.data)
-        rows = pd.concat([inter.calib, inter.test], ignore_index=True)
-        s = cfg.sim
-        recommender = SimulatedRecommender(
-            inter.items,
-            training_pairs(rows),
-            "open",
-            beta=s.beta,
-            sigma=s.sigma,
-            rho=s.rho,
-            h=s.h,
-            n_factors=s.n_factors,
-            bias_table=BIAS,
-        )
+        return gt.handbuilt_run(ds, beta, rho, out, sim__demote=1.0, **TWIN, **kw)
+    cfg = preset(
+        "repro", data__dataset="synthetic", data__n_candidates=20, model__llm="fake", model__encoder="hash-encoder",
+        metrics__cfr_rows=50, metrics__snsr_min_group=10, **TWIN, **kw,
+    )  # fmt: skip
     return run_experiment(cfg, recommender=recommender, encoder=HashEncoder(), dataset=ds, out_dir=out, progress=False)
 
 
@@ -79,7 +47,7 @@ def _run(ds, cfg, out, recommender=None):
 def twin_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("twin_runs")
     ds = make_world(n_users=160, seed=0)
-    runs = {(b, r): _run(ds, _cfg(b, r), out) for b, r in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0))}
+    runs = {(b, r): _run(ds, b, r, out) for b, r in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (6.0, 0.0))}
     return ds, runs
 
 
@@ -130,8 +98,8 @@ def test_twin_repair_happens_only_when_the_recommender_listens(twin_runs):
 @pytest.mark.slow
 def test_twin_batching_is_exact(tmp_path):
     ds = make_world(n_users=80, seed=1)
-    a = _run(ds, _cfg(6.0, 1.0, batch=1, n_rows=300), tmp_path / "a")
-    b = _run(ds, _cfg(6.0, 1.0, batch=8, n_rows=300), tmp_path / "b")
+    a = _run(ds, 6.0, 1.0, tmp_path / "a", model__batch_size=1, data__n_rows=300)
+    b = _run(ds, 6.0, 1.0, tmp_path / "b", model__batch_size=8, data__n_rows=300)
     cols = ["S", "delta", "top1_id", "twin_top1_id", "viol_fixed", "rules"]
     pd.testing.assert_frame_equal(a.rows["facter"][cols], b.rows["facter"][cols])
     assert (
@@ -161,10 +129,11 @@ class SurfaceRecommender(Recommender):
 @pytest.mark.slow
 def test_null_threshold_keeps_its_guarantee_when_the_prompt_surface_matters(tmp_path):
     ds = make_world(n_users=200, seed=2)
-    cfg = _cfg(0.0, n_rows=1400, llm="fake")
-    inter = build_interactions(ds, cfg.data)
+    inter = build_interactions(
+        ds, preset("repro", data__dataset="synthetic", data__n_rows=1400, data__n_candidates=20).data
+    )
     rec = SurfaceRecommender(inter.items["title"].tolist())
-    res = _run(ds, cfg, tmp_path, recommender=rec)
+    res = _run(ds, 0.0, 1.0, tmp_path, recommender=rec, data__n_rows=1400)
     cal = res.record.metrics.calibration
     assert cal.share_placebo_nonzero > 0.5  # the placebo moves the answer: the threshold has work to do
     rows = res.rows["neutral"]

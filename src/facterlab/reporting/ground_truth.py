@@ -60,6 +60,7 @@ __all__ = [
     "rules_vs_table",
     "twin_claims",
     "handbuilt_control",
+    "handbuilt_run",
     "d_shift",
     "plot_decomposition",
     "plot_twin_repair",
@@ -979,46 +980,44 @@ def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, pro
     return fig
 
 
+def handbuilt_run(ds, beta: float, rho: float, out_dir=None, **overrides):
+    """One run in the hand-built world ``ds`` (:func:`facterlab.data.handbuilt.make_world`): the simulated
+    recommender with the ``romance`` table, hard rules, no title corruption, the hash encoder, 600 rows,
+    T = 3; ``overrides`` are further ``section__field`` settings (e.g. ``facter__delta="twin"``)."""
+    from facterlab.config import preset
+    from facterlab.data.protocol import build_interactions
+    from facterlab.facter.pipeline import run_experiment
+    from facterlab.models.fake import HashEncoder
+    from facterlab.models.simulated import simulated_from_config
+
+    settings = {
+        "data__dataset": "synthetic",
+        "data__n_rows": 600,
+        "data__n_candidates": 20,
+        "model__llm": "simulated",
+        "model__encoder": "hash-encoder",
+        "facter__passes": 3,
+        "metrics__cfr_rows": 50,
+        "metrics__snsr_min_group": 10,
+        "sim__beta": float(beta),
+        "sim__rho": float(rho),
+        "sim__demote": 1000.0,
+        "sim__h": 0.0,
+        "sim__n_factors": 8,
+        "sim__bias_table": "romance",
+        **overrides,
+    }
+    cfg = preset("repro", **settings)
+    rec = simulated_from_config(cfg, build_interactions(ds, cfg.data))
+    return run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out_dir, progress=False)
+
+
 def handbuilt_control(out_dir=None, beta: float = 6.0, seed: int = 0) -> dict:
     """The positive control of notebook 09: the faithful FACTER in the tests' hand-built world
     (:func:`facterlab.data.handbuilt.make_world`: four taste genres, Romance liked by nobody and pushed
     to women by the simulated recommender, hard rules), where the bias is what makes S large.  Runs
-    rho = 1 and rho = 0 with the torch-free hash encoder (seconds) and returns ``{rho: run}``."""
-    from facterlab.config import preset
+    rho = 1 and rho = 0 (:func:`handbuilt_run`, seconds) and returns ``{rho: run}``."""
     from facterlab.data.handbuilt import make_world
-    from facterlab.data.protocol import build_interactions
-    from facterlab.facter.pipeline import run_experiment
-    from facterlab.models.fake import HashEncoder
-    from facterlab.models.simulated import SimulatedRecommender, training_pairs
 
     ds = make_world(n_users=160, seed=seed)
-    out = {}
-    for rho in (1.0, 0.0):
-        cfg = preset(
-            "repro",
-            data__dataset="synthetic",
-            data__n_rows=600,
-            data__n_candidates=20,
-            model__llm="simulated",
-            model__encoder="hash-encoder",
-            facter__passes=3,
-            metrics__cfr_rows=50,
-            metrics__snsr_min_group=10,
-            sim__beta=beta,
-            sim__rho=rho,
-            sim__demote=1000.0,
-            sim__h=0.0,
-            sim__n_factors=8,
-            sim__bias_table="romance",
-        )
-        inter = build_interactions(ds, cfg.data)
-        rows = pd.concat([inter.calib, inter.test], ignore_index=True)
-        s = cfg.sim
-        rec = SimulatedRecommender(
-            inter.items, training_pairs(rows), "open", beta=s.beta, sigma=s.sigma, rho=s.rho, h=s.h,
-            demote=s.demote, n_factors=s.n_factors, bias_table=s.bias_table,
-        )  # fmt: skip
-        out[rho] = run_experiment(
-            cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out_dir, progress=False
-        )
-    return out
+    return {rho: handbuilt_run(ds, beta, rho, out_dir) for rho in (1.0, 0.0)}
