@@ -28,8 +28,6 @@ from facterlab.reporting import claims
 from facterlab.reporting import ground_truth as gt
 from tests.facter_world import make_world
 
-
-
 TWIN = {"facter__delta": "twin", "facter__threshold": "null"}
 
 
