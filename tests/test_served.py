@@ -1,14 +1,16 @@
 """The OpenAI-compatible backend (``--model openai:<model id> --server-url URL``) against a real HTTP
 server on localhost (tests/openai_test_server.py: stdlib ``http.server``, a deterministic "model").
 
-Why not ``transformers serve`` with SmolLM2 here: measured on this 2-core machine while other jobs
-ran, serving SmolLM2 needed a one-off GGUF -> safetensors conversion (187 s) and a greedy 40-token
-request took about 75 s, far beyond CI's budget for a test.
+The last test runs ``transformers serve`` with the bundled SmolLM2 and compares its greedy answers with
+the in-process backend's; it is opt-in (``FACTERLAB_TEST_TRANSFORMERS_SERVE=1``, and
+``transformers[serving]`` installed) because the one-off conversion, the server start and the
+requests take minutes on a loaded 2-core machine (tests/transformers_serve.py has the measurements).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 
@@ -185,3 +187,34 @@ def test_sweep_over_a_served_model_merges_its_cache_shards(tmp_path, monkeypatch
         assert res_b.n_started == 2 and len(srv.requests) == n  # every answer came from the merged cache
     for a, b in zip(sorted((tmp_path / "a" / "runs").iterdir()), sorted((tmp_path / "b" / "runs").iterdir())):
         assert (a / "metrics.json").read_bytes() == (b / "metrics.json").read_bytes()
+
+
+# ------------------------------------------------------------------------------------------ a real server
+
+SERVE = os.environ.get("FACTERLAB_TEST_TRANSFORMERS_SERVE") == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+@pytest.mark.skipif(
+    not SERVE,
+    reason="opt-in (FACTERLAB_TEST_TRANSFORMERS_SERVE=1, needs transformers[serving]): converting SmolLM2 once "
+    "(about 50 s), starting the server (about 25 s) and the requests take minutes on 2 loaded cores",
+)
+def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(tmp_path):
+    for mod in ("fastapi", "uvicorn", "openai"):
+        pytest.importorskip(mod, reason="transformers serve needs transformers[serving]")
+    from tests.transformers_serve import converted_smollm2, serve
+
+    folder = converted_smollm2()
+    reqs = [_request(s, titles=TITLES[s:]) for s in range(3)]
+    common = dict(temperature=0.0, max_new_tokens=24, repetition_penalty=1.0, batch_size=1)
+    local = make_recommender(ModelConfig(llm="smollm2-135m", device="cpu", **common), "open", cache=False)
+    want = local.predict(reqs)
+    with serve(folder, tmp_path / "serve.log") as url:
+        served = make_recommender(ModelConfig(llm=f"openai:{folder}", server_url=url, **common), "open", cache=False)
+        got = served.predict(reqs)
+        with pytest.raises(ServerError, match="returned no prompt log-probabilities"):  # HTTP 200, no logprobs
+            ServedRecommender(ModelConfig(llm=f"openai:{folder}", server_url=url, ranker="likelihood"), "rank")
+    assert [p.titles for p in got] == [p.titles for p in want]
+    assert [p.raw for p in got] == [p.raw for p in want]
