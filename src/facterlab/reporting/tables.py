@@ -431,8 +431,8 @@ def run_settings(run: Any) -> dict:
 
     >>> a = run_settings({"model": "simulated", "n_calib": 28, "n_test": 12})
     >>> b = run_settings({"model": "simulated", "n_calib": 1750, "n_test": 750})
-    >>> a == b, {k for k in a if a[k] != b[k]}
-    (False, {'n_calib', 'n_test'})
+    >>> a == b, sorted(k for k in a if a[k] != b[k])
+    (False, ['n_calib', 'n_test'])
     """
     m = as_metrics(run)
     out: dict = {k: run_field(m, k) for k in RUN_KEYS}
