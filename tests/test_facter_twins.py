@@ -198,3 +198,15 @@ def test_detector_summary_matches_sklearn():
     assert d["precision"] == pytest.approx(tp / int((s > 1.0).sum()))
     assert d["recall"] == pytest.approx(tp / int(lab.sum()))
     assert detector_summary(rec.assign(raw="plain text")) is None
+
+
+@pytest.mark.slow
+def test_repro_corrected_dynamic_count_is_the_adaptive_bar_plus_c_over_sqrt_n(tmp_path):
+    ds = make_world(n_users=80, seed=3)
+    res = gt.handbuilt_run(ds, 6.0, 0.0, tmp_path, data__n_rows=300)
+    rec = res.rows["facter"]
+    n = int((rec["pass"] == 1).sum())
+    want = rec["S"] > rec["q_before"] + rec["repro_count_c"] / np.sqrt(n)
+    assert rec["viol_repro_dynamic"].tolist() == want.tolist() and want.any()
+    counts = res.record.metrics.methods["facter"].violations["repro_dynamic"]
+    assert counts == rec.groupby("pass")["viol_repro_dynamic"].sum().tolist()

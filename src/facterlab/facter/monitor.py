@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -474,6 +475,8 @@ class FacterMonitor:
         v_hoef = stat > corrected_threshold(self.q0, "hoeffding", self.n_calib, self.cfg.hoeffding_delta)
         v_repro = self.repro.step(key, stat)
         c_repro = self.repro.last_c
+        # REPRO's corrected-dynamic count: the same C over the adaptive bar, S > Q_t + C/sqrt(n)
+        v_repro_dyn = stat > q_before + c_repro / math.sqrt(self.repro.n)
         v_corr = {"none": v_fixed, "hoeffding": v_hoef, "repro_count": v_repro}[self.cfg.correction]
         v_adapt = self.thr.step(stat)
         if v_adapt:
@@ -515,6 +518,7 @@ class FacterMonitor:
             "viol_corrected": bool(v_corr),
             "viol_hoeffding": bool(v_hoef),
             "viol_repro_count": bool(v_repro),
+            "viol_repro_dynamic": bool(v_repro_dyn),
             "repro_count_c": int(c_repro),
             "rules": [r.text() for r in rules],
             "n_rules": len(rules),
@@ -600,7 +604,8 @@ class FacterMonitor:
 
 def violation_summary(records: pd.DataFrame) -> dict:
     """Per-pass violation counts from monitor records: fixed_q0, adaptive, corrected, q_star,
-    hoeffding, repro_count (lists, one entry per pass)."""
+    hoeffding, repro_count, repro_dynamic (REPRO's corrected-dynamic count, S > Q_t + C/sqrt(n)), as lists
+    with one entry per pass; a kind whose column the records lack (runs saved before it) is left out."""
     out = {}
     g = records.groupby("pass", sort=True)
     for name, col in (
@@ -610,6 +615,8 @@ def violation_summary(records: pd.DataFrame) -> dict:
         ("q_star", "viol_q_star"),
         ("hoeffding", "viol_hoeffding"),
         ("repro_count", "viol_repro_count"),
+        ("repro_dynamic", "viol_repro_dynamic"),
     ):
-        out[name] = [int(x) for x in g[col].sum().tolist()]
+        if col in records.columns:
+            out[name] = [int(x) for x in g[col].sum().tolist()]
     return out
