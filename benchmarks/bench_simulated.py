@@ -5,6 +5,8 @@
     python benchmarks/bench_simulated.py --notebook      # also time notebook 09 end to end (papermill)
     python benchmarks/bench_simulated.py --encoder-ab    # cold-cache MiniLM run: CPU and encoding share,
                                                          # token-budget batches vs sentence-transformers' own
+    python benchmarks/bench_simulated.py --twin          # the cost of facterlab's twin monitor (twin Delta +
+                                                         # null threshold) against the faithful FACTER
 
 A run is n = 2,500 rows (1,750 calibration / 750 test), T = 3 passes, 1 seed, 200 CFR rows, open
 generation, on ML-100K when FACTERLAB_DATA holds it (else the synthetic set).  Each run goes in a fresh
@@ -22,6 +24,12 @@ the change).  Per run: CPU seconds of the process (user + system, imports includ
 spent inside ``SentenceEncoder.encode`` (the encoding share), the texts the model encoded, wall time;
 then medians, the ratio tokens / st64, and the largest absolute difference between the two
 variants' embeddings of the same texts (read back from the two runs' caches).  Target: CPU < 60 s.
+
+``--twin`` (issue 21, docs/FACTER.md §7): the same paper-size run (beta = 2, rho = 1, MiniLM with a warm
+embedding cache) with the faithful FACTER and with ``facter.delta = "twin"``, ``facter.threshold =
+"null"``, alternating (A B A B), each in a fresh process with a fresh results folder; per run the CPU
+and wall seconds and the recommender requests (calibration twins and placebos, per-method twins and
+calls); then medians and the CPU ratio twin / faithful.
 """
 
 from __future__ import annotations
@@ -301,6 +309,43 @@ def notebook_report(dataset: str) -> None:
         )
 
 
+TWIN_CHILD = r"""
+import json, sys, tempfile, time
+t0 = time.perf_counter(); c0 = time.process_time()
+from facterlab.reporting.experiments import run_config
+from facterlab.facter.pipeline import run_experiment
+kw = {"facter__delta": "twin", "facter__threshold": "null"} if sys.argv[2] == "twin" else {}
+cfg = run_config(dataset=sys.argv[1], model="simulated", n_rows=2500, passes=3, cfr_rows=200,
+                 encoder="all-MiniLM-L6-v2", sim__beta=2.0, sim__rho=1.0, **kw)
+r = run_experiment(cfg, out_dir=tempfile.mkdtemp(), progress=False)
+m = r.record.metrics
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                  "calib_twins": m.calibration.n_twin_predictions or 0,
+                  "calib_placebos": m.calibration.n_placebo_predictions or 0,
+                  "twins": {k: m.methods[k].n_twin_predictions for k in m.methods},
+                  "calls": {k: m.methods[k].n_recommender_calls for k in m.methods}}))
+"""
+
+
+def twin_report(dataset: str, repeats: int) -> None:
+    """Faithful FACTER against the twin monitor, alternating, medians and the CPU ratio (module docstring)."""
+    got: dict = {"faithful": [], "twin": []}
+    for _ in range(repeats):
+        for kind in ("faithful", "twin"):
+            out = subprocess.run(
+                [sys.executable, "-c", TWIN_CHILD, dataset, kind], capture_output=True, text=True, check=True
+            )
+            rec = json.loads(out.stdout.strip().splitlines()[-1])
+            got[kind].append(rec)
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            print(f"{kind:8} wall {rec['wall_s']:.1f} s  CPU {rec['cpu_s']:.1f} s  load {load}  {json.dumps(rec)}")
+    med = {k: statistics.median(r["cpu_s"] for r in v) for k, v in got.items()}
+    wall = {k: statistics.median(r["wall_s"] for r in v) for k, v in got.items()}
+    for k in got:
+        print(f"median {k:8}: CPU {med[k]:.1f} s, wall {wall[k]:.1f} s")
+    print(f"CPU ratio twin / faithful: {med['twin'] / med['faithful']:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--accuracy", action="store_true", help="only the accuracy table")
@@ -311,6 +356,7 @@ def main() -> None:
         help="only the cold-cache MiniLM run: CPU and encoding share, token-budget batches vs "
         "sentence-transformers' batches of 64, alternating (--repeats runs each)",
     )
+    ap.add_argument("--twin", action="store_true", help="only the twin monitor's cost against the faithful FACTER")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
     a = ap.parse_args()
@@ -320,6 +366,9 @@ def main() -> None:
         return
     if a.encoder_ab:
         encoder_ab_report(dataset, a.repeats)
+        return
+    if a.twin:
+        twin_report(dataset, a.repeats)
         return
     phases_report(dataset, a.repeats)
     if a.notebook:

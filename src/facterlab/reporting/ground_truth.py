@@ -975,7 +975,14 @@ def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, pro
         fig,
         "Dotted: Fair on the same rows (the same prompt without rules). Beta and seeds: the runs named in metrics.json.",
     )
-    fig.suptitle(_fig_title("Repair by monitor and rule compliance", dataset, is_synthetic, profile), fontsize=9)
+    betas = ", ".join(f"{b:g}" for b in sorted(shares["beta"].unique()))
+    seeds = ", ".join(str(x) for x in sorted(shares["seed"].unique()))
+    fig.suptitle(
+        _fig_title(
+            f"Repair by monitor and rule compliance (beta = {betas}, seed {seeds})", dataset, is_synthetic, profile
+        ),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
