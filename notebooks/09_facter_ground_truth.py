@@ -391,6 +391,8 @@ if TWIN:
         .mean()
         .round(4)
     )
+    contrast_shares = gt.biased_share_table([contrast_run, twin_runs[(SEEDS[0], mid, 1.0)]])
+    display(contrast_shares.round(3))
     rules = gt.rules_vs_table(
         [listening[(SEEDS[0], b)] for b in BETAS] + [twin_runs[(SEEDS[0], b, 1.0)] for b in BETAS] + [contrast_run]
     )
@@ -490,6 +492,7 @@ write_metrics(
         "twin_detector": gt.records_with_reasons(det_all) if TWIN else [],
         "twin_shares": gt.records_with_reasons(shares) if TWIN else [],
         "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
+        "contrast_vs_count": gt.records_with_reasons(contrast_shares) if TWIN else [],
         "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
         "twin_run_ids": sorted({r.run_id for r in list(twin_runs.values()) + (panel_runs if TWIN else [])}),
         "control_run_id": control.run_id,

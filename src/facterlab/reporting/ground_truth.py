@@ -448,6 +448,7 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
             out.append(
                 {
                     "monitor": monitor_label(r),
+                    "run_id": r.run_id,
                     "compliance": s.get("compliance", "absolute"),
                     "beta": s["beta"],
                     "rho": s["rho"],
