@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
+from facterlab.config import PROTOCOLS
 from facterlab.datatypes import PromptRequest, Rule
 
 SYSTEM_KINDS = ("neutral", "fair", "facter", "empty")
-PROTOCOLS = ("open", "rank")
 DOMAINS = ("movie", "product")
 FACTER_HEADER = "Fairness constraints (learned from past violations):"
 

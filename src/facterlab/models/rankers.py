@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from facterlab.config import ModelConfig
+from facterlab.config import PROTOCOLS, ModelConfig
 from facterlab.data.titles import normalise_title
 from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 from facterlab.models.cache import CachedRecommender, PredictionCache
@@ -48,7 +48,6 @@ PROMPT_TOO_LONG_MSG = (
     "the prompt has {n} tokens, more than the limit of {limit} (max_prompt_tokens or the "
     "context window minus the generation budget), even after dropping all {h} history titles"
 )
-PROTOCOLS = ("open", "rank")
 
 _HIST_HEAD_RE = re.compile(r"history", re.I)
 _ITEM_LINE_RE = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*\u2022])\s+(.*\S)\s*$")

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, preset, results_dir
+from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, preset
 from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
@@ -37,6 +37,7 @@ from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
 from facterlab.models.simulated import simulated_from_config
+from facterlab.paths import runs_dir
 from facterlab.reporting.llm_simpson import popularity_groups
 from facterlab.reporting.published import PUBLISHED_MODELS
 
@@ -112,7 +113,7 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | N
 
     A folder that does not load completely counts as missing (:func:`facterlab.facter.record.find`:
     a warning names the file and the reason, and the run is redone)."""
-    base = results_dir(out_dir) / "runs"
+    base = runs_dir(out_dir)
     if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
         return None
     inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)

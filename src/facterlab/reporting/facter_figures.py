@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from facterlab.facter.record import RunMetrics, as_metrics
+from facterlab.facter.record import METHODS, RunMetrics, as_metrics
 from facterlab.reporting.figures import attach_runs
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
@@ -25,9 +25,6 @@ from facterlab.reporting.tables import (
     setting_differences,
 )
 from facterlab.style import PALETTE, apply_style, title_with_provenance
-
-METHODS = ("neutral", "fair", "facter")
-
 
 REPRO_N_TEST = 750  # ML-1M test rows of REPRO (docs/FACTER.md §1.2): scales its counts to rates
 

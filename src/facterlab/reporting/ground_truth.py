@@ -1020,7 +1020,11 @@ def handbuilt_run(ds, beta: float, rho: float, out_dir=None, **overrides):
     return run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out_dir, progress=False)
 
 
-def handbuilt_control(out_dir=None, beta: float = 6.0, seed: int = 0) -> dict:
+#: the bias strength of notebook 09's hand-built positive control (score SDs)
+HANDBUILT_BETA = 6.0
+
+
+def handbuilt_control(out_dir=None, beta: float = HANDBUILT_BETA, seed: int = 0) -> dict:
     """The positive control of notebook 09: the faithful FACTER in the tests' hand-built world
     (:func:`facterlab.data.handbuilt.make_world`: four taste genres, Romance liked by nobody and pushed
     to women by the simulated recommender, hard rules), where the bias is what makes S large.  Runs

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from facterlab import paths as _paths
 from facterlab.config import SimulatorConfig, config_to_dict, results_dir
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import RecordError, RunRecord, resolve_prefix, run_folders
@@ -92,11 +93,10 @@ def runs_dir(results: os.PathLike | str | None = None) -> Path:
     """``<results>/runs`` (``results`` defaults to the results folder); a folder that itself holds run
     folders (no ``runs`` inside) is taken as is."""
     base = results_dir(results)
-    if (base / "runs").is_dir() or not base.is_dir():
-        return base / "runs"
-    if any((p / "metrics.json").is_file() for p in base.iterdir() if p.is_dir()):
-        return base
-    return base / "runs"
+    if any((p / "metrics.json").is_file() for p in base.iterdir() if p.is_dir()) if base.is_dir() else False:
+        if not (base / "runs").is_dir():
+            return base
+    return _paths.runs_dir(results)
 
 
 def list_rows(runs: os.PathLike | str, **filters: str | None) -> list:

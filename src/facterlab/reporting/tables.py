@@ -34,7 +34,7 @@ from typing import Any
 
 from facterlab.config import FAKE_LLM, SIMULATED_LLM
 from facterlab.datatypes import MissingValue
-from facterlab.facter.record import RunMetrics, RunRecord, as_metrics
+from facterlab.facter.record import METHODS, RunMetrics, RunRecord, as_metrics
 from facterlab.facter.record import as_value as metric_value
 from facterlab.reporting import published as pub
 from facterlab.reporting.figures import figures_dir, run_provenance
@@ -42,7 +42,6 @@ from facterlab.reporting.labels import METHOD_LABELS as _METHOD_LABELS
 
 __all__ = ["MissingValue", "metric_value"]  # re-exported: the one missing-value type, record values as numbers
 
-METHODS = ("neutral", "fair", "facter")
 METHOD_LABELS = _METHOD_LABELS  # the one mapping of display names (facterlab.reporting.labels)
 VIOLATION_KINDS = ("fixed_q0", "adaptive", "corrected", "q_star", "hoeffding", "repro_count", "repro_dynamic")
 #: REPRO's names for its two corrected counts, beside ours: its "fixed (corrected)" count (threshold
