@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from facterlab.simpson.exposure import ExposureLike, competition, exposure_name, get_exposure
+from facterlab.simpson.exposure import ExposureLike, competition, get_exposure
 
 TABLE_COLUMNS = ("user", "item", "group", "relevant", "position")
 
@@ -345,11 +345,6 @@ def gaps_from_arrays(positions, relevant, groups, exposure: ExposureLike = "log"
     """(PerUserGap, AggregateGap) from dense arrays (see :meth:`UserStats.from_arrays`)."""
     st = UserStats.from_arrays(positions, relevant, groups, exposure)
     return per_user_gap(st), aggregate_gap(st)
-
-
-def describe_exposure(stats: UserStats) -> str:
-    """Name of the exposure function the statistics were computed with."""
-    return exposure_name(stats.exposure)
 
 
 def _exposure_of(positions: np.ndarray, exposure: ExposureLike) -> np.ndarray:
