@@ -13,7 +13,8 @@ fixed, deterministic function of the prompt (no weights):
   ``transformers serve`` do.
 - ``GET /v1/models``, ``GET /version``.
 
-Knobs for the tests: ``fail_first`` (answer that many requests with HTTP 503 first), ``delay``
+Knobs for the tests: ``strict`` (refuse fields outside OpenAI's API with HTTP 422, as
+``transformers serve`` refuses ``repetition_penalty``), ``fail_first`` (answer that many requests with HTTP 503 first), ``delay``
 (seconds per request), and ``requests``/``max_in_flight`` (what the server saw).
 """
 
@@ -26,6 +27,20 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL = "test-model"
+#: the request fields OpenAI's API defines (``strict=True`` refuses any other, as ``transformers serve`` does)
+KNOWN_FIELDS = {
+    "model",
+    "messages",
+    "prompt",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "echo",
+    "logprobs",
+    "n",
+    "stop",
+}
 VERSION = "0.1-test"
 _LINE = re.compile(r"^\s*\d{1,3}[.)]\s+(.*\S)\s*$")
 
@@ -48,8 +63,16 @@ def chat_answer(messages: list, k_answer: int = 10) -> str:
 class OpenAIServer:
     """``with OpenAIServer() as srv: srv.url``: serves on ``127.0.0.1:<free port>`` in a thread."""
 
-    def __init__(self, model: str = MODEL, no_logprobs: bool = False, fail_first: int = 0, delay: float = 0.0):
+    def __init__(
+        self,
+        model: str = MODEL,
+        no_logprobs: bool = False,
+        fail_first: int = 0,
+        delay: float = 0.0,
+        strict: bool = False,
+    ):
         self.model = model
+        self.strict = strict
         self.no_logprobs = no_logprobs
         self.fail_first = fail_first
         self.delay = delay
@@ -106,6 +129,10 @@ class OpenAIServer:
                     time.sleep(srv.delay)
                     if fail:
                         return self._send(503, {"error": {"message": "overloaded, try again"}})
+                    if srv.strict and set(body) - KNOWN_FIELDS:  # as transformers serve: HTTP 422
+                        return self._send(
+                            422, {"detail": f"Unexpected fields in the request: {set(body) - KNOWN_FIELDS}"}
+                        )
                     if body.get("model") != srv.model:
                         return self._send(
                             404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}

@@ -84,6 +84,7 @@ def test_generation_parses_the_servers_answers_sends_seed_and_greedy_and_bounds_
         assert 2 <= srv.max_in_flight <= 3
     assert rec.info.kind == "facterlab-openai-test" and rec.info.version == "0.1-test"
     assert rec.fingerprint.startswith(f"openai:{MODEL}:open:generate:")
+    assert rec.fingerprint.endswith("[server=facterlab-openai-test/0.1-test]")
 
 
 def test_rank_protocol_matches_the_answer_to_the_candidates():
@@ -95,6 +96,13 @@ def test_rank_protocol_matches_the_answer_to_the_candidates():
     # model, only the first len(candidates) = 4 titles are read, so Heat is unmatched and keeps list order
     assert p.raw == json.dumps(list(reversed(TITLES)))
     assert p.titles == ("Babe (1995)", "Casino (1995)", "Heat (1995)", "Jumanji (1995)") and p.n_model_positions == 2
+
+
+def test_a_server_that_refuses_repetition_penalty_gets_a_line_that_says_what_to_do():
+    with OpenAIServer(strict=True) as srv:
+        with pytest.raises(ServerError, match=r"HTTP 422: .*repetition_penalty.* set model__repetition_penalty=1\.0"):
+            ServedRecommender(_cfg(srv.url, repetition_penalty=1.2), "open").predict([_request(0)])
+        assert ServedRecommender(_cfg(srv.url, repetition_penalty=1.0), "open").predict([_request(0)])[0].titles
 
 
 def test_retries_with_backoff_then_a_clear_error():

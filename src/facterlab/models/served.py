@@ -26,7 +26,9 @@ a line that points to ``--ranker generate``.
 
 Fingerprint: the served model's id, the server's kind and version (``GET /version``, else the HTTP
 ``Server`` header), the model's ``root``/``owned_by``/``max_model_len`` and any quantisation the
-server reports in ``/v1/models``, plus the decoding parameters and the parser version.  The server's
+server reports in ``/v1/models``, plus the decoding parameters and the parser version; hashed, with
+the server's kind/version (and quantisation, revision) also written out at its end, e.g.
+``openai:my-model:open:generate:f98bdedd61cc[server=vllm/0.11.0]``.  The server's
 URL is not part of it (the same model served elsewhere shares the cache).
 """
 
@@ -224,7 +226,9 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
         else "echo-logprobs-transcript"
     )
     ident = f"{info.fingerprint}|{protocol}|{ranker}|{dec}|parser={PARSER_VERSION}"
-    return f"{model_cfg.llm}:{protocol}:{ranker}:" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+    named = "".join(f",{k}={v}" for k, v in info.details if k in ("quantization", "revision"))
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
+    return f"{model_cfg.llm}:{protocol}:{ranker}:{digest}[server={info.kind}/{info.version}{named}]"
 
 
 def server_of(model_cfg: ModelConfig) -> tuple:
@@ -271,6 +275,7 @@ class ServedRecommender(Recommender):
             backoff,
         )
         self.fingerprint = served_fingerprint(model_cfg, protocol, self.info)
+        log.info("served model %s at %s: %s", self.model, self.url, self.info.fingerprint)
         self.match = match  # facterlab.models.rankers.match_to_candidates (given by make_recommender)
         if protocol == "rank" and self.ranker == "generate" and match is None:
             raise ValueError("the rank protocol's generate ranker needs match= (rankers.match_to_candidates)")
@@ -297,7 +302,14 @@ class ServedRecommender(Recommender):
                 f"the server at {self.url} stopped answering ({reason}) after {self.retries + 1} attempts"
             ) from None
         if status != 200 or not isinstance(obj, dict):
-            raise ServerError(f"the server at {self.url} answered {path} with HTTP {status}: {_error_text(obj)}")
+            text = _error_text(obj)
+            hint = ""
+            if "repetition_penalty" in text and "repetition_penalty" in body:
+                hint = (
+                    f" (this server does not take repetition_penalty, which the config sets to "
+                    f"{body['repetition_penalty']:g}: set model__repetition_penalty=1.0, or serve the model with vLLM)"
+                )
+            raise ServerError(f"the server at {self.url} answered {path} with HTTP {status}: {text}{hint}")
         return obj
 
     def _generate(self, req: PromptRequest) -> Prediction:
