@@ -35,6 +35,20 @@ _EPS = 1e-9  # guards ceil() against float noise such as 0.9 * 10 = 9.0000000000
 def conformal_k(n: int, alpha: float) -> int:
     """k = ceil((1 - alpha)(n + 1)) (1-based rank of the conformal quantile).
 
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores (>= 0).
+    alpha : float
+        Miscoverage level, in the open interval (0, 1).
+
+    Returns
+    -------
+    int
+        The 1-based rank k; it may exceed ``n``, in which case the quantile is undefined.
+
+    Examples
+    --------
     >>> conformal_k(1750, 0.1), conformal_k(9, 0.1), conformal_k(100, 0.2)
     (1576, 9, 81)
 
@@ -50,6 +64,19 @@ def conformal_k(n: int, alpha: float) -> int:
 def min_calibration_size(alpha: float) -> int:
     """Smallest n with ceil((1 - alpha)(n + 1)) <= n, i.e. n >= (1 - alpha) / alpha.
 
+    Parameters
+    ----------
+    alpha : float
+        Miscoverage level, in the open interval (0, 1) (not checked here; an out-of-range value
+        raises ``ValueError`` from :func:`conformal_k`, or ``ZeroDivisionError`` for 0).
+
+    Returns
+    -------
+    int
+        The smallest calibration size (>= 1) for which the conformal quantile is defined.
+
+    Examples
+    --------
     >>> min_calibration_size(0.05)
     19
 
@@ -65,6 +92,24 @@ class ConformalThreshold:
     """Split-conformal quantile, sklearn/MAPIE style: ``fit(scores)`` sets ``threshold_`` (Q0),
     ``k_index_`` (k), ``n_`` (n) and ``scores_`` (sorted).
 
+    Parameters
+    ----------
+    alpha : float, default 0.10
+        Miscoverage level, in the open interval (0, 1).
+
+    Attributes
+    ----------
+    threshold_ : float
+        Q0, the k-th smallest calibration score (set by :meth:`fit`).
+    k_index_ : int
+        The 1-based rank k = ceil((1 - alpha)(n + 1)).
+    n_ : int
+        Number of calibration scores.
+    scores_ : numpy.ndarray of shape (n_,)
+        The calibration scores, sorted ascending (float64).
+
+    Examples
+    --------
     >>> ConformalThreshold(0.1).fit([0.3, 0.1])
     Traceback (most recent call last):
     ...
@@ -79,6 +124,19 @@ class ConformalThreshold:
         self.alpha = float(alpha)
 
     def fit(self, scores: Sequence[float]) -> ConformalThreshold:
+        """Compute the conformal quantile Q0 of the calibration scores.
+
+        Parameters
+        ----------
+        scores : sequence of float or array-like
+            Calibration nonconformity scores; flattened to 1-D, all finite, at least
+            ``min_calibration_size(alpha)`` of them.
+
+        Returns
+        -------
+        ConformalThreshold
+            ``self``, with ``threshold_``, ``k_index_``, ``n_`` and ``scores_`` set.
+        """
         s = np.asarray(scores, dtype=np.float64).ravel()
         if s.size and not np.all(np.isfinite(s)):
             raise ValueError("calibration scores contain NaN or infinite values")
@@ -101,7 +159,19 @@ class ConformalThreshold:
             raise RuntimeError(NOT_FITTED)
 
     def exceeds(self, scores: Sequence[float]) -> np.ndarray:
-        """Boolean array S > Q0."""
+        """Boolean array S > Q0.
+
+        Parameters
+        ----------
+        scores : sequence of float or array-like
+            Test nonconformity scores, any shape.
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            Same shape as ``scores``; True where the score is strictly above ``threshold_``.
+            Raises ``RuntimeError`` if the instance is not fitted.
+        """
         self._check()
         return np.asarray(scores, dtype=np.float64) > self.threshold_
 
@@ -113,6 +183,18 @@ class ConformalThreshold:
 def hoeffding_constant(delta: float = 0.05) -> float:
     """C = sqrt(log(2 / delta) / 2).
 
+    Parameters
+    ----------
+    delta : float, default 0.05
+        Failure probability of the Hoeffding bound, in the open interval (0, 1).
+
+    Returns
+    -------
+    float
+        The constant C (about 1.358 for delta = 0.05).
+
+    Examples
+    --------
     >>> round(hoeffding_constant(0.05), 4)
     1.3581
 
@@ -127,6 +209,26 @@ class ReproCountCorrection:
     """REPRO's corrected threshold Q0 + C_t / sqrt(n_test), C_t = count of this row's protected tuple
     among the last ``maxlen`` corrected violations (FIFO, carried across passes).
 
+    Parameters
+    ----------
+    q0 : float
+        The fixed conformal threshold Q0.
+    n : int
+        Test-set size (> 0), the n in C / sqrt(n).
+    maxlen : int, default 50
+        Length M of the FIFO of earlier corrected violations.
+
+    Attributes
+    ----------
+    fifo : collections.deque
+        Protected-attribute keys of the last ``maxlen`` corrected violations.
+    last_c : int
+        The count C used by the last :meth:`threshold` call.
+    last_threshold : float
+        The threshold returned by the last :meth:`threshold` call (Q0 before any call).
+
+    Examples
+    --------
     >>> rc = ReproCountCorrection(q0=1.0, n=4, maxlen=50)
     >>> [rc.step(("F",), s) for s in (1.2, 1.2, 1.6, 1.2)]
     [True, False, True, False]
@@ -145,13 +247,37 @@ class ReproCountCorrection:
         self.last_threshold = float(q0)
 
     def threshold(self, key: Hashable) -> float:
-        """Q0 + C/sqrt(n) for the current FIFO state."""
+        """Q0 + C/sqrt(n) for the current FIFO state.
+
+        Parameters
+        ----------
+        key : hashable
+            The row's protected-attribute tuple; C is its count in the FIFO.
+
+        Returns
+        -------
+        float
+            The corrected threshold (also stored in ``last_threshold``; C in ``last_c``).
+        """
         self.last_c = sum(1 for k in self.fifo if k == key)
         self.last_threshold = self.q0 + self.last_c / math.sqrt(self.n)
         return self.last_threshold
 
     def step(self, key: Hashable, score: float) -> bool:
-        """Flag S > Q0 + C/sqrt(n); push ``key`` into the FIFO on a corrected violation."""
+        """Flag S > Q0 + C/sqrt(n); push ``key`` into the FIFO on a corrected violation.
+
+        Parameters
+        ----------
+        key : hashable
+            The row's protected-attribute tuple.
+        score : float
+            The row's nonconformity score S.
+
+        Returns
+        -------
+        bool
+            True if S is strictly above the corrected threshold (a corrected violation).
+        """
         v = bool(score > self.threshold(key))
         if v:
             self.fifo.append(key)
@@ -161,6 +287,26 @@ class ReproCountCorrection:
 def corrected_threshold(q0: float, correction: str, n: int, delta: float = 0.05, count: int | None = None) -> float:
     """Q0 + C / sqrt(n) for ``correction`` in ``none`` | ``hoeffding`` | ``repro_count`` (needs ``count``).
 
+    Parameters
+    ----------
+    q0 : float
+        The fixed conformal threshold Q0.
+    correction : {"none", "hoeffding", "repro_count"}
+        Which constant C to use (see the module docstring).
+    n : int
+        Sample size in C / sqrt(n); must be > 0 unless ``correction`` is ``"none"`` (ignored then).
+    delta : float, default 0.05
+        Failure probability for ``"hoeffding"``; ignored otherwise.
+    count : int or None, default None
+        For ``"repro_count"``: the count C of earlier violations (required); ignored otherwise.
+
+    Returns
+    -------
+    float
+        The corrected threshold Q0 + C / sqrt(n).
+
+    Examples
+    --------
     >>> corrected_threshold(1.0, "none", 100), round(corrected_threshold(1.0, "hoeffding", 100), 4)
     (1.0, 1.1358)
     >>> corrected_threshold(1.0, "repro_count", 100, count=3)

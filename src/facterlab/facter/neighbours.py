@@ -35,7 +35,19 @@ from facterlab.progress import Progress
 @dataclass
 class NeighbourIndex:
     """Sparse neighbour lists: the neighbours of query i are ``indices[indptr[i]:indptr[i+1]]``
-    (reference row positions, ascending) with cosine similarities ``sims`` alongside."""
+    (reference row positions, ascending) with cosine similarities ``sims`` alongside.
+
+    Parameters
+    ----------
+    indptr : numpy.ndarray of int64, shape (n_query + 1,)
+        Offsets into ``indices``/``sims``; ``indptr[0] == 0``, non-decreasing.
+    indices : numpy.ndarray of int64, shape (n_pairs,)
+        Reference row positions (0-based) of all neighbours, query by query.
+    sims : numpy.ndarray of float32, shape (n_pairs,)
+        Cosine similarity of each (query, neighbour) pair.
+    n_ref : int
+        Number of reference rows the positions refer to.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -44,15 +56,33 @@ class NeighbourIndex:
 
     @property
     def n_query(self) -> int:
+        """Number of query rows (``len(indptr) - 1``)."""
         return len(self.indptr) - 1
 
     def neighbours(self, i: int) -> np.ndarray:
-        """Reference positions of the neighbours of query row ``i``."""
+        """Reference positions of the neighbours of query row ``i``.
+
+        Parameters
+        ----------
+        i : int
+            Query row position (0-based).
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            The neighbours' reference row positions (a view into ``indices``; may be empty).
+        """
         return self.indices[self.indptr[i] : self.indptr[i + 1]]
 
     @property
     def counts(self) -> np.ndarray:
-        """Number of neighbours per query row."""
+        """Number of neighbours per query row.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n_query,)
+            ``np.diff(indptr)``.
+        """
         return np.diff(self.indptr)
 
 
@@ -83,6 +113,36 @@ def counterfactual_neighbours(
     under ``max_block_bytes``; the group, locality and diagonal tests run only on the pairs above
     tau_rho.
 
+    Parameters
+    ----------
+    query_emb : numpy.ndarray, shape (n_query, dim)
+        Context embeddings of the query rows (any float dtype; computed in float32). A zero row
+        raises ``ValueError``.
+    query_groups : sequence of hashable, length n_query
+        Protected-group label of each query row. Labels are compared through their ``repr``.
+    ref_emb : numpy.ndarray of shape (n_ref, dim) or None, default None
+        Context embeddings of the reference rows; None means self mode (reference = query, the
+        diagonal excluded, ``ref_groups`` ignored).
+    ref_groups : sequence of hashable or None, default None
+        Protected-group label of each reference row (length n_ref); required when ``ref_emb`` is
+        given.
+    tau_rho : float, default ``FacterConfig.tau_rho``
+        Cosine-similarity threshold in [-1, 1]; a neighbour needs a similarity strictly above it.
+    tau_x : float or None, default None
+        Optional L2-distance gate (>= 0) between the normalised embeddings; None disables it.
+    max_block_bytes : float, default 64e6
+        Memory budget in bytes for one block's similarity matrix and mask.
+    progress : bool, default False
+        Show a progress bar (a log line is written either way for long searches).
+
+    Returns
+    -------
+    NeighbourIndex
+        n_query query rows over ``n_ref`` reference rows; each row's neighbour positions are
+        ascending.
+
+    Examples
+    --------
     >>> q = np.array([[1.0, 0.0]]); r = np.array([[0.95, 0.312], [1.0, 0.0], [0.0, 1.0]])
     >>> counterfactual_neighbours(q, ["a"], r, ["b", "a", "b"], tau_rho=0.9).neighbours(0).tolist()
     [0]

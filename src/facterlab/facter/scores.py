@@ -34,6 +34,20 @@ def top1_distance(pred_emb: np.ndarray, target_emb: np.ndarray, chunk: int = 819
 
     Computed in float64 over row chunks (no full-size float64 copy of the inputs).
 
+    Parameters
+    ----------
+    pred_emb : numpy.ndarray, shape (n, dim)
+        Representations f(yhat_i) of the top-1 predictions (zero rows allowed).
+    target_emb : numpy.ndarray, shape (n, dim)
+        Representations f(y_i) of the targets; same shape as ``pred_emb``.
+    chunk : int, default 8192
+        Rows per chunk.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n,)
+        d_i in [0, 2]; 1 where either vector is zero.
+
     Reference: [fayyazi2025facter] (docs/references.bib).
     """
     p = np.asarray(pred_emb)
@@ -74,6 +88,28 @@ def counterfactual_disparity(
       (small enough to stay in cache): gathered, subtracted, squared and summed in place, the per-row
       maximum a ``maximum.reduceat`` over the contiguous neighbour lists.
 
+    Parameters
+    ----------
+    pred_emb : numpy.ndarray, shape (n_query, dim)
+        Representations p_i of the query rows' predictions.
+    index : NeighbourIndex
+        Counterfactual neighbours of each query row among the reference rows.
+    ref_pred_emb : numpy.ndarray, shape (n_ref, dim)
+        Representations r_j of the reference rows' predictions (the same array as ``pred_emb``
+        when the index was built in self mode).
+    max_chunk_bytes : float, default 1e6
+        Memory budget in bytes of one float64 work buffer.
+    row_min : int, default ``DISPARITY_ROW_MIN``
+        Rows with at least this many neighbours are computed one at a time.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_query,)
+        Delta_i, the largest L2 distance to a neighbour's prediction; 0.0 for rows without
+        neighbours.
+
+    Examples
+    --------
     >>> from facterlab.facter.neighbours import NeighbourIndex
     >>> idx = NeighbourIndex(np.array([0, 2, 2]), np.array([0, 1]), np.ones(2, np.float32), 2)
     >>> p = np.array([[1.0, 0.0], [0.0, 1.0]]); r = np.array([[0.0, 1.0], [1.0, 0.0]])
@@ -145,6 +181,28 @@ def nonconformity_scores(
     """S = d + lambda * Delta (FACTER Eq. 6) -> DataFrame with columns ``S``, ``d``, ``delta``,
     ``n_neighbours``.
 
+    Parameters
+    ----------
+    pred_emb : numpy.ndarray, shape (n, dim)
+        Representations f(yhat_i) of the top-1 predictions.
+    target_emb : numpy.ndarray, shape (n, dim)
+        Representations f(y_i) of the targets.
+    index : NeighbourIndex
+        Counterfactual neighbours of the n rows among the reference rows.
+    ref_pred_emb : numpy.ndarray, shape (n_ref, dim)
+        Representations of the reference rows' predictions.
+    lam : float, default ``FacterConfig.lam``
+        Weight lambda (>= 0) of the disparity term.
+
+    Returns
+    -------
+    pandas.DataFrame
+        n rows, in input order, with columns ``S`` (float64), ``d`` (float64, see
+        :func:`top1_distance`), ``delta`` (float64, see :func:`counterfactual_disparity`) and
+        ``n_neighbours`` (int64).
+
+    Examples
+    --------
     >>> from facterlab.facter.neighbours import NeighbourIndex
     >>> idx = NeighbourIndex(np.array([0, 1]), np.array([0]), np.ones(1, np.float32), 1)
     >>> p = np.array([[0.6, 0.8]]); t = np.array([[1.0, 0.0]]); r = np.array([[0.0, 1.0]])
@@ -167,6 +225,21 @@ class ItemRepresenter:
     column (falls back to ``title``).  :meth:`predictions` takes (mapped id, raw title) pairs:
     mapped id >= 0 -> embedding of the item's text; else the raw title's embedding; an empty raw
     title -> the zero vector.
+
+    Parameters
+    ----------
+    encoder : object
+        Text encoder with ``encode(list[str]) -> array (n, dim)`` and optionally a ``dim``
+        attribute.
+    items : pandas.DataFrame
+        The catalogue, indexed by ``item_id`` or with an ``item_id`` column, with a ``text`` or
+        ``title`` column.
+
+    Attributes
+    ----------
+    dim : int or None
+        Embedding dimension: the encoder's ``dim`` if it has one, else known after the first
+        encoding.
     """
 
     def __init__(self, encoder, items: pd.DataFrame):
@@ -178,13 +251,36 @@ class ItemRepresenter:
         self.dim: int | None = getattr(encoder, "dim", None)
 
     def item_text(self, item_id: int) -> str:
+        """The catalogue text of one item.
+
+        Parameters
+        ----------
+        item_id : int
+            Catalogue item id.
+
+        Returns
+        -------
+        str
+            The item's ``text`` (or ``title``) value; ``KeyError`` if the id is not in the catalogue.
+        """
         try:
             return self._text[int(item_id)]
         except KeyError:
             raise KeyError(f"item id {item_id} is not in the catalogue") from None
 
     def texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` (memoised); "" gives the zero vector."""
+        """Embeddings of ``texts`` (memoised); "" gives the zero vector.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            Texts to embed; duplicates are encoded once.
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (len(texts), dim)
+            One row per text, in order; the zero vector for an empty string.
+        """
         todo = sorted({t for t in texts if t and t not in self._memo})
         if todo:
             emb = np.asarray(self.encoder.encode(todo), dtype=np.float32)
@@ -201,23 +297,79 @@ class ItemRepresenter:
         return np.stack([self._memo[t] if t else zero for t in texts])
 
     def items(self, item_ids: Sequence[int]) -> np.ndarray:
-        """Embeddings of catalogue items' texts."""
+        """Embeddings of catalogue items' texts.
+
+        Parameters
+        ----------
+        item_ids : sequence of int
+            Catalogue item ids.
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (len(item_ids), dim)
+            One row per item, in order.
+        """
         return self.texts([self.item_text(i) for i in item_ids])
 
     def prediction_texts(self, mapped_ids: Sequence[int], raw_titles: Sequence[str]) -> list:
-        """The text representing each prediction: item text if mapped, else the raw title."""
+        """The text representing each prediction: item text if mapped, else the raw title.
+
+        Parameters
+        ----------
+        mapped_ids : sequence of int or None
+            Catalogue id each prediction maps to; a negative id or None means not mapped.
+        raw_titles : sequence of str or None
+            The generated titles, aligned with ``mapped_ids`` (pairs beyond the shorter sequence
+            are dropped).
+
+        Returns
+        -------
+        list of str
+            One text per pair; "" for an unmapped prediction with an empty or None title.
+        """
         return [
             self.item_text(m) if m is not None and int(m) >= 0 else (r or "") for m, r in zip(mapped_ids, raw_titles)
         ]
 
     def predictions(self, mapped_ids: Sequence[int], raw_titles: Sequence[str]) -> np.ndarray:
-        """f(yhat) for each (mapped id, raw title) pair."""
+        """f(yhat) for each (mapped id, raw title) pair.
+
+        Parameters
+        ----------
+        mapped_ids : sequence of int or None
+            Catalogue id each prediction maps to; a negative id or None means not mapped.
+        raw_titles : sequence of str or None
+            The generated titles, aligned with ``mapped_ids``.
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (n_pairs, dim)
+            One representation per pair (see :meth:`prediction_texts`); zero rows for empty answers.
+        """
         return self.texts(self.prediction_texts(mapped_ids, raw_titles))
 
     def list_means(
         self, mapped_lists: Sequence[Sequence[int]], raw_lists: Sequence[Sequence[str]], k: int = 10
     ) -> np.ndarray:
-        """Normalised mean of f over each row's top-k outputs (zero vector for an empty list)."""
+        """Normalised mean of f over each row's top-k outputs (zero vector for an empty list).
+
+        Parameters
+        ----------
+        mapped_lists : sequence of sequence of int
+            Per row, the mapped catalogue ids of the ranked outputs (-1 = not mapped); padded
+            with -1 when shorter than the row's raw list.
+        raw_lists : sequence of sequence of str
+            Per row, the raw generated titles of the ranked outputs; a row's list length decides
+            how many outputs it has.
+        k : int, default 10
+            Number of leading outputs used per row.
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (n_rows, dim)
+            The L2-normalised sum of each row's output representations (a zero row when the sum
+            is zero or the row has no outputs).
+        """
         out = []
         for ids, raws in zip(mapped_lists, raw_lists):
             ids, raws = list(ids)[:k], list(raws)[:k]

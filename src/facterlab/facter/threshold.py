@@ -31,6 +31,26 @@ def update_threshold(
 ) -> float:
     """One step of the named threshold rule (see module docstring for the formulas).
 
+    Parameters
+    ----------
+    q : float
+        Current threshold Q_t.
+    s : float
+        Current nonconformity score S_t.
+    rule : {"one_sided", "eq11_as_printed", "aci"}, default "one_sided"
+        The update rule.
+    gamma : float, default 0.95
+        Smoothing weight for ``one_sided`` and ``eq11_as_printed``; ignored by ``aci``.
+    eta : float, default 0.05
+        Step size for ``aci``; ignored otherwise.
+    alpha : float, default 0.10
+        Target miscoverage for ``aci``; ignored otherwise.
+
+    Returns
+    -------
+    float
+        The next threshold Q_{t+1}.
+
     Reference: [fayyazi2025facter], [gibbs2021aci] (docs/references.bib).
     """
     q, s = float(q), float(s)
@@ -46,6 +66,22 @@ def update_threshold(
 class OnlineThreshold:
     """Stateful threshold Q_t: ``step(S_t)`` returns whether S_t > Q_t and then updates Q.
 
+    Parameters
+    ----------
+    q0 : float
+        Initial threshold (typically the conformal Q0).
+    rule : {"one_sided", "eq11_as_printed", "aci"}, default "one_sided"
+        The update rule (see :func:`update_threshold`).
+    gamma, eta, alpha : float, defaults 0.95, 0.05, 0.10
+        Rule parameters passed to :func:`update_threshold`.
+
+    Attributes
+    ----------
+    q : float
+        The current threshold Q_t.
+
+    Examples
+    --------
     >>> th = OnlineThreshold(1.0, gamma=0.5)
     >>> [th.step(s) for s in (0.5, 3.0, 1.5, 2.5)], th.q
     ([False, True, False, True], 2.25)
@@ -60,6 +96,18 @@ class OnlineThreshold:
         self.rule, self.gamma, self.eta, self.alpha = rule, float(gamma), float(eta), float(alpha)
 
     def step(self, s: float) -> bool:
+        """Flag S_t > Q_t, then update Q_t to Q_{t+1}.
+
+        Parameters
+        ----------
+        s : float
+            The nonconformity score S_t.
+
+        Returns
+        -------
+        bool
+            True if S_t was strictly above the threshold before the update.
+        """
         v = bool(float(s) > self.q)
         self.q = update_threshold(self.q, s, self.rule, self.gamma, self.eta, self.alpha)
         return v
@@ -75,6 +123,28 @@ def threshold_path(
 ):
     """Run a rule over a score stream -> (violation flags, Q before each step, final Q).
 
+    Parameters
+    ----------
+    q0 : float
+        Initial threshold.
+    scores : sequence of float
+        The score stream S_1, ..., S_T, in order.
+    rule : {"one_sided", "eq11_as_printed", "aci"}, default "one_sided"
+        The update rule (see :func:`update_threshold`).
+    gamma, eta, alpha : float, defaults 0.95, 0.05, 0.10
+        Rule parameters passed to :func:`update_threshold`.
+
+    Returns
+    -------
+    flags : numpy.ndarray of bool, shape (T,)
+        True where S_t > Q_t.
+    before : numpy.ndarray of float64, shape (T,)
+        The threshold Q_t in force at each step (before its update).
+    q_final : float
+        The threshold after the last step.
+
+    Examples
+    --------
     >>> v, qs, qf = threshold_path(1.0, [2.0, 0.0], gamma=0.5)
     >>> v.tolist(), qs.tolist(), qf
     ([True, False], [1.0, 1.5], 1.5)
