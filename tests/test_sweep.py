@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -156,14 +154,24 @@ def _always_fails(x: int) -> int:
     raise RuntimeError(f"task {x} always fails")
 
 
+def _task(arg: tuple):
+    kind, value = arg
+    return _die_first_time(value) if kind == "die" else _always_fails(value)
+
+
 def test_process_pool_reruns_the_task_of_a_dead_worker_and_bounds_retries(tmp_path):
-    ex = ProcessExecutor(workers=2)
-    out = ex.run(_die_first_time, {"a": str(tmp_path / "marker")}, retries=1)
-    assert out["a"].ok and out["a"].attempts == 2 and out["a"].value != os.getpid()
-    events = []
-    bad = ex.run(_always_fails, {"x": 7}, retries=2, on_event=lambda kind, key, info: events.append(kind))
-    assert not bad["x"].ok and bad["x"].attempts == 3 and "always fails" in bad["x"].error
-    assert events == ["start", "retry", "start", "retry", "start", "failed"]
+    ex = ProcessExecutor(workers=1)  # one worker: the failing task runs only after the dead worker's is redone
+    events: dict = {}
+    out = ex.run(
+        _task,
+        {"a": ("die", str(tmp_path / "marker")), "x": ("fail", 7)},
+        retries=2,
+        on_event=lambda kind, key, info: events.setdefault(key, []).append(kind),
+    )
+    assert out["a"].ok and out["a"].value != os.getpid() and events["a"][-1] == "done"
+    assert not out["x"].ok and out["x"].attempts == 3 and "always fails" in out["x"].error
+    assert events["x"][-6:] == ["start", "retry", "start", "retry", "start", "failed"]
+    assert list(out) == ["a", "x"]
     ser = SerialExecutor().run(_always_fails, {"x": 1, "y": 2}, retries=0)
     assert [o.attempts for o in ser.values()] == [1, 1] and not any(o.ok for o in ser.values())
     with pytest.raises(ValueError, match="retries must be an integer in"):
@@ -281,12 +289,6 @@ def test_shards_one_writer_per_file_read_the_shared_cache_and_an_earlier_attempt
 # ------------------------------------------------------------------------------------------ command line
 
 
-def _cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "facterlab.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
-    )
-
-
 def test_cli_errors_are_one_line_before_any_work(tmp_path, monkeypatch, capsys):
     from facterlab.cli import main
 
@@ -309,11 +311,14 @@ def test_cli_errors_are_one_line_before_any_work(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "runs").exists()
 
 
-def test_cli_dry_run_lists_the_plan(cache_root, serial):
+def test_cli_dry_run_lists_the_plan(cache_root, serial, monkeypatch, capsys):
+    from facterlab.cli import main
+
     out, res = serial
-    env = {**os.environ, "FACTERLAB_RESULTS": str(out), "FACTERLAB_LOG": "WARNING"}
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(out))
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")
     args = ["sweep", "--grid", "seed=0,1,2,0", "--dry-run"] + [f"--set={k}={v}" for k, v in FIXED.items()]
-    r = _cli(*args, env=env)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "4 configs, 3 runs, 0 to run"
-    assert {ln.split()[0] for ln in r.stdout.splitlines()[:-1]} == {p.run_id for p in res.planned}
+    assert main(["-q", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "4 configs, 3 runs, 0 to run"
+    assert {ln.split()[0] for ln in lines[:-1]} == {p.run_id for p in res.planned}
