@@ -18,7 +18,23 @@ BASELINES = ("neutral", "fair")
 
 def run_baseline(kind: str, settings: MonitorSettings, **parts) -> MonitorResult:
     """Run baseline ``kind`` ("neutral" | "fair" | "empty") for one pass with :class:`FacterMonitor`:
-    ``settings`` with ``system_kind=kind`` (and ``name=kind`` unless named), ``parts`` as for the monitor."""
+    ``settings`` with ``system_kind=kind`` (and ``name=kind`` unless named), ``parts`` as for the monitor.
+
+    Parameters
+    ----------
+    kind : {"neutral", "fair", "empty"}
+        The static system prompt.
+    settings : MonitorSettings
+        The run's settings; ``system_kind`` is replaced by ``kind``.
+    **parts
+        ``rows``, ``items``, ``recommender``, ``scorer``, ``postprocess``, ``represent`` (and
+        optionally ``prompts``, ``twins``) as for :class:`FacterMonitor`.
+
+    Returns
+    -------
+    MonitorResult
+        The one-pass result; ``extra["monitor"]`` holds the monitor (for audit prompts).
+    """
     if kind not in BASELINES + ("empty",):
         raise ValueError(f"unknown baseline {kind!r}; choose one of 'neutral', 'fair', 'empty'")
     mon = FacterMonitor(replace(settings, system_kind=kind, name=settings.name or kind), **parts)

@@ -74,6 +74,22 @@ def request_seed(seed: int, row_id: int, pass_index: int = 0) -> int:
 
     Pass 0 of FACTER shares its seeds with the baselines (paired comparison); later passes draw anew.
 
+    Parameters
+    ----------
+    seed : int
+        The run seed.
+    row_id : int
+        The interaction row's id.
+    pass_index : int, default 0
+        0-based pass number.
+
+    Returns
+    -------
+    int
+        A seed in [0, 2**31 - 1] (from a 4-byte BLAKE2b digest).
+
+    Examples
+    --------
     >>> request_seed(0, 5, 0) == request_seed(0, 5, 0) != request_seed(0, 5, 1)
     True
     """
@@ -84,7 +100,18 @@ def request_seed(seed: int, row_id: int, pass_index: int = 0) -> int:
 def prompt_items(items: pd.DataFrame) -> dict:
     """item_id -> title mapping given to ``prompts.build_request`` (a dict lookup is ~100x faster than
     a DataFrame lookup per row; requests then carry no history features in ``meta``, the fakes read
-    them from their own item table)."""
+    them from their own item table).
+
+    Parameters
+    ----------
+    items : pandas.DataFrame
+        The catalogue, indexed by ``item_id`` or with an ``item_id`` column, with a ``title`` column.
+
+    Returns
+    -------
+    dict of int to str
+        Item id -> title.
+    """
     tbl = items.set_index("item_id") if "item_id" in items.columns else items
     return {int(i): str(t) for i, t in zip(tbl.index, tbl["title"])}
 
@@ -92,7 +119,27 @@ def prompt_items(items: pd.DataFrame) -> dict:
 @dataclass
 class CalibrationState:
     """What the online phase needs from calibration: Q0 and the calibration rows' contexts, protected
-    tuples and prediction representations f(yhat_j)."""
+    tuples and prediction representations f(yhat_j).
+
+    Parameters
+    ----------
+    q0 : float
+        The conformal threshold Q0 of the calibration scores.
+    context_emb : numpy.ndarray, shape (n, dim_context)
+        Context embeddings of the calibration rows.
+    groups : list of hashable, length n
+        Protected tuple of each calibration row.
+    pred_emb : numpy.ndarray, shape (n, dim)
+        Representations f(yhat_j) of the calibration rows' top-1 predictions.
+    alpha : float
+        Miscoverage level Q0 was computed for.
+    k_index : int
+        1-based rank k of Q0 among the sorted calibration scores.
+    n : int
+        Calibration size.
+    q_null : float or None, default None
+        With ``threshold = "null"``: the placebo quantile plus tolerance; None otherwise.
+    """
 
     q0: float
     context_emb: np.ndarray
@@ -109,6 +156,29 @@ class OnlineScorer:
 
     Neighbours of each test row among the calibration contexts are computed once, blocked
     (contexts do not depend on predictions); :meth:`score` then needs only f(yhat_t).
+
+    Parameters
+    ----------
+    calib : CalibrationState
+        The calibration state (contexts, groups and prediction representations are used).
+    test_context_emb : numpy.ndarray, shape (n_test, dim_context)
+        Context embeddings of the test rows, in walk order.
+    test_groups : sequence of hashable, length n_test
+        Protected tuple of each test row.
+    target_emb : numpy.ndarray, shape (n_test, dim)
+        Representations f(y_t) of the test rows' targets.
+    lam : float, default ``FacterConfig.lam``
+        Weight lambda of the disparity term.
+    tau_rho : float, default ``FacterConfig.tau_rho``
+        Cosine threshold of the neighbour search (see
+        :func:`facterlab.facter.neighbours.counterfactual_neighbours`).
+    tau_x : float or None, default None
+        Optional L2 locality gate of the neighbour search; None disables it.
+
+    Attributes
+    ----------
+    index : NeighbourIndex
+        Neighbours of each test row among the calibration rows.
     """
 
     def __init__(
@@ -129,7 +199,22 @@ class OnlineScorer:
         self.ref = np.asarray(calib.pred_emb, dtype=np.float64)
 
     def score(self, pos: int, pred_vec: np.ndarray) -> tuple:
-        """(S, d, Delta, n_neighbours) for test position ``pos`` with representation ``pred_vec``."""
+        """(S, d, Delta, n_neighbours) for test position ``pos`` with representation ``pred_vec``.
+
+        Parameters
+        ----------
+        pos : int
+            0-based position of the row among the test rows.
+        pred_vec : numpy.ndarray, shape (dim,)
+            Representation f(yhat_t) of the row's top-1 prediction.
+
+        Returns
+        -------
+        tuple of (float, float, float, int)
+            S = d + lambda * Delta, d (see :func:`~facterlab.facter.scores.top1_distance`), Delta (the
+            largest L2 distance to a calibration neighbour's prediction, 0.0 without neighbours) and
+            the number of neighbours.
+        """
         p = np.asarray(pred_vec, dtype=np.float64)[None, :]
         d = float(top1_distance(p, self.target_emb[pos : pos + 1])[0])
         nb = self.index.neighbours(pos)
@@ -144,7 +229,17 @@ NO_NEIGHBOUR_SEARCH = -1
 class TwinScorer:
     """S for test rows with the twin Delta (docs/FACTER.md §7): d against the row's target,
     Delta = ||f(yhat) - f(yhat_twin)||; no neighbour search (``index`` is None).  ``q_null``: the
-    null-anchored threshold when ``threshold = "null"`` (else None)."""
+    null-anchored threshold when ``threshold = "null"`` (else None).
+
+    Parameters
+    ----------
+    calib : CalibrationState
+        The calibration state (its ``q0`` / ``q_null`` are read by the monitor).
+    target_emb : numpy.ndarray, shape (n_test, dim)
+        Representations f(y_t) of the test rows' targets, in walk order.
+    lam : float, default ``FacterConfig.lam``
+        Weight lambda of the disparity term.
+    """
 
     index = None
 
@@ -153,7 +248,23 @@ class TwinScorer:
         self.target_emb = np.asarray(target_emb, dtype=np.float64)
 
     def score(self, pos: int, pred_vec: np.ndarray, twin_vec: np.ndarray) -> tuple:
-        """(S, d, Delta, -1) for test position ``pos``."""
+        """(S, d, Delta, -1) for test position ``pos``.
+
+        Parameters
+        ----------
+        pos : int
+            0-based position of the row among the test rows.
+        pred_vec : numpy.ndarray, shape (dim,)
+            Representation f(yhat_t) of the row's top-1 prediction.
+        twin_vec : numpy.ndarray, shape (dim,)
+            Representation of the twin's top-1 prediction.
+
+        Returns
+        -------
+        tuple of (float, float, float, int)
+            S = d + lambda * Delta, d, Delta = ||pred_vec - twin_vec||_2 and
+            :data:`NO_NEIGHBOUR_SEARCH` (-1).
+        """
         p = np.asarray(pred_vec, dtype=np.float64)
         d = float(top1_distance(p[None, :], self.target_emb[pos : pos + 1])[0])
         diff = p - np.asarray(twin_vec, dtype=np.float64)
@@ -163,7 +274,29 @@ class TwinScorer:
 
 @dataclass
 class MonitorResult:
-    """Records (one per (pass, row)), the final state and bookkeeping of a monitor run."""
+    """Records (one per (pass, row)), the final state and bookkeeping of a monitor run.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        One record per (pass, row); columns as built by :meth:`FacterMonitor.run`.
+    q_final : float
+        The threshold after the last pass (Q*).
+    threshold_path : list of float
+        [Q0, Q after pass 1, ...] (passes + 1 entries).
+    buffer : ViolationBuffer
+        The violation buffer at the end of the run.
+    n_predicted : int, default 0
+        Requests sent to the recommender (twins included).
+    n_repredicted : int, default 0
+        Requests made for rows whose earlier prediction went stale.
+    n_calls : int, default 0
+        Recommender calls.
+    n_twin_predicted : int, default 0
+        Twin requests (``delta = "twin"``).
+    extra : dict, default {}
+        Free-form extras (e.g. ``"monitor"``: the :class:`FacterMonitor`).
+    """
 
     records: pd.DataFrame
     q_final: float
@@ -187,6 +320,33 @@ class MonitorSettings:
     per recommender call; ``lookahead`` rows predicted ahead (default ``4 * batch_size``); ``name`` of
     the method in records (default ``system_kind``).
 
+    Parameters
+    ----------
+    facter : FacterConfig
+        The method's settings.
+    n_calib : int
+        Calibration size n (used by the Hoeffding correction).
+    protocol : str, default "open"
+        One of ``facterlab.data.prompts.PROTOCOLS``.
+    k : int, default 10
+        Recommendation list length.
+    domain : str, default "movie"
+        Domain word of the prompts.
+    seed : int, default 0
+        Run seed of :func:`request_seed`.
+    system_kind : str, default "facter"
+        One of ``facterlab.data.prompts.SYSTEM_KINDS``.
+    batch_size : int, default 8
+        Most rows per recommender call (>= 1).
+    lookahead : int or None, default None
+        Rows predicted ahead (>= 1); None means ``4 * batch_size``.
+    progress : bool, default False
+        Show a progress bar per pass.
+    name : str or None, default None
+        Method name in the records; None means ``system_kind``.
+
+    Examples
+    --------
     >>> from facterlab.config import FacterConfig
     >>> MonitorSettings(FacterConfig(), n_calib=20, batch_size=0)
     Traceback (most recent call last):
@@ -235,6 +395,30 @@ class FacterMonitor:
     maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
     ``twins``: with ``facter.delta = "twin"``, the flipped protected attributes of each row's twin
     (:func:`facterlab.facter.twins.twin_attributes`), and ``scorer`` a :class:`TwinScorer`.
+
+    Parameters
+    ----------
+    settings : MonitorSettings
+        How the loop runs.
+    rows : pandas.DataFrame
+        Test rows in walk order, with ``row_id``, ``user_id`` and the protected attribute columns
+        (plus what ``prompts.build_request`` reads).
+    items : pandas.DataFrame
+        The catalogue, with ``title`` and ``features`` columns; the top-1 item of a violation is
+        looked up by ``items.loc[item_id]``, so the index should be ``item_id``.
+    recommender : Recommender
+        The model under audit.
+    scorer : OnlineScorer or TwinScorer
+        Scores each row; a :class:`TwinScorer` is required when ``facter.delta = "twin"``.
+    postprocess : callable
+        ``postprocess(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title), ...]``.
+    represent : callable
+        ``represent(top1_ids, raw_titles) -> array (n, dim)``, f(yhat).
+    prompts : module or object or None, default None
+        The prompt module; None means :mod:`facterlab.data.prompts`.
+    twins : sequence of mapping or None, default None
+        With ``facter.delta = "twin"``: each row's twin protected attributes (one per row);
+        ignored otherwise.
 
     Reference: [fayyazi2025facter] (docs/references.bib).
     """
@@ -320,7 +504,18 @@ class FacterMonitor:
     def from_keywords(cls, **kw: Any) -> FacterMonitor:
         """The flat keyword form: :class:`MonitorSettings` fields (``cfg`` is accepted for ``facter``)
         and the parts (``rows``, ``items``, ``recommender``, ``scorer``, ``postprocess``, ``represent``,
-        ``prompts``) in one call, for callers that assemble one dict; unknown keywords are a TypeError."""
+        ``prompts``) in one call, for callers that assemble one dict; unknown keywords are a TypeError.
+
+        Parameters
+        ----------
+        **kw
+            :class:`MonitorSettings` fields and the constructor's parts.
+
+        Returns
+        -------
+        FacterMonitor
+            The monitor, not yet run.
+        """
         parts = {key: kw.pop(key) for key in _PART_KEYWORDS if key in kw}
         if "cfg" in kw:
             kw["facter"] = kw.pop("cfg")
@@ -328,7 +523,18 @@ class FacterMonitor:
 
     # ------------------------------------------------------------------ prompts
     def rules_for(self, attrs: dict) -> tuple:
-        """Rules mined from the current buffer for a user with ``attrs`` (empty for baselines)."""
+        """Rules mined from the current buffer for a user with ``attrs`` (empty for baselines).
+
+        Parameters
+        ----------
+        attrs : dict
+            The user's protected attributes (``gender``, ``age``, ``occupation``) as strings.
+
+        Returns
+        -------
+        tuple of Rule
+            The rules, in prompt order (memoised per buffer version).
+        """
         if not self.repair:
             return ()
         if self.cfg.rule_keying == "per_attr":  # memoised per attribute value: many users share each
@@ -368,12 +574,43 @@ class FacterMonitor:
         return r
 
     def system_for(self, attrs: dict, pass_index: int, passes: int) -> tuple:
-        """(system prompt text, rules) for a user under the current state."""
+        """(system prompt text, rules) for a user under the current state.
+
+        Parameters
+        ----------
+        attrs : dict
+            The user's protected attributes as strings.
+        pass_index : int
+            0-based pass number (announced as ``pass_index + 1``).
+        passes : int
+            Total number of passes (announced).
+
+        Returns
+        -------
+        tuple of (str, tuple of Rule)
+            The system prompt and the rules it shows.
+        """
         rules = self.rules_for(attrs)
         announce = (self.thr.q, pass_index + 1, passes) if (self.repair and self.cfg.announce_threshold) else None
         return self.prompts.system_prompt(self.kind, rules, announce=announce), rules
 
     def request_for(self, row: dict, system: str, pass_index: int):
+        """The recommender request for ``row`` with system prompt ``system``.
+
+        Parameters
+        ----------
+        row : dict
+            The test row (``row_id`` and what ``prompts.build_request`` reads).
+        system : str
+            The system prompt.
+        pass_index : int
+            0-based pass number (part of the request's seed).
+
+        Returns
+        -------
+        PromptRequest
+            What ``prompts.build_request`` returns, seeded by :func:`request_seed`.
+        """
         return self.prompts.build_request(
             row,
             self.prompt_items,
@@ -547,7 +784,22 @@ class FacterMonitor:
 
     # ------------------------------------------------------------------ passes
     def run(self, passes: int | None = None) -> MonitorResult:
-        """Run ``passes`` passes (default: cfg.passes for FACTER, 1 for baselines)."""
+        """Run ``passes`` passes (default: cfg.passes for FACTER, 1 for baselines).
+
+        Parameters
+        ----------
+        passes : int or None, default None
+            Number of passes (>= 1); None means ``facter.passes`` for FACTER and 1 for baselines.
+
+        Returns
+        -------
+        MonitorResult
+            Records with one row per (pass, test row) (method, pass (1-based), position, ids,
+            protected attributes, S, d, delta, n_neighbours, q_before, q_after, the ``viol_*`` flags,
+            rules, titles, mapped ids, top-1, parse status, seed, raw output and, with the twin Delta,
+            ``twin_*`` columns), plus ``viol_q_star`` (S > the final threshold); the final threshold,
+            the threshold after each pass, the buffer and the call counts.
+        """
         passes = int(passes if passes is not None else (self.cfg.passes if self.repair else 1))
         if passes < 1:
             raise ValueError(f"passes must be >= 1, got {passes}")
@@ -584,7 +836,18 @@ class FacterMonitor:
         )
 
     def final_system(self, attrs: dict) -> str:
-        """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`)."""
+        """The system prompt a user with ``attrs`` gets under the final state (after :meth:`run`).
+
+        Parameters
+        ----------
+        attrs : dict
+            The user's protected attributes (values converted to str).
+
+        Returns
+        -------
+        str
+            The system prompt (announcing the last pass when ``announce_threshold`` is on).
+        """
         t = max(1, self.passes_run)
         return self.system_for({a: str(attrs[a]) for a in PROTECTED}, t - 1, t)[0]
 
@@ -592,7 +855,20 @@ class FacterMonitor:
         """The system prompt for auditing ``row`` (CFR, snsr_fairllm; MetricsConfig.cfr_prompt):
         ``"last_pass"`` (REPRO) the prompt the row itself had at its turn in the last pass,
         ``"final_rules"`` the prompt its attributes get under the final state.  A row the monitor did
-        not process (or before :meth:`run`) gets the final-state prompt."""
+        not process (or before :meth:`run`) gets the final-state prompt.
+
+        Parameters
+        ----------
+        row : dict
+            The row, with its protected attributes and ideally ``row_id``.
+        which : {"last_pass", "final_rules"}, default "last_pass"
+            Which prompt to return.
+
+        Returns
+        -------
+        str
+            The system prompt.
+        """
         if which not in ("last_pass", "final_rules"):
             raise ValueError(f"unknown cfr_prompt {which!r}; choose 'last_pass' or 'final_rules'")
         if which == "last_pass":
@@ -605,7 +881,18 @@ class FacterMonitor:
 def violation_summary(records: pd.DataFrame) -> dict:
     """Per-pass violation counts from monitor records: fixed_q0, adaptive, corrected, q_star,
     hoeffding, repro_count, repro_dynamic (REPRO's corrected-dynamic count, S > Q_t + C/sqrt(n)), as lists
-    with one entry per pass; a kind whose column the records lack (runs saved before it) is left out."""
+    with one entry per pass; a kind whose column the records lack (runs saved before it) is left out.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Monitor records with a ``pass`` column and the ``viol_*`` boolean columns.
+
+    Returns
+    -------
+    dict of str to list of int
+        Kind -> violation count of each pass, passes in ascending order.
+    """
     out = {}
     g = records.groupby("pass", sort=True)
     for name, col in (

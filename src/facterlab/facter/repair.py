@@ -46,7 +46,17 @@ from facterlab.datatypes import Rule
 
 @dataclass(frozen=True)
 class Violation:
-    """One buffered violation: protected attributes, top-1 title and its features."""
+    """One buffered violation: protected attributes, top-1 title and its features.
+
+    Parameters
+    ----------
+    attrs : tuple of (str, str)
+        ``((attr, value), ...)`` in the buffer's attribute order, values as strings.
+    title : str
+        The top-1 item's title ("" if none).
+    features : tuple of str
+        The top-1 item's features (genres / categories).
+    """
 
     attrs: tuple  # ((attr, value), ...) in PROTECTED order
     title: str
@@ -55,6 +65,20 @@ class Violation:
 
 class ViolationBuffer:
     """FIFO of the last ``maxlen`` violations (M = 50).  ``version`` counts pushes (cheap change test).
+
+    Parameters
+    ----------
+    maxlen : int, default 50
+        Buffer size M (> 0); the oldest entry is dropped when full.
+    attrs : sequence of str, default ``PROTECTED``
+        The protected attributes recorded, in order.
+
+    Attributes
+    ----------
+    entries : collections.deque of Violation
+        The buffered violations, oldest first.
+    version : int
+        Number of pushes so far.
 
     Reference: [fayyazi2025facter] (docs/references.bib).
     """
@@ -68,6 +92,18 @@ class ViolationBuffer:
         self.version = 0
 
     def push(self, attrs: Mapping, title: str, features: Sequence[str] = ()) -> None:
+        """Append one violation (dropping the oldest when full) and bump ``version``.
+
+        Parameters
+        ----------
+        attrs : mapping
+            The user's protected attributes; every name in ``self.attrs`` must be a key (values
+            are stored as str).
+        title : str
+            The top-1 title; a falsy value is stored as "".
+        features : sequence of str, default ()
+            The top-1 item's features; None is treated as empty.
+        """
         self.entries.append(
             Violation(
                 tuple((a, str(attrs[a])) for a in self.attrs),
@@ -81,6 +117,13 @@ class ViolationBuffer:
         return len(self.entries)
 
     def snapshot(self) -> list:
+        """The buffered violations as a list, oldest first.
+
+        Returns
+        -------
+        list of Violation
+            A copy of the buffer's entries.
+        """
         return list(self.entries)
 
 
@@ -93,6 +136,24 @@ def enrichment(a: int, n1: int, b: int, n0: int) -> float:
     """E = ((a + 1/2)/(n1 + 1)) / ((b + 1/2)/(n0 + 1)): how much more often a feature is among the
     group's violations (a of n1) than among its other outputs (b of n0), with half-counts.
 
+    Parameters
+    ----------
+    a : int
+        Violations of the group that carry the feature.
+    n1 : int
+        Violations of the group.
+    b : int
+        Reference (unflagged) outputs of the group that carry the feature.
+    n0 : int
+        Reference outputs of the group.
+
+    Returns
+    -------
+    float
+        The enrichment E (> 0; 1 means no enrichment).
+
+    Examples
+    --------
     >>> round(enrichment(4, 5, 1, 20), 3), round(enrichment(4, 5, 16, 20), 3)
     (10.5, 0.955)
     """
@@ -146,6 +207,31 @@ def mine_rules(
     """Rules that apply to a user with ``user_attrs`` given the buffered violations (see module doc);
     with a ``reference`` buffer of unflagged outputs, contrast mining (module doc).
 
+    Parameters
+    ----------
+    buffer : ViolationBuffer
+        The buffered violations.
+    user_attrs : mapping
+        The user's protected attributes; values are compared as str.
+    keying : {"per_attr", "tuple"}, default "per_attr"
+        Mine per attribute value, or on the user's whole protected tuple.
+    min_count : int, default 3
+        Least count (>= 1) of a feature or title among the selected violations for a rule.
+    max_per_attr : int, default 5
+        Most rules (>= 0) per attribute value (per tuple with ``"tuple"`` keying).
+    tie_order : {"by_name", "first_seen"}, default "by_name"
+        Order of equal counts (count mining only; contrast rules break ties by name).
+    reference : ViolationBuffer or None, default None
+        The group's other (unflagged) outputs; given, contrast mining is used; None means counting.
+
+    Returns
+    -------
+    tuple of Rule
+        Feature rules then title rules for each attribute (gender, age, occupation order); empty
+        when the buffer is empty.
+
+    Examples
+    --------
     >>> b = ViolationBuffer()
     >>> for _ in range(3): b.push({"gender": "M", "age": "18-24", "occupation": "x"}, "Heat (1995)", [])
     >>> [r.text() for r in mine_rules(b, {"gender": "M", "age": "18-24", "occupation": "x"}, keying="tuple")]
@@ -199,6 +285,30 @@ def mine_value_rules(
     ``attr = value`` gets (``mine_rules`` concatenates them over the user's attributes), so that a caller
     can memoise them per value rather than per user.
 
+    Parameters
+    ----------
+    buffer : ViolationBuffer
+        The buffered violations.
+    attr : str
+        The attribute; must be one of ``buffer.attrs``.
+    value : str
+        The attribute value; compared as-is with the stored strings, so pass a str.
+    min_count : int, default 3
+        Least count of a feature or title for a rule (not validated here, unlike :func:`mine_rules`).
+    max_per_attr : int, default 5
+        Most rules returned.
+    tie_order : {"by_name", "first_seen"}, default "by_name"
+        Order of equal counts (count mining only; not validated here).
+    reference : ViolationBuffer or None, default None
+        The group's other (unflagged) outputs; given, contrast mining is used.
+
+    Returns
+    -------
+    tuple of Rule
+        Feature rules then title rules for ``attr = value``; empty when no buffered violation has it.
+
+    Examples
+    --------
     >>> b = ViolationBuffer()
     >>> for _ in range(3): b.push({"gender": "M", "age": "18-24", "occupation": "x"}, "Heat (1995)", ["Crime"])
     >>> [r.text() for r in mine_value_rules(b, "age", "18-24")]
