@@ -38,7 +38,7 @@ RUN_FILES = (
     *(f"rows_{m}.parquet" for m in ("neutral", "fair", "facter")),
 )
 
-distributed = pytest.importorskip("distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+NO_DASK = "the dask extra is not installed (pip install -e '.[dask]')"
 
 
 def _configs(seeds=(0, 1, 2, 0)):
@@ -182,6 +182,7 @@ def test_process_pool_reruns_the_task_of_a_dead_worker_and_bounds_retries(tmp_pa
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_for_byte(serial, tmp_path):
+    pytest.importorskip("distributed", reason=NO_DASK)
     from distributed import Client, LocalCluster
 
     from facterlab.executors import DaskExecutor
@@ -218,7 +219,8 @@ def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_f
 # "subprocess ... is still running"; the test checks below that every worker process is gone
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_jobqueue_local_cluster_runs_the_sweep_through_job_scripts(serial, tmp_path):
-    jq = pytest.importorskip("dask_jobqueue.local", reason="dask-jobqueue is not installed")
+    pytest.importorskip("distributed", reason=NO_DASK)
+    jq = pytest.importorskip("dask_jobqueue.local", reason=NO_DASK)
     from distributed import Client
 
     from facterlab.executors import DaskExecutor
@@ -322,3 +324,13 @@ def test_cli_dry_run_lists_the_plan(cache_root, serial, monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == "4 configs, 3 runs, 0 to run"
     assert {ln.split()[0] for ln in lines[:-1]} == {p.run_id for p in res.planned}
+
+
+def test_dask_executor_without_the_extra_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if the dask extra were not installed
+    with pytest.raises(
+        ValueError, match=r"--executor dask needs Dask distributed, which is not installed: pip install"
+    ):
+        make_executor("dask")
