@@ -55,7 +55,18 @@ def _span(section: str, name: str) -> str:
 
 
 def register(subparsers) -> None:
-    """Add the ``run`` command to the ``facterlab`` parser."""
+    """Add the ``run`` command to the ``facterlab`` parser.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers()`` returned; the ``run`` parser gets
+        ``func=cmd_run``.
+
+    Returns
+    -------
+    None
+    """
     p = subparsers.add_parser("run", help="run Neutral, Fair and FACTER and print the headline metrics")
     p.add_argument("--dataset", default="auto", choices=DATASETS)
     p.add_argument(
@@ -127,7 +138,19 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args):
-    """The RunConfig the command line asks for."""
+    """The RunConfig the command line asks for.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``run`` arguments; a flag left at None keeps the preset's value (``--seed``
+        sets both the run seed and the data seed).
+
+    Returns
+    -------
+    RunConfig
+        ``preset(args.preset, **overrides)``; not validated here (see :func:`cmd_run`).
+    """
     over = {"protocol": args.protocol, "seed": args.seed, "data__dataset": args.dataset, "data__seed": args.seed}
     if args.model:
         over["model__llm"] = args.model
@@ -159,7 +182,20 @@ def config_from_args(args):
 
 def headline_table(metrics) -> str:
     """A small text table: one line per method with the headline metrics and violations (``metrics``: the
-    run's record, result or metrics.json dict; :func:`facterlab.facter.record.as_metrics`)."""
+    run's record, result or metrics.json dict; :func:`facterlab.facter.record.as_metrics`).
+
+    Parameters
+    ----------
+    metrics : RunRecord, RunResult or dict
+        Anything :func:`facterlab.facter.record.as_metrics` accepts.
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines: a run header, one line per method ("n/a" for a missing
+        value), and a warning line for a fully degenerate calibration and the random floor when
+        present.
+    """
     m = as_metrics(metrics)
 
     def fmt(v):
@@ -194,6 +230,18 @@ def headline_table(metrics) -> str:
 
 
 def cmd_run(args) -> int:
+    """Run ``facterlab run``: validate, run Neutral, Fair and FACTER, print the table or the JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed ``run`` arguments.
+
+    Returns
+    -------
+    int
+        0 on success (errors are raised, for the CLI to report).
+    """
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
     validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)

@@ -39,7 +39,22 @@ def _unfair(raw: str) -> bool | None:
 
 def truth_labels(records: pd.DataFrame, delta: str = "neighbour") -> np.ndarray | None:
     """Per record: did the demographics change the row's (or, with twins, the row's or its twin's)
-    top-1 item?  ``None`` when the records carry no JSON truth."""
+    top-1 item?  ``None`` when the records carry no JSON truth.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Monitor records with a ``raw`` column (and ``twin_raw`` for the twin label).
+    delta : {"neighbour", "twin"}, default "neighbour"
+        With ``"twin"`` (and a ``twin_raw`` column) a row is positive when the row's or its twin's
+        top-1 changed; otherwise only the row's own.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (len(records),), or None
+        The labels, or None when the records are empty, lack ``raw`` or any record (or twin)
+        has no parsable JSON truth.
+    """
     if "raw" not in records.columns or len(records) == 0:
         return None
     own = [_unfair(r) for r in records["raw"]]
@@ -58,6 +73,20 @@ def rank_auc(score, label) -> float:
     """Area under the ROC curve of ``score`` for the binary ``label`` (Mann-Whitney, ties counted
     half); NaN when one class is empty.
 
+    Parameters
+    ----------
+    score : array-like of float, shape (n,)
+        The ranking statistic (higher = more likely positive).
+    label : array-like of bool, shape (n,)
+        The binary labels.
+
+    Returns
+    -------
+    float
+        The AUC in [0, 1], or NaN when all labels are equal.
+
+    Examples
+    --------
     >>> rank_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
     0.75
     """
@@ -77,6 +106,26 @@ def _rate(k: int, n: int, why: str):
 def detector_summary(records: pd.DataFrame, delta: str = "neighbour", threshold: str = "conformal") -> dict | None:
     """The detector block of one method (module docstring) from its records, or None without truth.
 
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        One method's monitor records, with ``pass``, ``raw``, ``viol_fixed``, ``S`` and ``delta``
+        columns (``twin_raw`` for the twin label).
+    delta : {"neighbour", "twin"}, default "neighbour"
+        The run's Delta; chooses the label.
+    threshold : {"conformal", "null"}, default "conformal"
+        The run's threshold; ``"null"`` ranks by ``delta`` for the AUC, otherwise by ``S``.
+
+    Returns
+    -------
+    dict or None
+        For the last pass: ``label``, ``flag``, ``pass``, ``n``, ``positives``, ``flagged``,
+        ``true_pos`` (ints), ``precision``, ``recall``, ``auc`` (floats, or a MissingValue's JSON
+        form when undefined), ``base_rate`` and ``flag_rate`` (floats); None when the records are
+        empty or carry no truth.
+
+    Examples
+    --------
     >>> raw = lambda c: json.dumps({"top1_changed": c, "top1_unfair": c})
     >>> rec = pd.DataFrame({"pass": [1, 1, 1, 1], "raw": [raw(True), raw(False), raw(True), raw(False)],
     ...                     "viol_fixed": [True, False, False, False], "S": [0.9, 0.1, 0.5, 0.2], "delta": 0.0})

@@ -64,6 +64,25 @@ def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str
     """The flipped protected attributes of each row's twin (every attribute of :data:`PROTECTED` changed,
     drawn once per row from ``(seed, 11)`` with :func:`facterlab.metrics.flip_attributes`).
 
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Rows with the protected-attribute columns (``gender``, ``age``, ``occupation``).
+    attribute_values : mapping of str to sequence of str
+        Every value of each attribute, in canonical order (``Dataset.attribute_values``).
+    strategy : {"distinct", "minimal", "repro"}, default "distinct"
+        How a counterfactual value is chosen (see :func:`facterlab.metrics.flip_attributes`);
+        ``"minimal"`` draws nothing.
+    seed : int, default 0
+        Run seed of the random draw (unused with ``"minimal"``).
+
+    Returns
+    -------
+    list of dict
+        One ``{attr: value}`` dict (values as str) per row, in row order.
+
+    Examples
+    --------
     >>> vals = {"gender": ["M", "F"], "age": ["18-24", "56+"], "occupation": ["a", "b"]}
     >>> rows = pd.DataFrame({"gender": ["M"], "age": ["56+"], "occupation": ["a"]})
     >>> twin_attributes(rows, vals, "minimal")
@@ -80,7 +99,20 @@ def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str
 
 
 def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
-    """The row as its twin: the same row with the protected attributes replaced."""
+    """The row as its twin: the same row with the protected attributes replaced.
+
+    Parameters
+    ----------
+    row : mapping
+        The row (all its keys are kept).
+    twin_attrs : mapping
+        The twin's protected attributes; must have every name in :data:`PROTECTED`.
+
+    Returns
+    -------
+    dict
+        A new dict; the input is not modified.
+    """
     return {**row, **{a: twin_attrs[a] for a in PROTECTED}}
 
 
@@ -92,6 +124,18 @@ def placebo_request(req: PromptRequest) -> PromptRequest:
     information on another prompt surface (the null threshold's placebo).  A request without the block
     is returned unchanged.
 
+    Parameters
+    ----------
+    req : PromptRequest
+        The request; only its ``user`` messages are changed (the first block in each).
+
+    Returns
+    -------
+    PromptRequest
+        A copy with the demographic lines reversed; other fields unchanged.
+
+    Examples
+    --------
     >>> r = PromptRequest(messages=(("system", "s"), ("user", "User demographics:\\n- Gender: F\\n- Age: 25-34\\n\\nHistory")))
     >>> placebo_request(r).messages[1][1]
     'User demographics:\\n- Age: 25-34\\n- Gender: F\\n\\nHistory'
@@ -110,6 +154,20 @@ def placebo_request(req: PromptRequest) -> PromptRequest:
 def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:
     """Delta_i = ||p_i - t_i||_2 row-wise, in float64.
 
+    Parameters
+    ----------
+    pred_emb : numpy.ndarray, shape (n, dim)
+        Representations of the rows' predictions.
+    twin_emb : numpy.ndarray, shape (n, dim)
+        Representations of the twins' predictions; same shape.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n,)
+        The L2 distance of each pair.
+
+    Examples
+    --------
     >>> twin_distance(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])).round(4).tolist()
     [0.0, 1.4142]
     """
@@ -122,7 +180,25 @@ def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NullThreshold:
-    """Q_null = the conformal (1 - alpha) quantile of the placebo distances, plus ``tol``."""
+    """Q_null = the conformal (1 - alpha) quantile of the placebo distances, plus ``tol``.
+
+    Parameters
+    ----------
+    q : float
+        The threshold Q_null = ``quantile + tol``.
+    quantile : float
+        The conformal quantile of the placebo distances.
+    tol : float
+        The tolerance added.
+    alpha : float
+        Miscoverage level.
+    k_index : int
+        1-based rank of the quantile.
+    n : int
+        Number of placebo distances.
+    share_placebo_nonzero : float
+        Share of placebo distances above 0, in [0, 1].
+    """
 
     q: float
     quantile: float
@@ -136,6 +212,23 @@ class NullThreshold:
 def null_threshold(placebo_deltas: Sequence[float] | np.ndarray, alpha: float, tol: float = 1e-6) -> NullThreshold:
     """The null-anchored threshold from the calibration rows' placebo distances (module docstring).
 
+    Parameters
+    ----------
+    placebo_deltas : sequence of float or numpy.ndarray
+        The calibration rows' placebo distances; all finite, at least
+        ``min_calibration_size(alpha)`` of them.
+    alpha : float
+        Miscoverage level, in (0, 1).
+    tol : float, default 1e-6
+        Added to the quantile (so that exact zeros do not flag).
+
+    Returns
+    -------
+    NullThreshold
+        The threshold ``q`` (quantile + tol) with its quantile, rank and placebo statistics.
+
+    Examples
+    --------
     >>> t = null_threshold(np.zeros(50), 0.1)
     >>> t.q, t.share_placebo_nonzero
     (1e-06, 0.0)
