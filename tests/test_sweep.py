@@ -334,3 +334,25 @@ def test_dask_executor_without_the_extra_is_one_line(monkeypatch):
         ValueError, match=r"--executor dask needs Dask distributed, which is not installed: pip install"
     ):
         make_executor("dask")
+
+
+def test_a_run_that_keeps_failing_is_reported_and_the_others_finish(cache_root, tmp_path, monkeypatch):
+    import facterlab.reporting.sweep as sweep
+
+    real = sweep.run_task
+    configs = _configs((0, 1))
+    bad = plan_sweep(configs, out_dir=tmp_path)[1].run_id
+
+    def flaky(task):
+        if task.run_id == bad:
+            raise RuntimeError("the GPU node went away")
+        return real(task)
+
+    monkeypatch.setattr(sweep, "run_task", flaky)
+    res = run_sweep(configs, executor="serial", retries=1, out_dir=tmp_path)
+    row = {r["run_id"]: r for r in res.rows}
+    assert row[bad]["status"] == "FAILED" and row[bad]["attempts"] == 2
+    assert row[bad]["error"] == "RuntimeError: the GPU node went away" and row[bad]["facter:cfr_multi"] is None
+    assert res.n_failed == 1 and [r["status"] for r in res.rows if r["run_id"] != bad] == ["ran"]
+    assert f"{bad}: RuntimeError: the GPU node went away" in res.table()
+    assert not (tmp_path / "runs" / bad).exists()
