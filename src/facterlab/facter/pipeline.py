@@ -96,7 +96,27 @@ log = logging.getLogger(__name__)
 class RunResult:
     """What :func:`run_experiment` returns (docs/CONTRACTS.md): the typed ``record``
     (:class:`facterlab.facter.record.RunRecord`; read this), the rows and calibration table, and
-    ``config``/``metrics``/``timings`` as the JSON dicts of the run folder (for JSON output only)."""
+    ``config``/``metrics``/``timings`` as the JSON dicts of the run folder (for JSON output only).
+
+    Parameters
+    ----------
+    run_id : str
+        ``<config_hash>-<8 hex>`` (:func:`run_id_for`).
+    config : dict
+        ``config.json`` as a dict.
+    metrics : dict
+        ``metrics.json`` as a dict.
+    rows : dict of str to pandas.DataFrame
+        Method name -> its monitor records (``rows_<method>.parquet``).
+    calibration : pandas.DataFrame
+        The calibration table (``calibration.parquet``), one row per calibration row.
+    out_dir : pathlib.Path
+        The run folder.
+    timings : dict, default {}
+        Seconds per phase (``timings.json``).
+    record : RunRecord or None, default None
+        The typed run record.
+    """
 
     run_id: str
     config: dict
@@ -109,6 +129,23 @@ class RunResult:
 
     @classmethod
     def of_record(cls, record: RunRecord, rows: dict, calibration: pd.DataFrame, out_dir: Path) -> RunResult:
+        """A RunResult whose JSON dicts are derived from ``record``.
+
+        Parameters
+        ----------
+        record : RunRecord
+            The typed run record.
+        rows : dict of str to pandas.DataFrame
+            Method name -> its records.
+        calibration : pandas.DataFrame
+            The calibration table.
+        out_dir : path-like
+            The run folder.
+
+        Returns
+        -------
+        RunResult
+        """
         parts = record.parts()
         return cls(
             run_id=record.run_id,
@@ -160,6 +197,22 @@ def candidate_ids_for_titles(titles, candidates, titles_by_id: dict) -> list:
     duplicated titles) stay two distinct items: the first occurrence of the title in the answer is
     the first such candidate in the list, the second the second.
 
+    Parameters
+    ----------
+    titles : sequence of str
+        The answer's titles, best first.
+    candidates : sequence of int
+        The row's candidate item ids, in list order; each must be a key of ``titles_by_id``.
+    titles_by_id : dict of int to str
+        Catalogue item id -> title.
+
+    Returns
+    -------
+    list of int
+        One item id per title, -1 where no unused candidate has the title.
+
+    Examples
+    --------
     >>> candidate_ids_for_titles(["X", "Y", "X", "Z"], [5, 9, 7], {5: "X", 9: "X", 7: "Y"})
     [5, 7, 9, -1]
     """
@@ -178,6 +231,18 @@ def candidate_ids_for_titles(titles, candidates, titles_by_id: dict) -> list:
 def protocol_variants(cfg: RunConfig) -> dict:
     """The protocol switches of a run (docs/PROTOCOL.md), as recorded in metrics.json "variants".
 
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's configuration.
+
+    Returns
+    -------
+    dict
+        Field name -> value, for each key of ``facterlab.config.PROTOCOL_SWITCHES``.
+
+    Examples
+    --------
     >>> from facterlab.config import preset
     >>> protocol_variants(preset("repro"))["tie_order"], protocol_variants(preset("facterlab"))["tie_order"]
     ('file_order', 'item_id')
@@ -200,6 +265,28 @@ def make_postprocess(protocol: str, mapper, items: pd.DataFrame, k: int = 10, to
     position 0, unmapped (-1, scored by its raw title) when that title maps to nothing;
     ``"first_mapped"`` (REPRO) takes the first position that maps to a catalogue item, and the raw
     title of position 0 only when no position maps.
+
+    Parameters
+    ----------
+    protocol : {"open", "rank"}
+        The prediction protocol; anything but ``"rank"`` is treated as open generation.
+    mapper : CatalogueMapper
+        Maps free titles to catalogue ids (``mapper.map(titles) -> ids``, -1 for none); used for
+        open generation only, and only for titles that are not exact catalogue titles.
+    items : pandas.DataFrame
+        The catalogue, indexed by ``item_id``, with a ``title`` column.
+    k : int, default 10
+        Titles kept per answer for open generation.
+    top1 : {"position0", "first_mapped"}, default "position0"
+        How the top-1 item is chosen (above).
+
+    Returns
+    -------
+    callable
+        ``post(rows, predictions) -> list of (list of int, int, str)``: per row the mapped ids
+        (-1 = unmapped), the top-1 id and the top-1 raw title ("" for an empty answer). ``rows``
+        are row dicts (with ``candidates`` for ``"rank"``), ``predictions`` the matching
+        :class:`~facterlab.datatypes.Prediction` objects.
     """
     if top1 not in ("position0", "first_mapped"):
         raise ValueError(f"unknown top1 {top1!r}; choose 'position0' or 'first_mapped'")
@@ -251,7 +338,24 @@ def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: 
 
 
 def context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
-    """f(context_text(history titles)) for each row (docs/FACTER.md §2: no demographics in the context)."""
+    """f(context_text(history titles)) for each row (docs/FACTER.md §2: no demographics in the context).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Interaction rows with a ``history`` column (sequences of item ids).
+    items : pandas.DataFrame
+        The catalogue (indexed by ``item_id`` or with an ``item_id`` column) with a ``title`` column.
+    encoder : object
+        Text encoder with ``encode(list[str]) -> array (n, dim)``.
+    prompts : module
+        The prompt module; its ``context_text(titles)`` builds each context.
+
+    Returns
+    -------
+    numpy.ndarray of float32, shape (len(rows), dim)
+        One context embedding per row, as the encoder returns it (not re-normalised here).
+    """
     titles = prompt_items(items)
     texts = [prompts.context_text([titles[int(i)] for i in h]) for h in rows["history"]]
     return np.asarray(encoder.encode(texts), dtype=np.float32)
@@ -263,13 +367,36 @@ def _groups(rows: pd.DataFrame) -> list:
 
 
 def fake_recommender(cfg: RunConfig, items: pd.DataFrame) -> FakeRecommender:
-    """The deterministic test recommender of ``llm = "fake"`` (biased, obeys AVOID rules, seeded by the run)."""
+    """The deterministic test recommender of ``llm = "fake"`` (biased, obeys AVOID rules, seeded by the run).
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's configuration (``protocol`` and ``seed`` are used).
+    items : pandas.DataFrame
+        The catalogue.
+
+    Returns
+    -------
+    FakeRecommender
+    """
     return FakeRecommender(items, protocol=cfg.protocol, mode="biased", obey_rules=True, seed=cfg.seed)
 
 
 def build_encoder(cfg: RunConfig):
     """The encoder of ``cfg.model.encoder``: ``"hash-encoder"`` is the torch-free
-    :class:`~facterlab.models.fake.HashEncoder`; anything else goes through :func:`facterlab.models.load_encoder`."""
+    :class:`~facterlab.models.fake.HashEncoder`; anything else goes through :func:`facterlab.models.load_encoder`.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's configuration (``model.encoder`` and ``model.device`` are used).
+
+    Returns
+    -------
+    object
+        The encoder (``encode(list[str]) -> array``, ``fingerprint``).
+    """
     if cfg.model.encoder == HASH_ENCODER:
         return HashEncoder()
     return load_encoder(cfg.model.encoder, device=cfg.model.device)
@@ -278,6 +405,22 @@ def build_encoder(cfg: RunConfig):
 def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
     """``<config_hash>-<8 hex of (content hash, model fingerprints)>``.
 
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's configuration.
+    content_hash : str
+        Content hash of the interaction rows.
+    fingerprints : dict
+        Model fingerprints (``{"llm": ..., "encoder": ...}``); must be JSON-serialisable.
+
+    Returns
+    -------
+    str
+        The run id.
+
+    Examples
+    --------
     >>> from facterlab.config import preset
     >>> a = run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"})
     >>> a == run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"}) != run_id_for(preset(), "abd", {"llm": "x", "encoder": "y"})
@@ -311,6 +454,42 @@ def calibrate(
     twin (``attribute_values`` needed to flip) is asked under the same prompt and seed, Delta is the
     distance of the two answers and no neighbour search runs; with ``facter.threshold = "null"`` each
     row's placebo (:func:`facterlab.facter.twins.placebo_request`) is asked too and Q_null is set.
+
+    Parameters
+    ----------
+    calib_rows : pandas.DataFrame
+        Calibration interaction rows (``row_id``, ``user_id``, protected attributes, ``target``,
+        ``history`` and what ``prompts.build_request`` reads).
+    items : pandas.DataFrame
+        The catalogue (indexed by ``item_id`` for ``postprocess``).
+    recommender : Recommender
+        The model under audit.
+    encoder : object
+        Text encoder for the contexts (neighbour Delta only).
+    represent : ItemRepresenter
+        Gives f(yhat) and the targets' representations.
+    postprocess : callable
+        From :func:`make_postprocess`.
+    cfg : RunConfig
+        The run's configuration (``facter``, ``protocol``, ``metrics.k``, ``model.batch_size``,
+        ``seed``, ``metrics.flip_strategy``).
+    domain : str
+        Domain word of the prompts.
+    prompts : module
+        The prompt module (``system_prompt``, ``build_request``, ``context_text``).
+    progress : bool, default False
+        Show progress bars.
+    attribute_values : dict or None, default None
+        Every value of each protected attribute; required with ``facter.delta = "twin"``.
+
+    Returns
+    -------
+    state : CalibrationState
+        Q0 (and Q_null), contexts (a zero column with the twin Delta), groups and f(yhat_j).
+    table : pandas.DataFrame
+        One row per calibration row: ids, protected attributes, target, ``S``, ``d``, ``delta``,
+        ``n_neighbours`` (-1 with the twin Delta), twin and placebo columns when used, titles,
+        mapped ids, top-1, parse status, raw output and the system prompt kind.
     """
     fc = cfg.facter
     rows = calib_rows.reset_index(drop=True)
@@ -476,7 +655,35 @@ def method_metrics(
     attribute_values: dict,
     fairllm: bool = False,
 ) -> dict:
-    """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md)."""
+    """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md).
+
+    Parameters
+    ----------
+    result : MonitorResult
+        The method's monitor result.
+    monitor : FacterMonitor
+        The monitor that produced it (gives the audit prompts for CFR and snsr_fairllm).
+    test_rows : pandas.DataFrame
+        The test rows, in walk order (``relevant``, ``target``, protected attributes).
+    cfg : RunConfig
+        The run's configuration (``metrics`` section, ``seed``, ``facter.delta`` / ``threshold``).
+    mapper : CatalogueMapper
+        Maps titles to catalogue items and embeds ranked lists.
+    postprocess : callable
+        From :func:`make_postprocess`.
+    attribute_values : dict
+        Every value of each protected attribute (for the counterfactual flips).
+    fairllm : bool, default False
+        Also compute ``snsr_fairllm`` (many extra predictions).
+
+    Returns
+    -------
+    dict
+        Ranking metrics (NDCG/Recall@k single and multi, valid@10), snsr_proxy, CFR (values or
+        missing-value dicts, with detail), violations per pass, threshold path, parse-status counts,
+        mean S per pass, rules of the last pass, call counts and, when the records carry a known
+        truth, ``ground_truth.detector``.
+    """
     k = cfg.metrics.k
     rec = result.records
     last = rec[rec["pass"] == rec["pass"].max()].sort_values("position")
@@ -643,6 +850,31 @@ def run_experiment(
     ``out_dir``: the results root (default :func:`facterlab.config.results_dir`); the run's files go to
     ``<out_dir>/runs/<run_id>/``.  ``dataset``: an already loaded :class:`facterlab.data.Dataset`
     (tests, notebooks); otherwise ``cfg.data.dataset`` is resolved and loaded from ``data_dir``.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The run's configuration (validated first).
+    recommender : Recommender or None, default None
+        The model under audit; None builds it from ``cfg.model``.
+    encoder : object or None, default None
+        The text encoder; None builds it from ``cfg.model.encoder``.
+    data_dir : path-like or None, default None
+        Data directory; None means ``$FACTERLAB_DATA``.
+    out_dir : path-like or None, default None
+        Results root; None means :func:`facterlab.config.results_dir`.
+    progress : bool, default True
+        Show progress bars.
+    dataset : Dataset or None, default None
+        An already loaded dataset; None loads ``cfg.data.dataset``.
+    fairllm : bool, default False
+        Also compute ``snsr_fairllm`` (costly).
+
+    Returns
+    -------
+    RunResult
+        The record, the records of each method, the calibration table and the run folder
+        ``<out_dir>/runs/<run_id>/``.
     """
     prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
 
@@ -799,7 +1031,18 @@ def _run_methods(settings: MonitorSettings, parts: dict, passes: int, timings: d
 def read_run_folder(path: os.PathLike | str) -> RunResult:
     """A :class:`~facterlab.facter.pipeline.RunResult` read back from a run folder: its record (config,
     metrics, timings, meta), rows and calibration table.  :class:`facterlab.facter.record.RecordError`
-    names the file and key of a malformed record."""
+    names the file and key of a malformed record.
+
+    Parameters
+    ----------
+    path : path-like
+        The run folder (``<results>/runs/<run_id>``).
+
+    Returns
+    -------
+    RunResult
+        With ``rows`` for every method of ``METHODS`` and ``out_dir = path``.
+    """
     path = Path(path)
     record = RunRecord.load(path)
     return RunResult.of_record(
