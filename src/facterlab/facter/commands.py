@@ -62,10 +62,6 @@ def register(subparsers) -> None:
     subparsers : argparse._SubParsersAction
         What ``ArgumentParser.add_subparsers()`` returned; the ``run`` parser gets
         ``func=cmd_run``.
-
-    Returns
-    -------
-    None
     """
     p = subparsers.add_parser("run", help="run Neutral, Fair and FACTER and print the headline metrics")
     p.add_argument("--dataset", default="auto", choices=DATASETS)
