@@ -290,7 +290,10 @@ class DaskExecutor(Executor):
             if fut.status == "finished":
                 results[key] = TaskOutcome(key, True, fut.result(), attempts=attempts[key])
             else:
-                exc = fut.exception()
+                try:
+                    exc = fut.exception()  # a cancelled future (its client lost the scheduler) raises instead
+                except BaseException as raised:  # noqa: BLE001 - reported as the task's outcome
+                    exc = raised
                 err = TaskOutcome(key, False, None, _error_line(exc), _trace(exc), attempts[key])
                 if attempts[key] <= retries:
                     on_event("retry", key, err.error)

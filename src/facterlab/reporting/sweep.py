@@ -217,8 +217,13 @@ class Planned:
 def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> list:
     """Validate every config, compute its run id, merge duplicates, mark finished runs (module docstring)."""
     root = results_dir(out_dir)
-    for cfg in configs:
-        validate_config(cfg, out_dir=root, llm=True, encoder=True)
+    seen_llm: set = set()
+    seen_enc: set = set()
+    for cfg in configs:  # each model name is checked once (a hub id may ask the network)
+        m = cfg.model
+        validate_config(cfg, out_dir=root, llm=m.llm not in seen_llm, encoder=m.encoder not in seen_enc)
+        seen_llm.add(m.llm)
+        seen_enc.add(m.encoder)
     inters: dict = {}
     plans: dict = {}
     for cfg in configs:
