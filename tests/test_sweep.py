@@ -183,14 +183,15 @@ def test_process_pool_reruns_the_task_of_a_dead_worker_and_bounds_retries(tmp_pa
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_for_byte(serial, tmp_path):
     pytest.importorskip("distributed", reason=NO_DASK)
-    from distributed import Client, LocalCluster
-
-    from facterlab.executors import DaskExecutor
+    from distributed import LocalCluster
 
     ref_out, _ = serial
     killed: dict = {}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
+        # through its address, as `--executor dask --scheduler ADDRESS` connects
+        with make_executor("dask", scheduler=cluster.scheduler_address) as ex:
+            client = ex.client
+            assert ex.workers == 2 and not ex.local
             pids = client.run(os.getpid)
 
             def kill_one(kind, key, info):
@@ -203,7 +204,6 @@ def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_f
                 killed.update(worker=worker, pid=pids[worker], key=str(next(iter(keys))))
                 os.kill(pids[worker], signal.SIGKILL)
 
-            ex = DaskExecutor(client=client)
             res = run_sweep(_configs((0, 1, 2, 3)), executor=ex, out_dir=tmp_path, on_event=kill_one)
     assert killed, "no worker was busy when the first run finished: nothing was killed"
     assert res.n_failed == 0 and res.n_started == 4
