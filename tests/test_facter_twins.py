@@ -20,7 +20,7 @@ from facterlab.config import preset
 from facterlab.data.protocol import build_interactions
 from facterlab.datatypes import PARSE_NA, Prediction, Recommender
 from facterlab.facter.pipeline import run_experiment
-from facterlab.facter.repair import ViolationBuffer, enrichment, mine_rules
+from facterlab.facter.repair import ViolationBuffer, enrichment, mine_rules, mine_value_rules
 from facterlab.facter.truth import detector_summary, rank_auc
 from facterlab.facter.twins import null_threshold, placebo_request, twin_attributes
 from facterlab.models.fake import HashEncoder
@@ -210,3 +210,19 @@ def test_repro_corrected_dynamic_count_is_the_adaptive_bar_plus_c_over_sqrt_n(tm
     assert rec["viol_repro_dynamic"].tolist() == want.tolist() and want.any()
     counts = res.record.metrics.methods["facter"].violations["repro_dynamic"]
     assert counts == rec.groupby("pass")["viol_repro_dynamic"].sum().tolist()
+
+
+def test_q_star_flag_uses_the_null_statistic(twin_runs):
+    _, runs = twin_runs
+    rec = runs[(6.0, 1.0)].rows["facter"]
+    q_star = runs[(6.0, 1.0)].record.metrics.methods["facter"].threshold_path[-1]
+    assert rec["viol_q_star"].tolist() == (rec["delta"] > q_star).tolist()
+
+
+def test_mine_value_rules_checks_its_input():
+    b = ViolationBuffer()
+    for _ in range(3):
+        b.push({"gender": "M", "age": "1", "occupation": "x"}, "Heat (1995)", ["Crime"])
+    assert mine_value_rules(b, "age", 1) == mine_value_rules(b, "age", "1") != ()
+    with pytest.raises(ValueError, match="unknown attribute"):
+        mine_value_rules(b, "zip", "1")

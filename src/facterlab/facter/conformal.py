@@ -82,6 +82,8 @@ def min_calibration_size(alpha: float) -> int:
 
     Reference: [angelopoulos2023gentle] (docs/references.bib).
     """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     n = max(1, int(math.ceil((1.0 - alpha) / alpha - _EPS)))
     while conformal_k(n, alpha) > n:  # pragma: no cover - float safety
         n += 1

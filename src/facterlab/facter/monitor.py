@@ -830,7 +830,8 @@ class FacterMonitor:
             self.passes_run = t + 1
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
-        df["viol_q_star"] = df["S"].to_numpy() > q_star
+        # the final bar against the flag's own statistic (S, or the twin Delta with the null threshold)
+        df["viol_q_star"] = df["delta" if self.null else "S"].to_numpy() > q_star
         return MonitorResult(
             df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted, self.n_calls, self.n_twin_predicted
         )

@@ -314,7 +314,14 @@ def mine_value_rules(
     >>> [r.text() for r in mine_value_rules(b, "age", "18-24")]
     ['AVOID: (age=18-24) -> (Crime-only)', 'AVOID: (age=18-24) -> (Heat (1995))']
     """
+    if attr not in buffer.attrs:
+        raise ValueError(f"unknown attribute {attr!r}; the buffer keys {', '.join(map(repr, buffer.attrs))}")
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"unknown rule tie order {tie_order!r}; choose one of {', '.join(map(repr, TIE_ORDERS))}")
+    if min_count < 1 or max_per_attr < 0:
+        raise ValueError("rule_min_count must be >= 1 and max_rules_per_attr >= 0")
     i = buffer.attrs.index(attr)
+    value = str(value)  # the buffer stores values as text
     sel = [e for e in buffer.entries if e.attrs[i][1] == value]
     if not sel:
         return ()

@@ -145,7 +145,9 @@ def detector_summary(records: pd.DataFrame, delta: str = "neighbour", threshold:
     tp = int((flag & lab).sum())
     auc = rank_auc(stat, lab)
     return {
-        "label": "demographics_changed_row_or_twin" if delta == "twin" else "demographics_changed_row",
+        "label": "demographics_changed_row_or_twin"
+        if delta == "twin" and "twin_raw" in last.columns
+        else "demographics_changed_row",
         "flag": "Delta > Q_null" if threshold == "null" else "S > Q0",
         "pass": int(last["pass"].max()),
         "n": n,
