@@ -903,10 +903,12 @@ def run_experiment(
     fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
     run_id = run_id_for(cfg, inter.content_hash, fingerprints)
     out = runs_dir(out_dir) / run_id
+    lazy = not getattr(encoder, "loaded", True)  # the sentence encoder loads on its first uncached texts
     log.info(
-        "models: %s + %s ready (%s); run %s, %s protocol",
+        "models: %s + %s %s (%s); run %s, %s protocol",
         cfg.model.llm,
         cfg.model.encoder,
+        "built (the encoder loads on its first texts, when not cached)" if lazy else "ready",
         format_seconds(timings["models_s"]),
         run_id,
         cfg.protocol,

@@ -78,6 +78,11 @@ class SentenceEncoder:
         if resolved.is_local and pool.is_file():
             self._dim = int(json.loads(pool.read_text())["word_embedding_dimension"])
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (it loads on the first texts the cache does not hold)."""
+        return self._model is not None
+
     def _load(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer
