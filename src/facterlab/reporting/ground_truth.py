@@ -801,7 +801,7 @@ def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is
     ax.set_xlabel("lambda (weight of the fairness penalty)")
     ax.set_ylabel("precision / recall")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.3), ncol=2, frameon=False)
     ax.set_title(f"Detector vs lambda and tau_rho (n = {int(det['biased'].iloc[0])} biased rows)", fontsize=9)
     bx = axes[1]
     d = det_by_beta[det_by_beta["beta"] > 0]
