@@ -4,7 +4,7 @@ Starts JupyterLab on 127.0.0.1 (free port, token, isolated HOME and Jupyter dirs
 a copy of the notebook), opens it with playwright driving the system Chromium (never a downloaded
 browser), runs all cells, moves the density slider with the keyboard and checks that the numbers and
 the figure change.  Saves a screenshot to the test's temporary folder (never to the report's ``figures/``, which only the report
-run writes); ``figures/simpson_explorer.png`` is the committed one, taken this way.
+run writes; the report's static view of the explorer is ``figures/simpson_explorer_default.png``, drawn by notebook 15).
 """
 
 from __future__ import annotations

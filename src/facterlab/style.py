@@ -88,7 +88,9 @@ def _draw_caption(fig, fontsize: float) -> None:
     # wrapped here, to the figure's width, instead of matplotlib's ``wrap=True``: a wrapped text is laid
     # out again when ``bbox_inches="tight"`` saves the figure, and then lands on the legend above it
     chars = max(40, int(fig.get_figwidth() * 72 / (fontsize * 0.55)))
-    lines = "\n".join(textwrap.fill(part, chars) for part in text.split("\n"))
+    lines = "\n".join(
+        textwrap.fill(part, chars, break_on_hyphens=False, break_long_words=False) for part in text.split("\n")
+    )
     fig._facterlab_caption_size = fontsize
     fig._facterlab_caption_artist = fig.text(
         0.01, -0.01, lines, ha="left", va="top", fontsize=fontsize, gid="facterlab-caption"
