@@ -494,7 +494,9 @@ write_metrics(
         "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
         "contrast_vs_count": gt.records_with_reasons(contrast_shares) if TWIN else [],
         "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
-        "twin_run_ids": sorted({r.run_id for r in list(twin_runs.values()) + (panel_runs if TWIN else [])}),
+        "twin_run_ids": sorted(
+            {r.run_id for r in list(twin_runs.values()) + (panel_runs + [contrast_run] if TWIN else [])}
+        ),
         "control_run_id": control.run_id,
         "handbuilt_run_ids": [r.run_id for r in world.values()],
         "handbuilt_shares": gt.records_with_reasons(world_shares),
