@@ -361,20 +361,7 @@ if TWIN:
     display(
         Markdown(
             tb.frame_table(
-                det_all.groupby(["monitor", "beta", "rho", "method"])[
-                    [
-                        "n",
-                        "positives",
-                        "flagged",
-                        "true_pos",
-                        "precision",
-                        "recall",
-                        "base_rate",
-                        "auc",
-                        "lift",
-                        "lift_ceiling",
-                    ]
-                ]
+                det_all.groupby(["monitor", "beta", "rho", "method"])[[*gt.DETECTOR_NUMBERS, "lift", "lift_ceiling"]]
                 .mean()
                 .round(4)
                 .reset_index(),

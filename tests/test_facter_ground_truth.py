@@ -48,12 +48,17 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
     rep = gt.repair_table([runs[(6.0, 1.0)], runs[(6.0, 0.0)]])
     last = rep["pass"].max()
     v = {(rho, p): int(g["V_q0"].sum()) for (rho, p), g in rep.groupby(["rho", "pass"])}
+    n = {(rho, p): int(g["n"].sum()) for (rho, p), g in rep.groupby(["rho", "pass"])}
+
+    def falls(before, after):  # after's violation rate clearly below before's (one-sided 1%, the claims' test)
+        return gt.two_rate_claim("", v[after], n[after], v[before], n[before]).verdict == gt.HOLDS
+
     biased = {(rho, p): float(g["share_top1_biased"].mean()) for (rho, p), g in rep.groupby(["rho", "pass"])}
     # listening: the bias is gone by the last pass, and with it the violations it caused
     assert biased[(1.0, last)] <= 0.05 < 0.2 <= biased[(0.0, last)]
-    assert gt.clearly_below(v[(0.0, last)], v[(1.0, last)])
+    assert falls((0.0, last), (1.0, last))
     # not listening: nothing falls against the fixed bar
-    assert not gt.clearly_below(v[(0.0, 1)], v[(0.0, last)])
+    assert not falls((0.0, 1), (0.0, last))
     assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
     methods = runs[(6.0, 1.0)].record.metrics.methods
     assert "AVOID: (gender=F) -> (Romance-only)" in (methods["facter"].rules_in_last_pass or [])

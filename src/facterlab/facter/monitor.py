@@ -56,7 +56,7 @@ from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbour
 from facterlab.facter.repair import ViolationBuffer, mine_rules, mine_value_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
-from facterlab.facter.twins import twin_row
+from facterlab.facter.twins import twin_distance, twin_row
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -228,8 +228,8 @@ NO_NEIGHBOUR_SEARCH = -1
 
 class TwinScorer:
     """S for test rows with the twin Delta (docs/FACTER.md §7): d against the row's target,
-    Delta = ||f(yhat) - f(yhat_twin)||; no neighbour search (``index`` is None).  ``q_null``: the
-    null-anchored threshold when ``threshold = "null"`` (else None).
+    Delta = ||f(yhat) - f(yhat_twin)|| (:func:`facterlab.facter.twins.twin_distance`); no neighbour
+    search (``index`` is None).  The null-anchored threshold, when used, is ``calib.q_null``.
 
     Parameters
     ----------
@@ -267,8 +267,7 @@ class TwinScorer:
         """
         p = np.asarray(pred_vec, dtype=np.float64)
         d = float(top1_distance(p[None, :], self.target_emb[pos : pos + 1])[0])
-        diff = p - np.asarray(twin_vec, dtype=np.float64)
-        delta = float(np.sqrt(diff @ diff))
+        delta = float(twin_distance(p[None, :], np.asarray(twin_vec, dtype=np.float64)[None, :])[0])
         return d + self.lam * delta, d, delta, NO_NEIGHBOUR_SEARCH
 
 

@@ -55,6 +55,7 @@ from facterlab.datatypes import MissingValue
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import (
+    NO_NEIGHBOUR_SEARCH,
     CalibrationState,
     FacterMonitor,
     MonitorSettings,
@@ -503,9 +504,14 @@ def calibrate(
         for r in row_dicts
     ]
     batch = max(1, cfg.model.batch_size) * 8
-    preds = _predict_all(recommender, reqs, batch, progress, "calibration")
-    post = postprocess(row_dicts, preds)
-    pred_emb = represent.predictions([p[1] for p in post], [p[2] for p in post])
+
+    def answers(requests: list, dicts: list, desc: str) -> tuple:
+        """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``."""
+        got = _predict_all(recommender, requests, batch, progress, desc)
+        done = postprocess(dicts, got)
+        return got, done, represent.predictions([p[1] for p in done], [p[2] for p in done])
+
+    preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
     target_emb = represent.items(rows["target"].tolist())
     groups = _groups(rows)
     twin_cols: dict = {}
@@ -519,12 +525,10 @@ def calibrate(
             prompts.build_request(t, pitems, system, cfg.protocol, cfg.metrics.k, domain, rq.seed)
             for t, rq in zip(twin_dicts, reqs)
         ]
-        twin_preds = _predict_all(recommender, twin_reqs, batch, progress, "calibration twins")
-        twin_post = postprocess(twin_dicts, twin_preds)
-        twin_emb = represent.predictions([p[1] for p in twin_post], [p[2] for p in twin_post])
+        twin_preds, twin_post, twin_emb = answers(twin_reqs, twin_dicts, "calibration twins")
         d = top1_distance(pred_emb, target_emb)
         delta = twin_distance(pred_emb, twin_emb)
-        sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": -1})
+        sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": NO_NEIGHBOUR_SEARCH})
         ctx = np.zeros((len(rows), 1), dtype=np.float32)  # no neighbour search with the twin Delta
         twin_cols = {
             **{f"twin_{a}": [t[a] for t in flips] for a in PROTECTED},
@@ -533,10 +537,7 @@ def calibrate(
             "twin_raw": [str(p.raw or "") for p in twin_preds],
         }
         if fc.threshold == "null":
-            placebo = [placebo_request(r) for r in reqs]
-            plc_preds = _predict_all(recommender, placebo, batch, progress, "calibration placebos")
-            plc_post = postprocess(row_dicts, plc_preds)
-            plc_emb = represent.predictions([p[1] for p in plc_post], [p[2] for p in plc_post])
+            plc_emb = answers([placebo_request(r) for r in reqs], row_dicts, "calibration placebos")[2]
             plc_delta = twin_distance(pred_emb, plc_emb)
             q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
             twin_cols["placebo_delta"] = plc_delta

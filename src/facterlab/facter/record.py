@@ -467,6 +467,23 @@ class RunConfigRecord:
             node = node[part]
         return node
 
+    def settings(self) -> dict:
+        """Every setting of the resolved run config, flat by its dotted name (the names of :meth:`setting`).
+
+        >>> RunConfigRecord(config={"seed": 3, "model": {"llm": "fake"}}).settings()
+        {'seed': 3, 'model.llm': 'fake'}
+        """
+
+        def flat(node: Any, prefix: str) -> dict:
+            if not isinstance(node, dict):
+                return {prefix[:-1]: node}
+            out: dict = {}
+            for k, v in node.items():
+                out.update(flat(v, f"{prefix}{k}."))
+            return out
+
+        return flat(self.config, "") if self.config else {}
+
 
 @dataclass
 class RunMeta:

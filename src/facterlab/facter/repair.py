@@ -250,26 +250,19 @@ def mine_rules(
     entries = buffer.snapshot()
     if not entries:
         return ()
-    ref = reference.snapshot() if reference is not None else None
-
-    def mine(sel: list, ref_sel: list | None, attr: str, value: str) -> list:
-        if ref_sel is None:
-            return _attr_rules(sel, attr, value, min_count, max_per_attr, tie_order)
-        return _contrast_rules(sel, ref_sel, attr, value, min_count, max_per_attr)
-
     if keying == "tuple":
         key = tuple((a, str(user_attrs[a])) for a in buffer.attrs)
         sel = [e for e in entries if e.attrs == key]
         label = ", ".join(f"{a}={v}" for a, v in key)
-        ref_sel = None if ref is None else [e for e in ref if e.attrs == key]
-        return tuple(mine(sel, ref_sel, "tuple", label))
-    rules = []
-    for i, a in enumerate(buffer.attrs):
-        v = str(user_attrs[a])
-        sel = [e for e in entries if e.attrs[i][1] == v]
-        ref_sel = None if ref is None else [e for e in ref if e.attrs[i][1] == v]
-        rules += mine(sel, ref_sel, a, v)
-    return tuple(rules)
+        if reference is None:
+            return tuple(_attr_rules(sel, "tuple", label, min_count, max_per_attr, tie_order))
+        ref_sel = [e for e in reference.entries if e.attrs == key]
+        return tuple(_contrast_rules(sel, ref_sel, "tuple", label, min_count, max_per_attr))
+    return tuple(
+        r
+        for a in buffer.attrs
+        for r in mine_value_rules(buffer, a, str(user_attrs[a]), min_count, max_per_attr, tie_order, reference)
+    )
 
 
 def mine_value_rules(

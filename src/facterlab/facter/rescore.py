@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
+from facterlab.data import prompts
 from facterlab.data.dataset import PROTECTED
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import CalibrationState, OnlineScorer
@@ -70,8 +71,6 @@ def rescore_inputs(
     -------
     RescoreInputs
     """
-    from facterlab.data import prompts
-
     if result.record is not None and result.record.config.setting("facter.delta") == "twin":
         raise ValueError("a run scored with the twin Delta cannot be rescored with neighbours: rerun it")
     items = items if items.index.name == "item_id" else items.set_index("item_id")

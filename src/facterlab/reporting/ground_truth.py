@@ -24,11 +24,17 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import preset
+from facterlab.data.handbuilt import make_world
+from facterlab.data.protocol import build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.facter.conformal import ConformalThreshold
+from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import METHODS
 from facterlab.facter.rescore import rescore, rescore_inputs
-from facterlab.facter.scores import ItemRepresenter
+from facterlab.facter.scores import ItemRepresenter, top1_distance
+from facterlab.models.fake import HashEncoder
+from facterlab.models.simulated import load_bias_table, simulated_from_config
 from facterlab.reporting.claims import (
     FAILS,
     HOLDS,
@@ -52,8 +58,6 @@ __all__ = [
     "repair_table",
     "fairness_table",
     "detector_table",
-    "sim_label",
-    "clearly_below",
     "monitor_label",
     "run_detector_frame",
     "biased_share_table",
@@ -74,12 +78,6 @@ __all__ = [
     "plot_fairness",
     "plot_detector",
 ]
-
-
-def sim_label(result) -> str:
-    """``beta=.., rho=.., seed=..`` of a simulated run (from its config)."""
-    cfg = result.record.config
-    return f"beta={cfg.setting('sim.beta')}, rho={cfg.setting('sim.rho')}, seed={cfg.setting('seed')}"
 
 
 def _sim(result) -> dict:
@@ -269,17 +267,6 @@ def detector_table(
 # checked statements: one standard for all (facterlab.reporting.claims)
 
 
-def clearly_below(before: float, after: float, z: float = 2.33) -> bool:
-    """``after`` is below ``before`` by more than ``z`` standard errors of a difference of two Poisson
-    counts (z = 2.33: one-sided 1%).
-
-    >>> clearly_below(60, 30), clearly_below(60, 50), clearly_below(5, 0), clearly_below(20, 0)
-    (True, False, False, True)
-    """
-    before, after = float(before), float(after)
-    return after < before and (before - after) > z * math.sqrt(max(before + after, 1.0))
-
-
 #: coverage is an equality claim (alpha - 1/(n+1) <= P(S > Q0) <= alpha); we check it within this tolerance
 COVERAGE_TOLERANCE = 0.03
 
@@ -395,6 +382,10 @@ def monitor_label(result) -> str:
     return f"facterlab: {delta} Delta, {thr} threshold, {mine} rules"
 
 
+#: the numbers of a run's ``ground_truth.detector`` block (facterlab.facter.truth) that tables show
+DETECTOR_NUMBERS = ("n", "positives", "flagged", "true_pos", "precision", "recall", "base_rate", "flag_rate", "auc")
+
+
 def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """One row per (run, method): monitor, beta, rho, seed and the run's own ``ground_truth.detector``
     (metrics.json; facterlab.facter.truth): label, flagged, positives, true_pos, n, precision, recall,
@@ -414,19 +405,9 @@ def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> p
                 "method": m,
                 "run_id": r.run_id,
             }
-            for k in (
-                "label",
-                "n",
-                "positives",
-                "flagged",
-                "true_pos",
-                "precision",
-                "recall",
-                "base_rate",
-                "flag_rate",
-                "auc",
-            ):
-                row[k] = _num(gtb[k]) if k not in ("label",) else gtb[k]
+            row["label"] = gtb["label"]
+            for k in DETECTOR_NUMBERS:
+                row[k] = _num(gtb[k])
             row["lift"] = row["precision"] / row["base_rate"] if row["base_rate"] else float("nan")
             row["lift_ceiling"] = 1.0 / row["base_rate"] if row["base_rate"] else float("nan")
             out.append(row)
@@ -475,8 +456,6 @@ def rules_vs_table(results: Sequence, table: dict | None = None) -> pd.DataFrame
     """The rules of FACTER's last pass against the bias table: per run, how many feature rules there are,
     how many name a feature the table pushes to that value (``pushed``), and the share of last-pass
     rows whose prompt held at least one rule naming a pushed feature."""
-    from facterlab.models.simulated import load_bias_table
-
     out = []
     for r in results:
         s = _sim(r)
@@ -893,8 +872,6 @@ def d_shift(result, encoder, items: pd.DataFrame, test_rows: pd.DataFrame, metho
     target = rep.items(rows["target"].tolist())
     given = rep.items([int(x) for x in rec.loc[changed, "top1_id"].clip(lower=0)])
     unbiased = rep.items([int(x) for x in t.loc[changed, "top1_unbiased"]])
-    from facterlab.facter.scores import top1_distance
-
     shift = top1_distance(given, target) - top1_distance(unbiased, target)
     n = len(shift)
     return {
@@ -992,12 +969,6 @@ def handbuilt_run(ds, beta: float, rho: float, out_dir=None, **overrides):
     """One run in the hand-built world ``ds`` (:func:`facterlab.data.handbuilt.make_world`): the simulated
     recommender with the ``romance`` table, hard rules, no title corruption, the hash encoder, 600 rows,
     T = 3; ``overrides`` are further ``section__field`` settings (e.g. ``facter__delta="twin"``)."""
-    from facterlab.config import preset
-    from facterlab.data.protocol import build_interactions
-    from facterlab.facter.pipeline import run_experiment
-    from facterlab.models.fake import HashEncoder
-    from facterlab.models.simulated import simulated_from_config
-
     settings = {
         "data__dataset": "synthetic",
         "data__n_rows": 600,
@@ -1029,7 +1000,5 @@ def handbuilt_control(out_dir=None, beta: float = HANDBUILT_BETA, seed: int = 0)
     (:func:`facterlab.data.handbuilt.make_world`: four taste genres, Romance liked by nobody and pushed
     to women by the simulated recommender, hard rules), where the bias is what makes S large.  Runs
     rho = 1 and rho = 0 (:func:`handbuilt_run`, seconds) and returns ``{rho: run}``."""
-    from facterlab.data.handbuilt import make_world
-
     ds = make_world(n_users=160, seed=seed)
     return {rho: handbuilt_run(ds, beta, rho, out_dir) for rho in (1.0, 0.0)}

@@ -152,15 +152,6 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None else str(v)
 
 
-def _flat_settings(node: Any, prefix: str = "") -> dict:
-    if isinstance(node, dict):
-        out: dict = {}
-        for k, v in node.items():
-            out.update(_flat_settings(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: node}
-
-
 def compare_rows(a: RunRecord, b: RunRecord, every: bool = False, full: bool = True) -> dict:
     """The sections of ``facterlab runs compare``: ``{"run": [...], "config": [...], "<method>": [...]}``,
     each a list of ``(key, value A, value B, B - A)`` strings; config and metrics keep only differences
@@ -180,7 +171,7 @@ def compare_rows(a: RunRecord, b: RunRecord, every: bool = False, full: bool = T
     for key in ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic", "n_calib", "n_test"):
         run.append((key, ma.field_value(key), mb.field_value(key)))
     out["run"] = [(k, _fmt(x), _fmt(y), "") for k, x, y in run if every or full or k == "run_id" or x != y]
-    sa, sb = _flat_settings(a.config.config), _flat_settings(b.config.config)
+    sa, sb = a.config.settings(), b.config.settings()
     sa.update(
         {
             f"fingerprint.{k}": v

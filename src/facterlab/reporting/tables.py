@@ -412,15 +412,6 @@ def _provenance_notes(runs: Sequence[RunMetrics], varying: Sequence[str], profil
 SEED_SETTINGS = ("seed", "data.seed", "sim.seed")
 
 
-def _flat_config(node: Any, prefix: str = "") -> dict:
-    if isinstance(node, dict):
-        out: dict = {}
-        for k, v in node.items():
-            out.update(_flat_config(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: node}
-
-
 def run_settings(run: Any) -> dict:
     """Everything about a run but its seed, flat (``{"n_test": 12, "model.llm": "simulated",
     "sim.beta": 1.0, ...}``): the run-level fields and variants of its metrics, its calibration/test
@@ -441,7 +432,7 @@ def run_settings(run: Any) -> dict:
     out["alpha"] = alpha if isinstance(alpha, (int, float)) else None
     rec = run if isinstance(run, RunRecord) else getattr(run, "record", None)
     if isinstance(rec, RunRecord):
-        flat = _flat_config(rec.config.config)
+        flat = rec.config.settings()
         out.update({k: v for k, v in flat.items() if k not in SEED_SETTINGS})
         out["dataset"] = rec.config.dataset  # the data actually used (config says "auto")
     return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
