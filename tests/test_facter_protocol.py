@@ -90,6 +90,9 @@ def test_run_records_every_switch(tmp_path):
         v = res.record.metrics.variants
         for key, pair in PROTOCOL_SWITCHES.items():
             assert v[key.split("__")[1]] == pair[0 if name == "repro" else 1]
+        # the SNSR empty-row switch reaches snsr_proxy: REPRO's zero vectors are counted, ours dropped
+        joint = res.record.metrics.methods["facter"].snsr_proxy["joint"]
+        assert ("n_rows_zero" in joint.extra) == (name == "repro")
     assert out["repro"].run_id != out["facterlab"].run_id
     # REPRO's top-1 is never an unmapped title when a later title maps
     recs = out["repro"].rows["facter"]

@@ -266,7 +266,7 @@ def test_protocol_line_and_no_neighbour_share():
     proto = [n for n in t.notes if n.startswith("Protocol (")]
     assert proto == [
         "Protocol (docs/PROTOCOL.md): tie_order=file_order, ndcg_positions=compacted, "
-        "snsr_items=mapped_title, rule_tie_order=first_seen, top1=first_mapped, "
+        "snsr_items=mapped_title, snsr_empty_rows=zero, rule_tie_order=first_seen, top1=first_mapped, "
         "empty_output_rule=unknown_generation, cfr_prompt=last_pass, gender_in_prompt=code."
     ]
     assert any("96.9% of calibration rows and 95.0% of test rows" in n for n in t.notes)
@@ -280,6 +280,7 @@ def test_protocol_line_and_no_neighbour_share():
     # the old run: the switches are "not recorded", the share is n/a with its reason
     t = tb.method_table([old], name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert "tie_order=not recorded" in t.to_markdown()
+    assert "snsr_empty_rows=drop" in t.to_markdown()  # added later: every earlier run dropped empty rows
     assert t.rows[0][-1].startswith("n/a") and "not recorded in metrics.json" in t.footnotes[0]
     # runs that differ in a switch get it as a row label, never mixed
     ours = _run(0.3)

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from facterlab.config import ADDED_FIELDS, config_hash, config_to_dict, preset, saved_setting
+from facterlab.facter.record import RunConfigRecord, RunMetrics
 from facterlab.metrics.fairness import EMPTY_ROWS, snsr_proxy
 from facterlab.reporting import tables as tb
 from facterlab.reporting.labels import label
@@ -44,9 +46,30 @@ def test_snsr_zero_rows_leave_a_centroid_direction_unchanged():
 
 def test_snsr_empty_rows_rejects_unknown_values():
     vecs, groups = _rows(0)
-    assert EMPTY_ROWS == ("drop", "zero")
+    assert set(EMPTY_ROWS) == {"drop", "zero"}
     with pytest.raises(ValueError, match="empty_rows must be one of"):
         snsr_proxy(vecs, groups, empty_rows="keep")
+
+
+def test_snsr_empty_rows_is_a_protocol_switch_that_keeps_saved_run_ids():
+    repro, ours = preset("repro"), preset("facterlab")
+    assert repro.metrics.snsr_empty_rows == "zero" and ours.metrics.snsr_empty_rows == "drop"
+    # "drop" is what every run saved before the switch did: left out of the id, so those runs keep theirs
+    assert "snsr_empty_rows" not in config_to_dict(ours)["metrics"]
+    assert config_to_dict(repro)["metrics"]["snsr_empty_rows"] == "zero"
+    dropped = preset("repro", metrics__snsr_empty_rows="drop")
+    assert config_hash(dropped) != config_hash(repro)
+    # a saved config without the field reads as "drop" in every reader
+    saved = config_to_dict(dropped)
+    assert saved_setting(saved, "metrics", "snsr_empty_rows") == "drop"
+    rec = RunConfigRecord(config=saved)
+    assert rec.setting("metrics.snsr_empty_rows") == "drop" and rec.settings()["metrics.snsr_empty_rows"] == "drop"
+    assert RunConfigRecord(config=config_to_dict(repro)).settings()["metrics.snsr_empty_rows"] == "zero"
+    old = RunMetrics.from_json({"variants": {"top1": "first_mapped"}}, strict=False)
+    assert old.field_value("snsr_empty_rows") == "drop" and old.field_value("not_a_switch") is None
+    assert ADDED_FIELDS[("metrics", "snsr_empty_rows")] == "drop"
+    with pytest.raises(ValueError, match="snsr_empty_rows"):
+        preset("repro", metrics__snsr_empty_rows="keep")
 
 
 def _run(kinds: dict) -> dict:

@@ -88,6 +88,7 @@ EMPTY_OUTPUT_RULES = ("unknown_generation", "skip")
 GENDER_WORDINGS = ("code", "word")
 NDCG_POSITIONS = ("compacted", "positional")
 SNSR_ITEMS = ("mapped_title", "item_text")
+SNSR_EMPTY_ROWS = ("zero", "drop")
 CFR_PROMPTS = ("last_pass", "final_rules")
 # facterlab extensions (docs/FACTER.md §7): the first value of each is FACTER's / REPRO's method
 DELTA_KINDS = ("neighbour", "twin")
@@ -260,6 +261,7 @@ class MetricsConfig:
     ndcg_positions: str = "compacted"  # "compacted" (REPRO: unmapped/repeated dropped) | "positional"
     snsr_items: str = "mapped_title"  # "mapped_title" (REPRO) | "item_text" (text, raw unmapped titles)
     cfr_prompt: str = "last_pass"  # CFR system prompt: "last_pass" (REPRO: each row's) | "final_rules"
+    snsr_empty_rows: str = "zero"  # SNSR row with no mapped item: "zero" (REPRO: zero vector, kept) | "drop"
 
     def __post_init__(self) -> None:
         _check_choice("mapping", self.mapping, MAPPINGS)
@@ -267,6 +269,7 @@ class MetricsConfig:
         _check_choice("ndcg_positions", self.ndcg_positions, NDCG_POSITIONS)
         _check_choice("snsr_items", self.snsr_items, SNSR_ITEMS)
         _check_choice("cfr_prompt", self.cfr_prompt, CFR_PROMPTS)
+        _check_choice("snsr_empty_rows", self.snsr_empty_rows, SNSR_EMPTY_ROWS)
 
 
 @dataclass(frozen=True)
@@ -476,6 +479,7 @@ PROTOCOL_SWITCHES = {
     "data__tie_order": ("file_order", "item_id"),
     "metrics__ndcg_positions": ("compacted", "positional"),
     "metrics__snsr_items": ("mapped_title", "item_text"),
+    "metrics__snsr_empty_rows": ("zero", "drop"),
     "facter__rule_tie_order": ("first_seen", "by_name"),
     "facter__top1": ("first_mapped", "position0"),
     "facter__empty_output_rule": ("unknown_generation", "skip"),
@@ -529,6 +533,31 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
     return replace(cfg, **top)
 
 
+#: Fields added after runs were saved, as ``(section, field)`` -> the value every earlier run had
+#: implicitly.  :func:`config_to_dict` leaves such a field out at that value, so that the saved runs keep
+#: their run ids and a run made today at that value shares them; any other value is part of the id.  A
+#: saved config without the field therefore means this value (:func:`saved_setting`).
+ADDED_FIELDS: dict = {
+    ("model", "server_url"): None,
+    ("metrics", "snsr_empty_rows"): "drop",  # runs before the switch dropped SNSR rows with no mapped item
+}
+
+
+def saved_setting(config: dict, section: str, name: str) -> Any:
+    """A field of a saved config (``config.json``'s ``config``), with :data:`ADDED_FIELDS`' value where
+    the field was left out; None when the config has no such section or field.
+
+    >>> saved_setting({"metrics": {"k": 10}}, "metrics", "snsr_empty_rows")
+    'drop'
+    """
+    node = config.get(section) if section else config
+    if not isinstance(node, dict):
+        return None
+    if name not in node and (section, name) in ADDED_FIELDS:
+        return ADDED_FIELDS[(section, name)]
+    return node.get(name)
+
+
 def config_to_dict(cfg: Any) -> dict:
     """Plain-dict view of a (nested) config dataclass, JSON-serialisable.
 
@@ -538,9 +567,11 @@ def config_to_dict(cfg: Any) -> dict:
     out = json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str))
     if isinstance(cfg, RunConfig) and cfg.model.llm != SIMULATED_LLM:
         out.pop("sim", None)
-    model = out.get("model") if isinstance(cfg, RunConfig) else out if isinstance(cfg, ModelConfig) else None
-    if isinstance(model, dict) and model.get("server_url") is None:
-        model.pop("server_url", None)  # added after runs were saved: an unset URL keeps their run ids
+    for (section, name), before in ADDED_FIELDS.items():
+        cls = SECTIONS[section]
+        node = out.get(section) if isinstance(cfg, RunConfig) else out if isinstance(cfg, cls) else None
+        if isinstance(node, dict) and name in node and node[name] == before:
+            node.pop(name)
     return out
 
 

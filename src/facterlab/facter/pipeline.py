@@ -700,7 +700,9 @@ def method_metrics(
         row_vecs = mapper.row_embeddings(titles, ranked, k=k, represent="title", unmapped="drop")
     else:  # item text ("title :: genres"), the raw title where nothing maps
         row_vecs = mapper.row_embeddings(titles, ranked, k=k)
-    snsr = snsr_proxy(row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group)
+    snsr = snsr_proxy(
+        row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group, empty_rows=cfg.metrics.snsr_empty_rows
+    )
     sample = sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)
     extra = {}

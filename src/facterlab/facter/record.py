@@ -40,6 +40,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pandas as pd
 
+from facterlab.config import ADDED_FIELDS, saved_setting
 from facterlab.datatypes import MissingValue
 
 #: a metric value: a number, an explicit missing value, or None (NaN/inf written as null, or not recorded)
@@ -390,7 +391,9 @@ class RunMetrics:
             return getattr(self, key)
         if key in self.extra:
             return self.extra[key]
-        return self.variants.get(key)
+        if key not in self.variants:  # a switch added after the run was saved: the run had its earlier value
+            return next((before for (_, name), before in ADDED_FIELDS.items() if name == key), None)
+        return self.variants[key]
 
     def run_level(self) -> dict:
         """Run-level cells shown beside each method's: shares of test and calibration rows without a
@@ -461,7 +464,10 @@ class RunConfigRecord:
         'fake'
         """
         node: Any = self.config
-        for part in name.split("."):
+        parts = name.split(".")
+        if len(parts) == 2 and tuple(parts) in ADDED_FIELDS:  # left out at its earlier value
+            return saved_setting(self.config, parts[0], parts[1])
+        for part in parts:
             if not isinstance(node, dict) or part not in node:
                 return None
             node = node[part]
@@ -471,7 +477,7 @@ class RunConfigRecord:
         """Every setting of the resolved run config, flat by its dotted name (the names of :meth:`setting`).
 
         >>> RunConfigRecord(config={"seed": 3, "model": {"llm": "fake"}}).settings()
-        {'seed': 3, 'model.llm': 'fake'}
+        {'seed': 3, 'model.llm': 'fake', 'model.server_url': None}
         """
 
         def flat(node: Any, prefix: str) -> dict:
@@ -482,7 +488,11 @@ class RunConfigRecord:
                 out.update(flat(v, f"{prefix}{k}."))
             return out
 
-        return flat(self.config, "") if self.config else {}
+        out = flat(self.config, "") if self.config else {}
+        for section, name in ADDED_FIELDS:  # a field left out at its earlier value is still a setting
+            if isinstance(self.config.get(section), dict):
+                out.setdefault(f"{section}.{name}", saved_setting(self.config, section, name))
+        return out
 
 
 @dataclass

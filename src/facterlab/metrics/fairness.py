@@ -22,6 +22,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import SNSR_EMPTY_ROWS
 from facterlab.data.dataset import PROTECTED
 from facterlab.metrics.embeddings import as_row_vectors, normalise_rows
 from facterlab.metrics.ranking import is_unmapped
@@ -31,7 +32,7 @@ ERR_COLUMNS = "groups is missing the attribute column(s) {missing}"
 ERR_NA = "attribute {attr!r} has missing values in {n} row(s); fill or drop them first"
 
 #: rows without a mapped item in SNSR: "drop" (facterlab) | "zero" (REPRO: kept as zero vectors)
-EMPTY_ROWS = ("drop", "zero")
+EMPTY_ROWS = SNSR_EMPTY_ROWS  # the config owns the vocabulary (metrics.snsr_empty_rows)
 
 __all__ = ["EMPTY_ROWS", "snsr_proxy", "group_centroids", "snsr_fairllm", "jaccard_at_k", "PROTECTED"]
 

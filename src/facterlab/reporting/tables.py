@@ -71,6 +71,7 @@ PROTOCOL_KEYS = (
     "tie_order",
     "ndcg_positions",
     "snsr_items",
+    "snsr_empty_rows",
     "rule_tie_order",
     "top1",
     "empty_output_rule",
