@@ -187,15 +187,95 @@ def test_grid_seeds_are_independent_streams():
         SimpsonConfig(stream=(-1,))
 
 
-def test_grid_is_reproducible_and_the_same_in_parallel():
+def _same_frames(a, b) -> None:
+    """Equal values to the last bit (NaN where NaN), dtypes and order: not approximately equal."""
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert pd.util.hash_pandas_object(a).tolist() == pd.util.hash_pandas_object(b).tolist()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_grid_is_identical_on_every_executor_of_the_seam():
+    """Issue 22: the grid runs through facterlab.executors (as `facterlab sweep` does).  Serial, the
+    process pool (the default for n_jobs > 1, and an explicitly spawned one) and a Dask LocalCluster of
+    2 workers give the same frame, bit for bit."""
+    from facterlab.executors import ProcessExecutor, make_executor
     from facterlab.simpson.simulate import grid
 
     base = SimpsonConfig(n_users=400, bias=0.03)
-    a = grid([0.0, 5.0], [1.5, 4.0], base=base, seed=3, progress=False)
-    b = grid([0.0, 5.0], [1.5, 4.0], base=base, seed=3, progress=False, n_jobs=2)
-    import pandas as pd
+    args = ([0.0, 5.0], [1.5, 4.0])
+    ref = grid(*args, base=base, seed=3, progress=False)
+    assert len(ref) == 4 and ref.configuration.tolist() == [0, 1, 2, 3]
+    _same_frames(ref, grid(*args, base=base, seed=3, progress=False, n_jobs=2))
+    with ProcessExecutor(2, start_method="spawn") as spawned:
+        _same_frames(ref, grid(*args, base=base, seed=3, progress=False, executor=spawned))
+    pytest.importorskip("distributed", reason="the dask extra is not installed (pip install -e '.[dask]')")
+    with make_executor("dask", workers=2) as dask:
+        pids = set(dask.client.run(__import__("os").getpid).values())
+        assert len(pids) == 2 and __import__("os").getpid() not in pids
+        _same_frames(ref, grid(*args, base=base, seed=3, progress=False, executor=dask))
 
-    pd.testing.assert_frame_equal(a, b)
+
+def test_sweep_and_studies_take_an_executor_and_give_the_serial_frame():
+    from facterlab.executors import ProcessExecutor
+    from facterlab.simpson.study import hold_per_user_gap, variant_study
+
+    base = SimpsonConfig(n_users=300)
+    with ProcessExecutor(2, start_method=None) as pool:
+        _same_frames(
+            sweep("bias", [0.0, 0.1], seeds=[0, 1], base=base, ips=False, progress=False),
+            sweep("bias", [0.0, 0.1], seeds=[0, 1], base=base, ips=False, progress=False, executor=pool),
+        )
+        kw = dict(n_users=300, seeds=[0], n_points=2, progress=False, variants=[{"noise": "user", "mu1": "printed"}])
+        _same_frames(variant_study(**kw), variant_study(**kw, executor=pool))
+        kw = dict(seeds=[0], base=SimpsonConfig(n_users=600), progress=False)
+        _same_frames(hold_per_user_gap("d1", [1.5], **kw), hold_per_user_gap("d1", [1.5], **kw, executor=pool))
+
+
+def _negative_only(x: int) -> int:
+    if x >= 0:
+        raise ValueError(f"{x} is not negative")
+    return -x
+
+
+def test_run_many_merges_equal_arguments_and_a_failure_is_one_line_naming_it():
+    from facterlab.simpson.simulate import run_many
+
+    seen: list = []
+    from facterlab import executors
+
+    class Counting(executors.SerialExecutor):
+        def run(self, fn, tasks, retries=2, on_event=None):
+            seen.append(len(tasks))
+            return super().run(fn, tasks, retries, on_event)
+
+    rows = run_many(dict, [{"a": 1}, {"a": 1}, {"a": 2}], executor=Counting())
+    assert seen == [2] and rows == [{"a": 1}, {"a": 1}, {"a": 2}] and rows[0] is not rows[1]
+    with pytest.raises(RuntimeError) as err:
+        run_many(_negative_only, [-1, 3], desc="demo")
+    msg = str(err.value)
+    assert msg.startswith("demo: 1 of 2 simulations failed on serial (1 worker); simulation 1 (simpson-"), msg
+    assert msg.endswith("after 1 attempt(s): ValueError: 3 is not negative") and "\n" not in msg
+    with pytest.raises(ValueError, match="unknown executor 'threads'"):
+        run_many(abs, [1], executor="threads")
+
+
+def test_a_script_without_a_main_guard_still_runs_the_grid_in_a_pool(tmp_path):
+    """The grid's pool starts its workers the platform's default way (fork on Linux), as before the seam:
+    a spawned pool would re-run an unguarded script in every worker and break."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from facterlab.simpson.simulate import SimpsonConfig, grid\n"
+        "df = grid([0.0, 5.0], [1.5], base=SimpsonConfig(n_users=200), progress=False, n_jobs=2)\n"
+        "print(len(df))\n"
+    )
+    env = {**__import__("os").environ, "FACTERLAB_LOG": "WARNING"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "2", out.stderr[-2000:]
 
 
 def test_simpson_config_name_is_not_the_simulated_recommenders():

@@ -125,69 +125,106 @@ class Executor:
         self.close()
 
 
+class _Attempts:
+    """The retry bookkeeping of one :meth:`Executor.run`, shared by every executor: how many times each
+    task was submitted, when it was first submitted, its outcome, and the events.  An executor calls
+    :meth:`start` before each submission, then :meth:`succeeded` or :meth:`failed` (which says whether
+    to submit the task again); :meth:`outcomes` gives the result in the tasks' order."""
+
+    def __init__(self, tasks: Mapping[str, Any], retries: int, on_event: Callable[[str, str, Any], None] | None):
+        _check(retries)
+        self.tasks, self.retries, self.on_event = tasks, retries, on_event or _noop
+        self.attempts = dict.fromkeys(tasks, 0)
+        self.first: dict = {}
+        self.results: dict = {}
+
+    def start(self, key: str) -> Any:
+        """Count a submission of ``key`` (event ``start``); returns the task's argument."""
+        self.first.setdefault(key, time.perf_counter())
+        self.attempts[key] += 1
+        self.on_event("start", key, self.attempts[key])
+        return self.tasks[key]
+
+    def succeeded(self, key: str, value: Any) -> None:
+        self._end(TaskOutcome(key, True, value, attempts=self.attempts[key]))
+
+    def failed(self, key: str, error: str, trace: str = "") -> bool:
+        """A failed attempt of ``key``: True (event ``retry``) when it may be submitted again, else its
+        outcome is the failure (event ``failed``) and False."""
+        if self.attempts[key] <= self.retries:
+            self.on_event("retry", key, error)
+            return True
+        self._end(TaskOutcome(key, False, None, error, trace, self.attempts[key]))
+        return False
+
+    def _end(self, outcome: TaskOutcome) -> None:
+        outcome.seconds = time.perf_counter() - self.first[outcome.key]
+        self.results[outcome.key] = outcome
+        self.on_event("done" if outcome.ok else "failed", outcome.key, outcome)
+
+    def outcomes(self) -> dict:
+        return {k: self.results[k] for k in self.tasks}
+
+
 class SerialExecutor(Executor):
     """Each task in this process, in order; an exception is retried at once."""
 
     name = "serial"
 
     def run(self, fn, tasks, retries=2, on_event=None):
-        _check(retries)
-        on_event = on_event or _noop
-        out = {}
-        for key, arg in tasks.items():
-            t0 = time.perf_counter()
-            for attempt in range(1, retries + 2):
-                on_event("start", key, attempt)
+        book = _Attempts(tasks, retries, on_event)
+        for key in tasks:
+            while True:
+                arg = book.start(key)
                 try:
                     value = fn(arg)
                 except Exception as exc:  # noqa: BLE001 - reported as the task's outcome
-                    outcome = TaskOutcome(key, False, None, _error_line(exc), traceback.format_exc(), attempt)
-                    if attempt <= retries:
-                        on_event("retry", key, outcome.error)
+                    if book.failed(key, _error_line(exc), traceback.format_exc()):
                         continue
                 else:
-                    outcome = TaskOutcome(key, True, value, attempts=attempt)
+                    book.succeeded(key, value)
                 break
-            outcome.seconds = time.perf_counter() - t0
-            out[key] = outcome
-            on_event("done" if outcome.ok else "failed", key, outcome)
-        return out
+        return book.outcomes()
+
+
+#: what a task's outcome says when its worker process died under it (the pool cannot say which task killed it)
+WORKER_DIED = "a worker process died (killed, or out of memory) while this task was pending"
 
 
 class ProcessExecutor(Executor):
-    """A local pool of ``workers`` spawned processes (module docstring)."""
+    """A local pool of ``workers`` processes (module docstring), ``spawn``ed by default; ``start_method``
+    None: the platform's default (``fork`` on Linux before Python 3.14: fast, and a script needs no
+    ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state)."""
 
     name = "process"
     local = True
 
-    def __init__(self, workers: int = 2):
+    def __init__(self, workers: int = 2, start_method: str | None = "spawn"):
+        import multiprocessing
+
         _check(0, workers)
+        methods = multiprocessing.get_all_start_methods()
+        if start_method is not None and start_method not in methods:
+            raise ValueError(f"unknown start method {start_method!r}; this platform has {', '.join(methods)}")
         self.workers = int(workers)
+        self.start_method = start_method
 
     def _pool(self):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method))
 
     def run(self, fn, tasks, retries=2, on_event=None):
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        _check(retries)
-        on_event = on_event or _noop
-        attempts = dict.fromkeys(tasks, 0)
-        started = {k: time.perf_counter() for k in tasks}
-        results: dict = {}
+        book = _Attempts(tasks, retries, on_event)
         todo = list(tasks)
-        while todo:
+        while todo:  # one pool per round: a dead worker breaks the pool, and its pending tasks come back here
             pool = self._pool()
             try:
-                pending = {}
-                for key in todo:
-                    attempts[key] += 1
-                    on_event("start", key, attempts[key])
-                    pending[pool.submit(fn, tasks[key])] = key
+                pending = {pool.submit(fn, book.start(key)): key for key in todo}
                 todo = []
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -195,33 +232,15 @@ class ProcessExecutor(Executor):
                         key = pending.pop(fut)
                         exc = fut.exception()
                         if exc is None:
-                            results[key] = TaskOutcome(key, True, fut.result(), attempts=attempts[key])
-                        elif isinstance(exc, BrokenProcessPool):  # a worker died: every pending task is lost
-                            self._lost(key, exc, attempts, retries, todo, results, on_event)
-                            continue
-                        else:
-                            err = TaskOutcome(key, False, None, _error_line(exc), _trace(exc), attempts[key])
-                            if attempts[key] <= retries:
-                                on_event("retry", key, err.error)
-                                attempts[key] += 1
-                                on_event("start", key, attempts[key])
-                                pending[pool.submit(fn, tasks[key])] = key
-                                continue
-                            results[key] = err
-                        results[key].seconds = time.perf_counter() - started[key]
-                        on_event("done" if results[key].ok else "failed", key, results[key])
+                            book.succeeded(key, fut.result())
+                        elif isinstance(exc, BrokenProcessPool):  # every pending task is lost with the pool
+                            if book.failed(key, WORKER_DIED, _trace(exc)):
+                                todo.append(key)
+                        elif book.failed(key, _error_line(exc), _trace(exc)):
+                            pending[pool.submit(fn, book.start(key))] = key
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-        return {k: results[k] for k in tasks}
-
-    def _lost(self, key, exc, attempts, retries, todo, results, on_event) -> None:
-        line = "a worker process died (killed, or out of memory) while this task was pending"
-        if attempts[key] <= retries:
-            on_event("retry", key, line)
-            todo.append(key)
-            return
-        results[key] = TaskOutcome(key, False, None, line, _trace(exc), attempts[key])
-        on_event("failed", key, results[key])
+        return book.outcomes()
 
 
 def _trace(exc: BaseException) -> str:
@@ -271,41 +290,30 @@ class DaskExecutor(Executor):
     def run(self, fn, tasks, retries=2, on_event=None):
         from distributed import as_completed
 
-        _check(retries)
-        on_event = on_event or _noop
-        attempts = dict.fromkeys(tasks, 0)
-        started = {k: time.perf_counter() for k in tasks}
-        results: dict = {}
+        book = _Attempts(tasks, retries, on_event)
 
         def submit(key):
-            attempts[key] += 1
-            on_event("start", key, attempts[key])
+            arg = book.start(key)
             # a fresh Dask key per attempt: a failed future's key is remembered by the scheduler
-            return self.client.submit(fn, tasks[key], key=f"facterlab-{key}-a{attempts[key]}", pure=False)
+            return self.client.submit(fn, arg, key=f"facterlab-{key}-a{book.attempts[key]}", pure=False)
 
         futures = {submit(k): k for k in tasks}
         queue = as_completed(list(futures))
         for fut in queue:
             key = futures.pop(fut)
             if fut.status == "finished":
-                results[key] = TaskOutcome(key, True, fut.result(), attempts=attempts[key])
+                book.succeeded(key, fut.result())
             else:
                 try:
                     exc = fut.exception()  # a cancelled future (its client lost the scheduler) raises instead
                 except BaseException as raised:  # noqa: BLE001 - reported as the task's outcome
                     exc = raised
-                err = TaskOutcome(key, False, None, _error_line(exc), _trace(exc), attempts[key])
-                if attempts[key] <= retries:
-                    on_event("retry", key, err.error)
+                if book.failed(key, _error_line(exc), _trace(exc)):
                     new = submit(key)
                     futures[new] = key
                     queue.add(new)
-                    continue
-                results[key] = err
             fut.release()
-            results[key].seconds = time.perf_counter() - started[key]
-            on_event("done" if results[key].ok else "failed", key, results[key])
-        return {k: results[k] for k in tasks}
+        return book.outcomes()
 
     def close(self) -> None:
         for obj in self._own:
@@ -316,8 +324,11 @@ class DaskExecutor(Executor):
         self._own = []
 
 
-def make_executor(kind: str = "process", workers: int = 2, scheduler: str | None = None) -> Executor:
-    """The executor named ``kind`` (:data:`EXECUTORS`); ``scheduler`` only with ``dask``.
+def make_executor(
+    kind: str = "process", workers: int = 2, scheduler: str | None = None, start_method: str | None = "spawn"
+) -> Executor:
+    """The executor named ``kind`` (:data:`EXECUTORS`); ``scheduler`` only with ``dask``;
+    ``start_method`` only matters to ``process`` (:class:`ProcessExecutor`).
 
     >>> make_executor("serial").describe()
     'serial (1 worker)'
@@ -334,5 +345,5 @@ def make_executor(kind: str = "process", workers: int = 2, scheduler: str | None
     if kind == "serial":
         return SerialExecutor()
     if kind == "process":
-        return ProcessExecutor(workers)
+        return ProcessExecutor(workers, start_method)
     return DaskExecutor(workers, scheduler)

@@ -30,21 +30,29 @@ The defaults were chosen by the study in ``notebooks/12_simpson_fig4_aggregate_g
 Random streams: ``numpy.random.SeedSequence(seed, spawn_key=stream).spawn(5)`` gives users, items,
 noise, experiment and probe their own streams (so that e.g. the items do not change with N);
 :func:`grid` hands every configuration its own child ``SeedSequence(seed).spawn(n)[k]``, so grids
-with different seeds are independent.
+with different seeds are independent, and the results do not depend on where a simulation runs:
+:func:`grid`, :func:`sweep` and the studies go through :func:`run_many`, the executor seam of
+``facterlab sweep`` (:mod:`facterlab.executors`: this process, a local process pool, a Dask cluster).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
+import hashlib
 import itertools
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from facterlab.executors import Executor, SerialExecutor, make_executor
 from facterlab.metrics.embeddings import normalise_rows
-from facterlab.progress import track
+from facterlab.progress import Progress
 from facterlab.simpson import ips as ips_mod
 from facterlab.simpson.exposure import competition, get_exposure
 from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap, per_user_gap
@@ -52,6 +60,8 @@ from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_esti
 SWEEP_PARAMS = ("d1", "sigma1", "bias", "n_users", "d0", "sigma", "threshold", "rank", "n_items")
 NOISE_READINGS = ("item", "user")
 MU1_READINGS = ("printed", "orthonormal")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -374,8 +384,11 @@ def sweep(
     base: SimpsonConfig = DEFAULT_CONFIG,
     ips: bool = True,
     progress: bool = True,
+    n_jobs: int = 1,
+    executor: str | Executor | None = None,
 ) -> pd.DataFrame:
-    """One row per (value, seed): ``simulate_and_measure(base.replace(param=value, seed=seed))``.
+    """One row per (value, seed): ``simulate_and_measure(base.replace(param=value, seed=seed))``, through
+    :func:`run_many` (``n_jobs``, ``executor`` as in :func:`grid`).
 
     >>> df = sweep("bias", [0.0, 0.1], seeds=[0], base=SimpsonConfig(n_users=300), progress=False)
     >>> df[["bias", "seed"]].values.tolist()
@@ -384,11 +397,9 @@ def sweep(
     if param not in SWEEP_PARAMS:
         raise ValueError(f"unknown sweep parameter {param!r}; choose one of {', '.join(SWEEP_PARAMS)}")
     combos = list(itertools.product(list(values), list(seeds)))
-    rows = [
-        simulate_and_measure(base.replace(**{param: v, "seed": int(s)}), ips=ips)
-        for v, s in track(combos, f"sweep {param}", unit="simulations", log=__name__, show=progress)
-    ]
-    return pd.DataFrame(rows)
+    cfgs = [base.replace(**{param: v, "seed": int(s)}) for v, s in combos]
+    fn = simulate_and_measure if ips else functools.partial(simulate_and_measure, ips=False)
+    return pd.DataFrame(run_many(fn, cfgs, executor, n_jobs, progress, f"sweep {param}"))
 
 
 ESTIMATORS = {
@@ -410,13 +421,18 @@ def grid(
     seed: int = 0,
     progress: bool = True,
     n_jobs: int = 1,
+    executor: str | Executor | None = None,
 ) -> pd.DataFrame:
     """The 160-simulation grid (docs/SIMPSON.md §3): sigma_1 in linspace(0,10,16) x d_1 in linspace(1.5,4,10),
     b = 0.03, one simulation each, N = 50,000 by default.
 
     Configuration k runs on the k-th child of ``SeedSequence(seed)`` (``spawn``), so grids with
     different seeds are independent and no configuration shares a stream with another.
-    ``n_jobs`` > 1 runs the configurations in that many processes (identical results).
+    The configurations go through :func:`run_many` (the executor seam of ``facterlab sweep``):
+    ``executor`` ``"serial"``, ``"process"`` (a pool of ``n_jobs`` processes), ``"dask"`` (a
+    ``LocalCluster`` of ``n_jobs`` workers) or an :class:`~facterlab.executors.Executor` such as
+    ``make_executor("dask", scheduler="tcp://head:8786")``; default: serial for ``n_jobs`` <= 1, else
+    the process pool.  The frame is identical on every executor.
     """
     s_vals = np.linspace(0, 10, 16) if sigma1_values is None else np.asarray(sigma1_values, dtype=float)
     d_vals = np.linspace(1.5, 4, 10) if d1_values is None else np.asarray(d1_values, dtype=float)
@@ -426,23 +442,93 @@ def grid(
         base.replace(sigma1=float(s), d1=float(d), seed=int(seed), stream=tuple(child.spawn_key))
         for (s, d), child in zip(combos, children)
     ]
-    rows = _run_many(cfgs, n_jobs, progress, f"grid seed {seed}")
+    rows = run_many(simulate_and_measure, cfgs, executor, n_jobs, progress, f"grid seed {seed}")
     for k, res in enumerate(rows):
         res["configuration"] = k
     return pd.DataFrame(rows)
 
 
-def _run_many(cfgs: list, n_jobs: int = 1, progress: bool = False, desc: str = "") -> list:
-    """``[simulate_and_measure(c) for c in cfgs]``, in ``n_jobs`` worker processes when > 1 (same results: every
-    configuration carries its own random streams)."""
-    if n_jobs is None or n_jobs <= 1 or len(cfgs) <= 1:
-        return [simulate_and_measure(c) for c in track(cfgs, desc, unit="simulations", log=__name__, show=progress)]
-    from concurrent.futures import ProcessPoolExecutor
+def _task_key(arg: Any) -> str:
+    """A content key of one simulation's argument (its ``repr``: every field of the config, floats
+    exactly), so that the same simulation asked twice is one task of the executor."""
+    return "simpson-" + hashlib.sha1(repr(arg).encode()).hexdigest()[:16]
 
-    with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
-        return list(
-            track(pool.map(simulate_and_measure, cfgs, chunksize=4), desc, len(cfgs), "simulations", __name__, progress)
+
+def _make(executor: str | Executor, n_jobs: int | None) -> Executor:
+    """``executor`` itself, or the one it names, with ``n_jobs`` workers (:func:`facterlab.executors.make_executor`);
+    a process pool is started the platform's default way (``fork`` on Linux), as the grid's pool always was:
+    the simulation loads no torch, and a script without a ``__main__`` guard still works."""
+    if not isinstance(executor, str):
+        return executor
+    return make_executor(executor, workers=max(1, int(n_jobs or 1)), start_method=None)
+
+
+def run_many(
+    fn: Callable[[Any], Any],
+    args: Sequence,
+    executor: str | Executor | None = None,
+    n_jobs: int = 1,
+    progress: bool = False,
+    desc: str = "simulations",
+    retries: int | None = None,
+) -> list:
+    """``[fn(a) for a in args]`` through an executor of :mod:`facterlab.executors` (the seam of
+    ``facterlab sweep``); the results are the same on every executor, since every simulation carries
+    its own random streams.
+
+    ``executor``: a name (``"serial"``; ``"process"``: a pool of ``n_jobs`` processes; ``"dask"``: a
+    ``LocalCluster`` of ``n_jobs`` workers; made here and closed at the end) or an :class:`~facterlab.executors.Executor` (not closed
+    here: a Dask cluster at ``--scheduler``, a Slurm cluster); default ``"serial"`` when ``n_jobs`` <= 1,
+    else ``"process"`` with ``n_jobs`` workers.  ``fn``: a module-level function (pickled to the
+    workers).  Equal arguments (by ``repr``) run once.  ``retries``: extra attempts of a failed
+    simulation (default 0 in this process, where a simulation that raised raises again; 2 elsewhere,
+    where a worker may die under it).  A simulation that still fails raises a one-line RuntimeError
+    naming it.  ``progress``: a bar and log lines as each simulation finishes (``desc``).
+
+    >>> run_many(abs, [-1, 2, -1], executor="serial")
+    [1, 2, 1]
+    """
+    keys = [_task_key(a) for a in args]
+    tasks = dict(zip(keys, args))
+    if executor is None:
+        executor = "serial" if n_jobs is None or int(n_jobs) <= 1 else "process"
+    ex = _make(executor, n_jobs)
+    if retries is None:
+        retries = 0 if isinstance(ex, SerialExecutor) else 2
+    phase = Progress(
+        desc,
+        total=len(tasks),
+        unit="simulations",
+        log=log,
+        bar=progress,
+        every="default" if progress else None,
+        summary=progress,
+    )
+
+    def event(kind: str, key: str, info: Any) -> None:
+        if kind in ("done", "failed"):
+            phase.update(1)
+        elif kind == "retry":
+            log.warning("%s: simulation %s failed (%s); retrying", desc, key, info)
+
+    try:
+        out = ex.run(fn, tasks, retries=retries, on_event=event)
+    except BaseException:
+        phase.close(failed=progress)
+        raise
+    finally:
+        if isinstance(executor, str):
+            ex.close()
+    phase.close()
+    failed = [o for o in out.values() if not o.ok]
+    if failed:
+        first = failed[0]
+        log.debug("%s: simulation %s failed:\n%s", desc, first.key, first.trace)
+        raise RuntimeError(
+            f"{desc}: {len(failed)} of {len(out)} simulations failed on {ex.describe()}; "
+            f"simulation {keys.index(first.key)} ({first.key}) after {first.attempts} attempt(s): {first.error}"
         )
+    return [copy.copy(out[k].value) for k in keys]  # a copy per position: an argument given twice
 
 
 def grid_seeds(
@@ -452,9 +538,19 @@ def grid_seeds(
     base: SimpsonConfig = SimpsonConfig(n_users=50_000, bias=0.03),
     progress: bool = True,
     n_jobs: int = 1,
+    executor: str | Executor | None = None,
 ) -> pd.DataFrame:
-    """:func:`grid` once per seed (independent grids), stacked; column ``seed`` tells them apart."""
-    return pd.concat([grid(sigma1_values, d1_values, base, int(s), progress, n_jobs) for s in seeds], ignore_index=True)
+    """:func:`grid` once per seed (independent grids), stacked; column ``seed`` tells them apart.  An
+    executor named here (or chosen by ``n_jobs``) is started once for all seeds."""
+    if executor is None:
+        executor = "serial" if n_jobs is None or int(n_jobs) <= 1 else "process"
+    ex = _make(executor, n_jobs)
+    try:
+        frames = [grid(sigma1_values, d1_values, base, int(s), progress, n_jobs, ex) for s in seeds]
+    finally:
+        if isinstance(executor, str):
+            ex.close()
+    return pd.concat(frames, ignore_index=True)
 
 
 def grid_summary(df: pd.DataFrame) -> dict:

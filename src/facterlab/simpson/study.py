@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from facterlab.progress import track
+from facterlab.executors import Executor
 from facterlab.simpson.gaps import per_user_gap
 from facterlab.simpson.simulate import (
     DEFAULT_CONFIG,
@@ -27,6 +27,7 @@ from facterlab.simpson.simulate import (
     NOISE_READINGS,
     SimpsonConfig,
     measure,
+    run_many,
     simulate,
     simulate_and_measure,
 )
@@ -48,11 +49,15 @@ def variant_study(
     variants: Iterable[dict] = VARIANTS,
     base: SimpsonConfig | None = None,
     progress: bool = True,
+    n_jobs: int = 1,
+    executor: str | Executor | None = None,
 ) -> pd.DataFrame:
     """One row per (reading, swept knob, value, seed) with every read-out of :func:`~facterlab.simpson.simulate.simulate_and_measure`.
 
     Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
-    (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.
+    (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.  The simulations
+    go through :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``: the executor seam
+    of ``facterlab sweep``; the frame is the same on every executor).
     """
     base = (base or SimpsonConfig()).replace(n_users=int(n_users), bias=float(bias))
     sweeps = {
@@ -62,13 +67,13 @@ def variant_study(
     jobs = [
         (v, knob, float(x), int(s)) for v in variants for knob, (_, _, xs) in sweeps.items() for x in xs for s in seeds
     ]
-    rows = []
-    for v, knob, x, s in track(jobs, "variant study", unit="simulations", log=__name__, show=progress):
+    cfgs = []
+    for v, knob, x, s in jobs:
         other, other_value, _ = sweeps[knob]
-        cfg = base.replace(noise=v["noise"], mu1=v["mu1"], seed=s, **{knob: x, other: other_value})
-        res = simulate_and_measure(cfg)
+        cfgs.append(base.replace(noise=v["noise"], mu1=v["mu1"], seed=s, **{knob: x, other: other_value}))
+    rows = run_many(simulate_and_measure, cfgs, executor, n_jobs, progress, "variant study")
+    for res, (v, knob, x, _s) in zip(rows, jobs):
         res.update(variant=variant_name(v["noise"], v["mu1"]), knob=knob, value=x)
-        rows.append(res)
     return pd.DataFrame(rows)
 
 
@@ -199,19 +204,26 @@ def hold_per_user_gap(
     base: SimpsonConfig = DEFAULT_CONFIG,
     target: float = 0.0,
     progress: bool = True,
+    n_jobs: int = 1,
+    executor: str | Executor | None = None,
 ) -> pd.DataFrame:
     """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
-    ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target."""
-    rows = []
-    for v, s in track(
-        list(itertools.product(list(values), list(seeds))), f"hold PerUserGap, {param}", log=__name__, show=progress
-    ):
-        cfg = base.replace(**{param: float(v), "seed": int(s)})
-        b = calibrate_bias(cfg, target)
-        sim = simulate(cfg.replace(bias=b))
-        res = {k: getattr(sim.config, k) for k in ("n_users", "d1", "sigma1", "bias", "seed", "noise", "mu1")}
-        res.update(measure(sim, ips=False))
-        res["held_per_user_gap_target"] = target
-        rows.append(res)
-    return pd.DataFrame(rows)
+    ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target.  Each (value, seed) is
+    one task of :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``)."""
+    jobs = [
+        (base.replace(**{param: float(v), "seed": int(s)}), float(target))
+        for v, s in itertools.product(list(values), list(seeds))
+    ]
+    return pd.DataFrame(run_many(_held, jobs, executor, n_jobs, progress, f"hold PerUserGap, {param}"))
+
+
+def _held(job: tuple) -> dict:
+    """One (config, target) of :func:`hold_per_user_gap` (module level: it travels to the workers)."""
+    cfg, target = job
+    b = calibrate_bias(cfg, target)
+    sim = simulate(cfg.replace(bias=b))
+    res = {k: getattr(sim.config, k) for k in ("n_users", "d1", "sigma1", "bias", "seed", "noise", "mu1")}
+    res.update(measure(sim, ips=False))
+    res["held_per_user_gap_target"] = target
+    return res
