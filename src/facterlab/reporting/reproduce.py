@@ -57,6 +57,7 @@ from facterlab.params import (
     unknown_message,
     validate,
 )
+from facterlab.reporting.papermill_engine import kernel_manager_kwargs  # the kernel on ipc, as the engine
 
 
 @dataclass
@@ -380,24 +381,6 @@ def report_line(report: bool, dataset: str, profile: str, extra: dict | None = N
     else:
         why = "--no-report"
     return f"not the report run ({why}): figures and tables -> {paths.figures_dir()}; figures/ is left as it is"
-
-
-def kernel_manager_kwargs() -> dict:
-    """papermill keywords that start the kernel on the ``ipc`` transport (Unix sockets in Jupyter's
-    runtime directory, readable by this user only) instead of TCP on localhost: ipykernel 7 warns
-    "Kernel is running over TCP without encryption" for every TCP kernel, once per notebook.  Avoided,
-    not silenced: no warning filter is set, so the kernel's other warnings still show.  Windows has
-    no ipc transport: TCP there (and the warning)."""
-    if os.name == "nt":
-        return {}
-    from jupyter_client import AsyncKernelManager
-
-    class IPCKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs):
-            kwargs.setdefault("transport", "ipc")
-            super().__init__(**kwargs)
-
-    return {"kernel_manager_class": IPCKernelManager}
 
 
 def _say(line: str) -> None:
