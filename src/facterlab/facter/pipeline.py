@@ -66,7 +66,18 @@ from facterlab.facter.monitor import (
     violation_summary,
 )
 from facterlab.facter.neighbours import counterfactual_neighbours
-from facterlab.facter.record import METHODS, RunMeta, RunRecord
+from facterlab.facter.record import (
+    METHODS,
+    Calibration,
+    Fingerprints,
+    MethodMetrics,
+    RandomFloor,
+    RunConfigRecord,
+    RunMeta,
+    RunMetrics,
+    RunRecord,
+    SnsrGroup,
+)
 from facterlab.facter.runfolder import mark_degenerate, write_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
 from facterlab.facter.truth import detector_summary
@@ -180,14 +191,10 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def _missing(reason: str) -> dict:
-    return MissingValue(reason).to_json()
-
-
-def _value_or_missing(summary: dict):
+def _value_or_missing(summary: dict) -> float | MissingValue:
     if summary.get("value") is None:
-        return _missing(summary.get("missing_reason", "not computed"))
-    return summary["value"]
+        return MissingValue(summary.get("missing_reason", "not computed"))
+    return _clean(summary["value"])
 
 
 def candidate_ids_for_titles(titles, candidates, titles_by_id: dict) -> list:
@@ -655,8 +662,8 @@ def method_metrics(
     postprocess,
     attribute_values: dict,
     fairllm: bool = False,
-) -> dict:
-    """Metrics of one method (its last pass) in the metrics.json schema (docs/CONTRACTS.md).
+) -> MethodMetrics:
+    """Metrics of one method (its last pass): its part of the run record (docs/CONTRACTS.md).
 
     Parameters
     ----------
@@ -679,9 +686,9 @@ def method_metrics(
 
     Returns
     -------
-    dict
+    MethodMetrics
         Ranking metrics (NDCG/Recall@k single and multi, valid@10), snsr_proxy, CFR (values or
-        missing-value dicts, with detail), violations per pass, threshold path, parse-status counts,
+        missing values, with detail), violations per pass, threshold path, parse-status counts,
         mean S per pass, rules of the last pass, call counts and, when the records carry a known
         truth, ``ground_truth.detector``.
     """
@@ -705,35 +712,30 @@ def method_metrics(
     )
     sample = sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)
-    extra = {}
-    if fairllm:
-        extra["snsr_fairllm"] = _fairllm_block(monitor, test, attribute_values, cfg, postprocess)
-    return {
-        **extra,
-        "ndcg@10_multi": multi["ndcg_mean"],
-        "ndcg@10_single": single["ndcg_mean"],
-        "recall@10_multi": multi["recall_mean"],
-        "recall@10_single": single["recall_mean"],
-        "valid@10": valid_at_k(ranked, k),
-        "snsr_proxy": snsr,
-        "cfr_multi": _value_or_missing(cfr_multi),
-        "cfr_single": {a: _value_or_missing(v) for a, v in cfr_single.items()},
-        "cfr_detail": {"multi": cfr_multi, **cfr_single, "n_rows": int(len(sample))},
-        "violations": violation_summary(rec),
-        "threshold_path": [float(q) for q in result.threshold_path],
-        "parse_status": _parse_counts(last["parse_status"]),
-        "mean_S": [float(x) for x in rec.groupby("pass")["S"].mean().tolist()],
-        "n_empty_rows": int(multi["n_empty_rows"]),
-        "rules_in_last_pass": sorted({r for rr in last["rules"] for r in rr}),
-        "n_repredicted": int(result.n_repredicted),
-        "n_recommender_calls": int(result.n_calls),
-        "n_twin_predictions": int(result.n_twin_predicted),
-        **(
-            {"ground_truth": {"detector": gt}}
-            if (gt := detector_summary(rec, cfg.facter.delta, cfg.facter.threshold))
-            else {}
-        ),
-    }
+    fairllm_block = _fairllm_block(monitor, test, attribute_values, cfg, postprocess) if fairllm else None
+    gt = detector_summary(rec, cfg.facter.delta, cfg.facter.threshold)
+    return MethodMetrics(
+        ndcg_multi=_clean(multi["ndcg_mean"]),
+        ndcg_single=_clean(single["ndcg_mean"]),
+        recall_multi=_clean(multi["recall_mean"]),
+        recall_single=_clean(single["recall_mean"]),
+        valid=_clean(valid_at_k(ranked, k)),
+        snsr_proxy={g: SnsrGroup.of_block(_clean(block)) for g, block in snsr.items()},
+        cfr_multi=_value_or_missing(cfr_multi),
+        cfr_single={a: _value_or_missing(v) for a, v in cfr_single.items()},
+        cfr_detail=_clean({"multi": cfr_multi, **cfr_single, "n_rows": int(len(sample))}),
+        violations=violation_summary(rec),
+        threshold_path=[_clean(float(q)) for q in result.threshold_path],
+        parse_status=_parse_counts(last["parse_status"]),
+        mean_S=[_clean(float(x)) for x in rec.groupby("pass")["S"].mean().tolist()],
+        n_empty_rows=int(multi["n_empty_rows"]),
+        rules_in_last_pass=sorted({r for rr in last["rules"] for r in rr}),
+        n_repredicted=int(result.n_repredicted),
+        n_recommender_calls=int(result.n_calls),
+        n_twin_predictions=int(result.n_twin_predicted),
+        snsr_fairllm=_clean(fairllm_block) if fairllm_block is not None else None,
+        ground_truth=_clean({"detector": gt}) if gt else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -756,82 +758,88 @@ def _load_data(cfg: RunConfig, data_dir, dataset):
 def _run_record(
     cfg: RunConfig, run_id, inter, fingerprints, mapper, state, scorer, calib_df, test_rows, methods, rows, fairllm
 ) -> RunRecord:
-    """The run's record (config.json and metrics.json parts, docs/CONTRACTS.md), degenerate outputs
-    marked (:func:`facterlab.facter.runfolder.mark_degenerate`); raises when the shape is not the schema's."""
+    """The run's record (config.json and metrics.json parts, docs/CONTRACTS.md), built as the record's
+    dataclasses, degenerate outputs marked (:func:`facterlab.facter.runfolder.mark_degenerate`)."""
     k = cfg.metrics.k
     nb = calib_df["n_neighbours"].to_numpy()
     twin = cfg.facter.delta == "twin"
-    no_search = _missing("facter.delta = 'twin': no neighbour search")
-    metrics = {
-        "run_id": run_id,
-        "dataset": inter.dataset,
-        "is_synthetic": bool(inter.is_synthetic),
-        "protocol": cfg.protocol,
-        "preset": cfg.preset,
-        "model": fingerprints["llm"],
-        "encoder": fingerprints["encoder"],
-        "model_name": cfg.model.llm,
-        "encoder_name": cfg.model.encoder,
-        "n_calib": int(len(calib_df)),
-        "n_test": int(len(test_rows)),
-        "n_distinct_users": {s: int(inter.n_distinct_users.get(s, 0)) for s in ("calib", "test")},
-        "variants": {
-            "threshold_rule": cfg.facter.threshold_rule,
-            "correction": cfg.facter.correction,
-            "rule_keying": cfg.facter.rule_keying,
-            "mapping": mapper.variant,
-            "flip_strategy": cfg.metrics.flip_strategy,
-            "snsr": "snsr_proxy",
-            "calibration_prompt": cfg.facter.calibration_prompt,
-            "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
-            "announce_threshold": cfg.facter.announce_threshold,
-            "snsr_fairllm": bool(fairllm),
-            "delta": cfg.facter.delta,
-            "threshold": cfg.facter.threshold,
-            "rule_mining": cfg.facter.rule_mining,
-            **protocol_variants(cfg),
-        },
-        "calibration": {
-            "alpha": state.alpha,
-            "q0": state.q0,
-            "k_index": state.k_index,
-            "n": state.n,
-            "mean_neighbours": no_search if twin else (float(nb.mean()) if len(nb) else 0.0),
-            "share_no_neighbour": no_search if twin else (float((nb == 0).mean()) if len(nb) else 1.0),
-            "test_mean_neighbours": no_search if twin else float(scorer.index.counts.mean()),
-            "test_share_no_neighbour": no_search if twin else float((scorer.index.counts == 0).mean()),
-            "q_null": state.q_null if state.q_null is not None else _missing("facter.threshold is not 'null'"),
-            "share_placebo_nonzero": float((calib_df["placebo_delta"] > 0).mean())
-            if "placebo_delta" in calib_df.columns
-            else _missing("no placebo: facter.threshold is not 'null'"),
-            "n_twin_predictions": int(len(calib_df)) if twin else 0,
-            "n_placebo_predictions": int(len(calib_df)) if "placebo_delta" in calib_df.columns else 0,
-        },
-        "methods": methods,
-    }
+    no_search = MissingValue("facter.delta = 'twin': no neighbour search")
+    placebo = "placebo_delta" in calib_df.columns
+    calibration = Calibration(
+        alpha=_clean(state.alpha),
+        q0=_clean(state.q0),
+        k_index=_clean(state.k_index),
+        n=_clean(state.n),
+        mean_neighbours=no_search if twin else (float(nb.mean()) if len(nb) else 0.0),
+        share_no_neighbour=no_search if twin else (float((nb == 0).mean()) if len(nb) else 1.0),
+        test_mean_neighbours=no_search if twin else _clean(float(scorer.index.counts.mean())),
+        test_share_no_neighbour=no_search if twin else _clean(float((scorer.index.counts == 0).mean())),
+        q_null=_clean(state.q_null) if state.q_null is not None else MissingValue("facter.threshold is not 'null'"),
+        share_placebo_nonzero=float((calib_df["placebo_delta"] > 0).mean())
+        if placebo
+        else MissingValue("no placebo: facter.threshold is not 'null'"),
+        n_twin_predictions=int(len(calib_df)) if twin else 0,
+        n_placebo_predictions=int(len(calib_df)) if placebo else 0,
+    )
+    floor = None
     if cfg.protocol == "rank":
         fl = random_ranking_floor(
             [list(c) for c in test_rows["candidates"]], [list(r) for r in test_rows["relevant"]], k
         )
-        metrics["random_floor"] = {"ndcg@10_multi": fl["ndcg_mean"], "recall@10_multi": fl["recall_mean"]}
-    metrics = _clean(metrics)
-
-    config = _clean(
-        {
-            "run_id": run_id,
-            "config": config_to_dict(cfg),
-            "config_hash": config_hash(cfg),
-            "dataset_requested": cfg.data.dataset,
-            "dataset": inter.dataset,
-            "is_synthetic": bool(inter.is_synthetic),
-            "domain": inter.domain,
-            "data_config": config_to_dict(inter.config),
-            "content_hash": inter.content_hash,
-            "fingerprints": fingerprints,
-        }
+        floor = RandomFloor(ndcg_multi=_clean(fl["ndcg_mean"]), recall_multi=_clean(fl["recall_mean"]))
+    metrics = RunMetrics(
+        run_id=run_id,
+        dataset=inter.dataset,
+        is_synthetic=bool(inter.is_synthetic),
+        protocol=cfg.protocol,
+        preset=cfg.preset,
+        model=fingerprints["llm"],
+        encoder=fingerprints["encoder"],
+        model_name=cfg.model.llm,
+        encoder_name=cfg.model.encoder,
+        n_calib=int(len(calib_df)),
+        n_test=int(len(test_rows)),
+        n_distinct_users={s: int(inter.n_distinct_users.get(s, 0)) for s in ("calib", "test")},
+        variants=_clean(
+            {
+                "threshold_rule": cfg.facter.threshold_rule,
+                "correction": cfg.facter.correction,
+                "rule_keying": cfg.facter.rule_keying,
+                "mapping": mapper.variant,
+                "flip_strategy": cfg.metrics.flip_strategy,
+                "snsr": "snsr_proxy",
+                "calibration_prompt": cfg.facter.calibration_prompt,
+                "ranker": cfg.model.ranker if cfg.protocol == "rank" else None,
+                "announce_threshold": cfg.facter.announce_threshold,
+                "snsr_fairllm": bool(fairllm),
+                "delta": cfg.facter.delta,
+                "threshold": cfg.facter.threshold,
+                "rule_mining": cfg.facter.rule_mining,
+                **protocol_variants(cfg),
+            }
+        ),
+        calibration=calibration,
+        methods=dict(methods),
+        random_floor=floor,
     )
-    metrics = _clean(mark_degenerate(metrics, rows, calib_df))  # degenerate outputs counted, never scored as 0
-    return RunRecord.from_parts(config, metrics)
+    mark_degenerate(metrics, rows, calib_df)  # degenerate outputs counted, never scored as 0
+    config = RunConfigRecord(
+        run_id=run_id,
+        config=config_to_dict(cfg),
+        config_hash=config_hash(cfg),
+        dataset_requested=cfg.data.dataset,
+        dataset=inter.dataset,
+        is_synthetic=bool(inter.is_synthetic),
+        domain=inter.domain,
+        data_config=config_to_dict(inter.config),
+        content_hash=inter.content_hash,
+        fingerprints=Fingerprints(
+            llm=fingerprints["llm"],
+            encoder=fingerprints["encoder"],
+            extra=_clean({k: v for k, v in fingerprints.items() if k not in ("llm", "encoder")}),
+        ),
+    )
+    return RunRecord(config=config, metrics=metrics)
 
 
 def run_experiment(

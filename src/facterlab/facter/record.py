@@ -199,6 +199,24 @@ class SnsrGroup:
     extra: dict = _extra()
     absent: frozenset = _absent()
 
+    @classmethod
+    def of_block(cls, block: dict) -> SnsrGroup:
+        """The record of one grouping's block as :func:`facterlab.metrics.fairness.snsr_proxy` returns it
+        (plain Python values): ``snsr``/``snsv``/``n_groups`` as fields, the rest (group sizes, counts,
+        and ``value: null`` with its reason when fewer than two groups qualify) in ``extra``; a field the
+        block lacks is absent.
+
+        >>> g = SnsrGroup.of_block({"value": None, "missing_reason": "1 group", "n_groups": 1})
+        >>> g.missing("snsr_joint").reason, g.n_groups
+        ('1 group', 1)
+        """
+        names = ("snsr", "snsv", "n_groups")
+        inst = cls(
+            **{k: block[k] for k in names if k in block}, extra={k: v for k, v in block.items() if k not in names}
+        )
+        inst.absent = frozenset(k for k in names if k not in block)
+        return inst
+
     def missing(self, what: str) -> MissingValue | None:
         """Why SNSR is missing for this grouping (the block then has ``value: null`` and the reason), else None."""
         if "snsr" not in self.absent:
@@ -271,6 +289,8 @@ class MethodMetrics:
                 continue
             val = getattr(self, fl.name)
             if fl.name in ("snsr_proxy", "cfr_single", "violations", "threshold_path", "parse_status"):
+                continue
+            if val is None and fl.metadata.get("optional"):  # not written to metrics.json: absent once read
                 continue
             if isinstance(val, scalar_types):
                 out[key] = as_value(val, key)

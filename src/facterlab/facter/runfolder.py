@@ -31,7 +31,15 @@ from pathlib import Path
 import pandas as pd
 
 from facterlab.datatypes import MissingValue
-from facterlab.facter.record import METHODS, RUN_FILES, RunRecord, run_folder_problem
+from facterlab.facter.record import (
+    METHODS,
+    RUN_FILES,
+    Degenerate,
+    MethodMetrics,
+    RunMetrics,
+    RunRecord,
+    run_folder_problem,
+)
 from facterlab.paths import locked, remove_dead_temps
 
 __all__ = ["METHODS", "RUN_FILES", "run_folder_problem", "write_run_folder", "degenerate_summary", "mark_degenerate"]
@@ -120,10 +128,6 @@ def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, ro
 # degenerate outputs
 
 
-def _missing(reason: str) -> dict:
-    return MissingValue(reason).to_json()
-
-
 def degenerate_summary(records: pd.DataFrame) -> dict:
     """Degenerate answers among the rows of one method (its last pass when ``pass`` is a column).
 
@@ -178,22 +182,17 @@ def degenerate_summary(records: pd.DataFrame) -> dict:
     return out
 
 
-def _mask_method(block: dict, reason: str, violations_only: bool = False) -> None:
-    viol = block.get("violations")
-    if isinstance(viol, dict):
-        block["violations"] = {
-            k: [_missing(reason) for _ in v] if isinstance(v, list) else _missing(reason) for k, v in viol.items()
-        }
+def _mask_method(block: MethodMetrics, reason: str, violations_only: bool = False) -> None:
+    miss = MissingValue(reason)
+    block.violations = {k: [miss for _ in v] for k, v in block.violations.items()}
     if violations_only:
         return
-    block["cfr_multi"] = _missing(reason)
-    if isinstance(block.get("cfr_single"), dict):
-        block["cfr_single"] = {a: _missing(reason) for a in block["cfr_single"]}
-    if isinstance(block.get("snsr_proxy"), dict):
-        block["snsr_proxy"] = {g: _missing(reason) for g in block["snsr_proxy"]}
+    block.cfr_multi = miss
+    block.cfr_single = {a: miss for a in block.cfr_single}
+    block.snsr_proxy = {g: miss for g in block.snsr_proxy}
 
 
-def mark_degenerate(metrics: dict, rows: dict, calibration: pd.DataFrame | None = None) -> dict:
+def mark_degenerate(metrics: RunMetrics, rows: dict, calibration: pd.DataFrame | None = None) -> RunMetrics:
     """Add degenerate-output counts to ``metrics`` (in place, and returned): per method
     ``degenerate`` (:func:`degenerate_summary`) and ``n_degenerate``; ``calibration.degenerate``.
 
@@ -203,8 +202,8 @@ def mark_degenerate(metrics: dict, rows: dict, calibration: pd.DataFrame | None 
 
     Parameters
     ----------
-    metrics : dict
-        The metrics.json dict of the run (changed in place).
+    metrics : RunMetrics
+        The run's metrics record (changed in place).
     rows : dict of str to pandas.DataFrame
         Each method's rows.
     calibration : pandas.DataFrame, optional
@@ -212,24 +211,23 @@ def mark_degenerate(metrics: dict, rows: dict, calibration: pd.DataFrame | None 
 
     Returns
     -------
-    dict
+    RunMetrics
         ``metrics``, with the counts added and the masked values missing.
     """
-    methods = metrics.get("methods") or {}
     cal_reason = None
     if calibration is not None:
         cal = degenerate_summary(calibration)
-        metrics.setdefault("calibration", {})["degenerate"] = cal
+        metrics.calibration.degenerate = Degenerate(**cal)
         if cal["all_degenerate"]:
             cal_reason = (
                 f"degenerate calibration: {cal['reason']} ({cal['n_rows']} calibration rows), so Q0 measures nothing"
             )
-    for m, block in methods.items():
-        if m not in rows or not isinstance(block, dict):
+    for m, block in metrics.methods.items():
+        if m not in rows:
             continue
         s = degenerate_summary(rows[m])
-        block["degenerate"] = s
-        block["n_degenerate"] = s["n_degenerate"]
+        block.degenerate = Degenerate(**s)
+        block.n_degenerate = int(s["n_degenerate"])
         if s["all_degenerate"]:
             _mask_method(block, f"degenerate output: {s['reason']} ({s['n_rows']} rows)")
         elif cal_reason:
