@@ -252,6 +252,53 @@ def _proc(pid: int):
         return None
 
 
+WIDGET_CELL = """
+import os, time
+from facterlab.executors import make_executor
+from facterlab.simpson.simulate import run_many
+
+ex = make_executor("dask", workers=1)
+print("widgets", ex.widgets, "dashboard", ex.dashboard)
+out = run_many(time.sleep, [0.2, 0.3, 0.4], executor=ex, desc="naps")
+bar = ex.bars[-1]
+t0 = time.time()
+while bar.bar.bar_style != "success" and time.time() - t0 < 15:
+    time.sleep(0.1)  # the kernel's own loop is blocked here: only the client's loop can move the bar
+print("bar", bar.bar.value, bar.bar.bar_style, len(ex.bars), out)
+ex.close()
+"""
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_in_a_notebook_the_dask_executor_shows_dasks_progress_widget_moving_during_the_cell(tmp_path):
+    """In a real Jupyter kernel the Dask executor displays distributed's ProgressWidget for its tasks and
+    feeds it from the client's event loop: the bar reaches 'success' while the cell still runs."""
+    pytest.importorskip("distributed", reason=NO_DASK)
+    pytest.importorskip("ipywidgets")
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(WIDGET_CELL)]
+    env_log = os.environ.get("FACTERLAB_LOG")
+    os.environ["FACTERLAB_LOG"] = "WARNING"  # the kernel inherits it: only the cell's own prints
+    try:
+        NotebookClient(
+            nb, kernel_name="python3", timeout=240, resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
+    finally:
+        if env_log is None:
+            os.environ.pop("FACTERLAB_LOG", None)
+        else:
+            os.environ["FACTERLAB_LOG"] = env_log
+    outputs = nb.cells[0].outputs
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "widgets True dashboard None" in text, text  # no bokeh here: no dashboard, and no link logged
+    assert "bar 1.0 success 1 [None, None, None]" in text, text
+    views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(views) == 1, outputs
+
+
 # ------------------------------------------------------------------------------------------ cache shards
 
 

@@ -21,7 +21,10 @@ Executors (:func:`make_executor`):
   cover exceptions raised by the task.
 
 ``on_event(kind, key, info)`` is called in the driver for ``"start"`` (info: attempt), ``"done"`` (info:
-the :class:`TaskOutcome`), ``"retry"`` (info: the error text) and ``"failed"``.
+the :class:`TaskOutcome`), ``"retry"`` (info: the error text) and ``"failed"``; callers turn it into
+progress lines (``facterlab sweep``, the Simpson grid).  One class, ``_Attempts``, keeps the attempts,
+the retry bound, the timings and the events for every executor.  In a Jupyter kernel the Dask
+executor also shows Dask's own progress widget and the dashboard's link (:class:`DaskExecutor`).
 
 >>> from operator import neg
 >>> out = SerialExecutor().run(neg, {"a": 1, "b": 2})
@@ -243,6 +246,12 @@ class ProcessExecutor(Executor):
         return book.outcomes()
 
 
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
 def _trace(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
@@ -250,16 +259,28 @@ def _trace(exc: BaseException) -> str:
 class DaskExecutor(Executor):
     """Dask distributed (module docstring).  ``client``: an existing ``distributed.Client`` (not closed
     here); else ``scheduler``: an address to connect to; else a ``LocalCluster`` of ``workers``
-    processes, one thread each, started here and closed by :meth:`close`."""
+    processes, one thread each, started here and closed by :meth:`close`.
+
+    ``progress`` (default: whether this process is a Jupyter kernel): show Dask's progress widget
+    (``distributed``'s ``ProgressWidget``, an ipywidgets bar) for the tasks of each :meth:`run`, and log
+    the link of the scheduler's dashboard when it has one (a ``LocalCluster`` started here gets a
+    dashboard in a notebook when bokeh is installed).  The widget is fed from the client's event loop,
+    a thread of its own, so it moves while the cell waits for the results."""
 
     name = "dask"
 
-    def __init__(self, workers: int = 2, scheduler: str | None = None, client: Any = None):
+    def __init__(
+        self, workers: int = 2, scheduler: str | None = None, client: Any = None, progress: bool | None = None
+    ):
         _check(0, workers)
         try:
             import distributed
         except ImportError as exc:
             raise ValueError(DASK_MISSING) from exc
+        from facterlab.progress import in_kernel
+
+        self.widgets = in_kernel() if progress is None else bool(progress)
+        self.bars: list = []  # the progress widgets shown (the last one follows every task still pending)
         self._own: list = []
         if client is not None:
             self.client = client
@@ -274,7 +295,9 @@ class DaskExecutor(Executor):
                 n_workers=int(workers),
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                # a free port: the scheduler's HTTP server starts even without a dashboard, and ":8787" clashes
+                dashboard_address=":0",
+                scheduler_kwargs={"dashboard": self.widgets and _importable("bokeh")},
                 silence_logs=logging.ERROR,
             )
             self.client = distributed.Client(cluster)
@@ -283,6 +306,19 @@ class DaskExecutor(Executor):
         info = self.client.scheduler_info()
         self.workers = max(1, len(info.get("workers", {}))) if client is not None or scheduler else int(workers)
         self.address = self.client.scheduler.address
+        #: the link of the scheduler's dashboard; None when it shows none (its HTTP server runs without
+        #: bokeh too, with nothing at the link)
+        self.dashboard = None
+        if "dashboard" in info.get("services", {}) and self._scheduler_has_bokeh():
+            self.dashboard = self.client.dashboard_link
+        if self.widgets and self.dashboard:
+            log.info("Dask dashboard: %s", self.dashboard)
+
+    def _scheduler_has_bokeh(self) -> bool:
+        try:
+            return bool(self.client.run_on_scheduler(_importable, "bokeh"))
+        except Exception:  # noqa: BLE001 - a scheduler that runs no functions of ours: say no dashboard
+            return False
 
     def describe(self) -> str:
         return f"dask at {self.address} ({self.workers} worker{'s' * (self.workers != 1)})"
@@ -298,6 +334,7 @@ class DaskExecutor(Executor):
             return self.client.submit(fn, arg, key=f"facterlab-{key}-a{book.attempts[key]}", pure=False)
 
         futures = {submit(k): k for k in tasks}
+        self._show(list(futures))
         queue = as_completed(list(futures))
         for fut in queue:
             key = futures.pop(fut)
@@ -312,8 +349,27 @@ class DaskExecutor(Executor):
                     new = submit(key)
                     futures[new] = key
                     queue.add(new)
+                    self._show(list(futures))  # the shown bar stopped at the error: a new one for what is left
             fut.release()
         return book.outcomes()
+
+    def _show(self, futures: list) -> None:
+        """Dask's progress widget for ``futures`` in this notebook (when :attr:`widgets`)."""
+        if not self.widgets:
+            return
+        try:
+            from distributed.diagnostics.progressbar import ProgressWidget
+            from IPython.display import display
+
+            bar = ProgressWidget(futures, scheduler=self.client.scheduler.address, complete=True)
+            display(bar.widget)
+        except Exception as exc:  # noqa: BLE001 - no ipywidgets, no display: the log lines still come
+            log.warning("Dask's progress widget is not shown (%s); the log lines still are", _error_line(exc))
+            self.widgets = False
+            return
+        # ProgressWidget's own display listens on the kernel's loop, which waits for the cell: use the client's
+        self.client.loop.add_callback(bar.listen)
+        self.bars.append(bar)
 
     def close(self) -> None:
         for obj in self._own:
