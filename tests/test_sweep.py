@@ -205,6 +205,11 @@ def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_f
                 os.kill(pids[worker], signal.SIGKILL)
 
             res = run_sweep(_configs((0, 1, 2, 3)), executor=ex, out_dir=tmp_path, on_event=kill_one)
+            events: list = []  # the same sweep again, on the same cluster: nothing is submitted
+            again = run_sweep(
+                _configs((0, 1, 2, 3)), executor=ex, out_dir=tmp_path, on_event=lambda *a: events.append(a)
+            )
+    assert again.n_started == 0 and events == [] and {r["status"] for r in again.rows} == {"reused"}
     assert killed, "no worker was busy when the first run finished: nothing was killed"
     assert res.n_failed == 0 and res.n_started == 4
     victim = next(k for k in res.outcomes if k in killed["key"])
