@@ -39,8 +39,7 @@ def build_interactions(cache: str, t0: float) -> str:
 
 
 def write_run(results: str, t0: float) -> str:
-    from facterlab.facter.pipeline import read_run_folder
-    from facterlab.facter.runfolder import write_run_folder
+    from facterlab.facter.runfolder import read_run_folder, write_run_folder
 
     run = next(p for p in (Path(results) / "src").iterdir() if p.is_dir())
     res = read_run_folder(run)

@@ -707,8 +707,7 @@ def test_dead_builders_temporary_folders_are_removed(tmp_path):
 
 
 def _write_run(t0, src, runs):
-    from facterlab.facter.pipeline import read_run_folder
-    from facterlab.facter.runfolder import write_run_folder
+    from facterlab.facter.runfolder import read_run_folder, write_run_folder
 
     res = read_run_folder(src)
     real_replace = os.replace

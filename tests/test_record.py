@@ -17,10 +17,10 @@ from facterlab.facter.record import (
     RecordError,
     RunMetrics,
     RunRecord,
-    find,
     schema_markdown,
     sync_schema_doc,
 )
+from facterlab.facter.runfolder import find
 from facterlab.reporting import experiments as ex
 
 REPO = Path(__file__).resolve().parents[1]

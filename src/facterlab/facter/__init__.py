@@ -16,8 +16,9 @@ Imports numpy/pandas only.
 from facterlab.facter.conformal import ConformalThreshold, conformal_k, min_calibration_size
 from facterlab.facter.monitor import CalibrationState, FacterMonitor, MonitorResult, MonitorSettings, OnlineScorer
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
-from facterlab.facter.pipeline import RunResult, calibrate, run_experiment
+from facterlab.facter.pipeline import calibrate, run_experiment
 from facterlab.facter.repair import ViolationBuffer, mine_rules
+from facterlab.facter.runfolder import RunResult, read_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores
 from facterlab.facter.threshold import OnlineThreshold, update_threshold
 
@@ -33,6 +34,7 @@ __all__ = [
     "NeighbourIndex",
     "counterfactual_neighbours",
     "RunResult",
+    "read_run_folder",
     "calibrate",
     "run_experiment",
     "ViolationBuffer",

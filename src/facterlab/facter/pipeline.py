@@ -28,9 +28,7 @@ import hashlib
 import json
 import logging
 import math
-import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +76,7 @@ from facterlab.facter.record import (
     RunRecord,
     SnsrGroup,
 )
-from facterlab.facter.runfolder import mark_degenerate, write_run_folder
+from facterlab.facter.runfolder import RunResult, mark_degenerate, write_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
 from facterlab.facter.truth import detector_summary
 from facterlab.facter.twins import null_threshold, placebo_request, twin_attributes, twin_distance, twin_row
@@ -102,73 +100,6 @@ from facterlab.paths import runs_dir
 from facterlab.progress import Progress, format_seconds
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunResult:
-    """What :func:`run_experiment` returns (docs/CONTRACTS.md): the typed ``record``
-    (:class:`facterlab.facter.record.RunRecord`; read this), the rows and calibration table, and
-    ``config``/``metrics``/``timings`` as the JSON dicts of the run folder (for JSON output only).
-
-    Parameters
-    ----------
-    run_id : str
-        ``<config_hash>-<8 hex>`` (:func:`run_id_for`).
-    config : dict
-        ``config.json`` as a dict.
-    metrics : dict
-        ``metrics.json`` as a dict.
-    rows : dict of str to pandas.DataFrame
-        Method name -> its monitor records (``rows_<method>.parquet``).
-    calibration : pandas.DataFrame
-        The calibration table (``calibration.parquet``), one row per calibration row.
-    out_dir : pathlib.Path
-        The run folder.
-    timings : dict, default {}
-        Seconds per phase (``timings.json``).
-    record : RunRecord or None, default None
-        The typed run record.
-    """
-
-    run_id: str
-    config: dict
-    metrics: dict
-    rows: dict
-    calibration: pd.DataFrame
-    out_dir: Path
-    timings: dict = field(default_factory=dict)
-    record: RunRecord | None = None
-
-    @classmethod
-    def of_record(cls, record: RunRecord, rows: dict, calibration: pd.DataFrame, out_dir: Path) -> RunResult:
-        """A RunResult whose JSON dicts are derived from ``record``.
-
-        Parameters
-        ----------
-        record : RunRecord
-            The typed run record.
-        rows : dict of str to pandas.DataFrame
-            Method name -> its records.
-        calibration : pandas.DataFrame
-            The calibration table.
-        out_dir : path-like
-            The run folder.
-
-        Returns
-        -------
-        RunResult
-        """
-        parts = record.parts()
-        return cls(
-            run_id=record.run_id,
-            config=parts["config.json"],
-            metrics=parts["metrics.json"],
-            rows=rows,
-            calibration=calibration,
-            out_dir=Path(out_dir),
-            timings=dict(record.timings),
-            record=record,
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1039,28 +970,3 @@ def _run_methods(settings: MonitorSettings, parts: dict, passes: int, timings: d
     monitors["facter"] = fm
     timings["facter_s"] = time.perf_counter() - t0
     return results, monitors
-
-
-def read_run_folder(path: os.PathLike | str) -> RunResult:
-    """A :class:`~facterlab.facter.pipeline.RunResult` read back from a run folder: its record (config,
-    metrics, timings, meta), rows and calibration table.  :class:`facterlab.facter.record.RecordError`
-    names the file and key of a malformed record.
-
-    Parameters
-    ----------
-    path : path-like
-        The run folder (``<results>/runs/<run_id>``).
-
-    Returns
-    -------
-    RunResult
-        With ``rows`` for every method of ``METHODS`` and ``out_dir = path``.
-    """
-    path = Path(path)
-    record = RunRecord.load(path)
-    return RunResult.of_record(
-        record,
-        rows={m: pd.read_parquet(path / f"rows_{m}.parquet") for m in METHODS},
-        calibration=pd.read_parquet(path / "calibration.parquet"),
-        out_dir=path,
-    )

@@ -1,8 +1,7 @@
 """The typed run record: one owner for what a FACTER run folder says about the run.
 
-A run folder ``<results>/runs/<run_id>/`` (written by :func:`facterlab.facter.runfolder.write_run_folder`;
-checked, found and listed here: :func:`run_folder_problem`, :func:`find`, :func:`run_folders`) holds
-four JSON files that together make a :class:`RunRecord`:
+A run folder ``<results>/runs/<run_id>/`` (written, checked, found, listed and read by
+:mod:`facterlab.facter.runfolder`) holds four JSON files that together make a :class:`RunRecord`:
 
 - ``config.json``  -> :class:`RunConfigRecord` (resolved config, its hash, data and model fingerprints)
 - ``metrics.json`` -> :class:`RunMetrics` (run-level fields, calibration, one :class:`MethodMetrics` per method)
@@ -32,13 +31,10 @@ import shutil
 import subprocess
 import sys
 import types
-import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
-
-import pandas as pd
 
 from facterlab.config import ADDED_FIELDS, saved_setting
 from facterlab.datatypes import MissingValue
@@ -496,8 +492,10 @@ class RunConfigRecord:
     def settings(self) -> dict:
         """Every setting of the resolved run config, flat by its dotted name (the names of :meth:`setting`).
 
-        >>> RunConfigRecord(config={"seed": 3, "model": {"llm": "fake"}}).settings()
-        {'seed': 3, 'model.llm': 'fake', 'model.server_url': None}
+        >>> RunConfigRecord(config={"seed": 3, "data": {"n_rows": 60}}).settings()
+        {'seed': 3, 'data.n_rows': 60}
+        >>> RunConfigRecord(config={"metrics": {"k": 10}}).settings()  # a switch added later: its earlier value
+        {'metrics.k': 10, 'metrics.snsr_empty_rows': 'drop'}
         """
 
         def flat(node: Any, prefix: str) -> dict:
@@ -660,127 +658,6 @@ def as_metrics(x: Any) -> RunMetrics:
     if isinstance(x, dict):
         return RunMetrics.from_json(x, strict=False)
     raise TypeError(f"expected a RunRecord, RunMetrics, RunResult or metrics.json dict, got {type(x).__name__}")
-
-
-# ---------------------------------------------------------------------------------------------
-# finding saved runs
-
-
-#: the files of a complete run folder (``timings.json`` and ``run.json`` are informative and optional)
-RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m in METHODS), "metrics.json")
-
-
-def run_folder_problem(path: Path) -> str | None:
-    """None when ``path`` holds a complete run that loads; else why not (one sentence).
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        A run folder.
-
-    Returns
-    -------
-    str or None
-        None when every file is there and loads, else the reason.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        return f"{path} does not exist" if not path.exists() else f"{path} is not a folder"
-    missing = [f for f in RUN_FILES if not (path / f).is_file()]
-    if missing:
-        return f"{path} lacks {', '.join(missing)} (an interrupted or partial run)"
-    for f in ("config.json", "metrics.json"):
-        try:
-            obj = json.loads((path / f).read_text())
-        except (OSError, ValueError) as exc:
-            return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
-        if not isinstance(obj, dict):
-            return f"{path / f} is not a JSON object"
-    for f in RUN_FILES:
-        if f.endswith(".parquet"):
-            try:
-                import pyarrow.parquet as pq
-
-                pq.read_metadata(path / f)
-                pd.read_parquet(path / f)
-            except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: any failure means incomplete
-                return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
-    return None
-
-
-def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
-    """The folder ``<runs_dir>/<run_id>`` when it holds a complete run that loads, else None.
-
-    A folder that does not load completely (a file missing, truncated or unreadable) counts as missing:
-    a warning names the file and the reason (the run is then redone and its rename replaces the folder).
-
-    Parameters
-    ----------
-    runs_dir : path-like
-        The folder of run folders.
-    run_id : str
-        The run's id.
-
-    Returns
-    -------
-    pathlib.Path or None
-        The complete folder, or None (with a warning when an incomplete one is there).
-    """
-    p = Path(runs_dir) / run_id
-    if not p.exists():
-        return None
-    problem = run_folder_problem(p)
-    if problem is None:
-        try:
-            RunRecord.load(p)
-        except RecordError as exc:
-            problem = str(exc)
-    if problem is not None:
-        warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
-        return None
-    return p
-
-
-def run_folders(runs_dir: os.PathLike | str) -> list:
-    """The run folders under ``runs_dir`` (hidden temporary folders excluded), by name.
-
-    Parameters
-    ----------
-    runs_dir : path-like
-        The folder of run folders.
-
-    Returns
-    -------
-    list of pathlib.Path
-        The run folders, by name.
-    """
-    base = Path(runs_dir)
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def resolve_prefix(runs_dir: os.PathLike | str, prefix: str) -> Path:
-    """The one run folder whose id starts with ``prefix``; ValueError when none or several.
-
-    Parameters
-    ----------
-    runs_dir : path-like
-        The folder of run folders.
-    prefix : str
-        The start of a run id.
-
-    Returns
-    -------
-    pathlib.Path
-        The one matching folder (ValueError otherwise).
-    """
-    hits = [p for p in run_folders(runs_dir) if p.name.startswith(prefix)]
-    if not hits:
-        raise ValueError(f"no run id starts with {prefix!r} under {runs_dir}")
-    if len(hits) > 1:
-        raise ValueError(f"run id prefix {prefix!r} is ambiguous under {runs_dir}: {', '.join(p.name for p in hits)}")
-    return hits[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def rescore_inputs(
 
     Parameters
     ----------
-    result : a :class:`facterlab.facter.pipeline.RunResult` (a run read back or just run).
+    result : a :class:`facterlab.facter.runfolder.RunResult` (a run read back or just run).
     encoder : the run's encoder.  items : the catalogue.  calib_rows, test_rows : the interaction rows.
     method : whose records to rescore ("neutral" by default: one static prompt, exchangeable with calibration).
 

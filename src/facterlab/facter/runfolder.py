@@ -9,10 +9,13 @@ take turns and both succeed, leaving one complete folder.  A process killed at
 any moment therefore leaves either the previous complete folder, or no folder plus hidden leftovers
 (removed by the next write of the same run id), never a folder with a truncated file.
 
-Reading (:func:`facterlab.facter.record.run_folder_problem`): a folder counts as a saved run only if every file is there
-and loads (JSON parses, each parquet file reads); otherwise the reason is returned and
-:func:`facterlab.facter.record.find` treats the run as missing and says why.  :func:`facterlab.facter.pipeline.read_run_folder`
-reads a complete folder back (its record: :meth:`facterlab.facter.record.RunRecord.load`).
+Checking, finding and reading (:func:`run_folder_problem`, :func:`find`, :func:`run_folders`,
+:func:`resolve_prefix`, :func:`read_run_folder`): a folder counts as a saved run only if every file is
+there and loads (JSON parses, each parquet file reads); otherwise the reason is returned and
+:func:`find` treats the run as missing and says why.  :func:`read_run_folder` reads a complete folder
+back as a :class:`RunResult` (its record: :meth:`facterlab.facter.record.RunRecord.load`).  Every job on
+run folders (check, find, list, read, write) lives in this module; what the files say is
+:mod:`facterlab.facter.record`.
 
 Degenerate outputs (:func:`degenerate_summary`, :func:`mark_degenerate`): per method, the rows whose
 answer gave no usable title (empty or unparseable output) and whether every row got the same list.
@@ -23,9 +26,12 @@ missing values with the reason instead.  Recall and NDCG stay numbers (an empty 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -33,16 +39,27 @@ import pandas as pd
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import (
     METHODS,
-    RUN_FILES,
     Degenerate,
     MethodMetrics,
+    RecordError,
     RunMetrics,
     RunRecord,
-    run_folder_problem,
 )
 from facterlab.paths import locked, remove_dead_temps
 
-__all__ = ["METHODS", "RUN_FILES", "run_folder_problem", "write_run_folder", "degenerate_summary", "mark_degenerate"]
+__all__ = [
+    "METHODS",
+    "RUN_FILES",
+    "RunResult",
+    "run_folder_problem",
+    "find",
+    "run_folders",
+    "resolve_prefix",
+    "read_run_folder",
+    "write_run_folder",
+    "degenerate_summary",
+    "mark_degenerate",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +139,215 @@ def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, ro
 
 # ---------------------------------------------------------------------------------------------
 # reading
+
+
+#: the files of a complete run folder (``timings.json`` and ``run.json`` are informative and optional)
+RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m in METHODS), "metrics.json")
+
+
+def run_folder_problem(path: Path) -> str | None:
+    """None when ``path`` holds a complete run that loads; else why not (one sentence).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A run folder.
+
+    Returns
+    -------
+    str or None
+        None when every file is there and loads, else the reason.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return f"{path} does not exist" if not path.exists() else f"{path} is not a folder"
+    missing = [f for f in RUN_FILES if not (path / f).is_file()]
+    if missing:
+        return f"{path} lacks {', '.join(missing)} (an interrupted or partial run)"
+    for f in ("config.json", "metrics.json"):
+        try:
+            obj = json.loads((path / f).read_text())
+        except (OSError, ValueError) as exc:
+            return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
+        if not isinstance(obj, dict):
+            return f"{path / f} is not a JSON object"
+    for f in RUN_FILES:
+        if f.endswith(".parquet"):
+            try:
+                import pyarrow.parquet as pq
+
+                pq.read_metadata(path / f)
+                pd.read_parquet(path / f)
+            except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: any failure means incomplete
+                return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
+    """The folder ``<runs_dir>/<run_id>`` when it holds a complete run that loads, else None.
+
+    A folder that does not load completely (a file missing, truncated or unreadable) counts as missing:
+    a warning names the file and the reason (the run is then redone and its rename replaces the folder).
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+    run_id : str
+        The run's id.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The complete folder, or None (with a warning when an incomplete one is there).
+    """
+    p = Path(runs_dir) / run_id
+    if not p.exists():
+        return None
+    problem = run_folder_problem(p)
+    if problem is None:
+        try:
+            RunRecord.load(p)
+        except RecordError as exc:
+            problem = str(exc)
+    if problem is not None:
+        warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
+        return None
+    return p
+
+
+def run_folders(runs_dir: os.PathLike | str) -> list:
+    """The run folders under ``runs_dir`` (hidden temporary folders excluded), by name.
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The run folders, by name.
+    """
+    base = Path(runs_dir)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def resolve_prefix(runs_dir: os.PathLike | str, prefix: str) -> Path:
+    """The one run folder whose id starts with ``prefix``; ValueError when none or several.
+
+    Parameters
+    ----------
+    runs_dir : path-like
+        The folder of run folders.
+    prefix : str
+        The start of a run id.
+
+    Returns
+    -------
+    pathlib.Path
+        The one matching folder (ValueError otherwise).
+    """
+    hits = [p for p in run_folders(runs_dir) if p.name.startswith(prefix)]
+    if not hits:
+        raise ValueError(f"no run id starts with {prefix!r} under {runs_dir}")
+    if len(hits) > 1:
+        raise ValueError(f"run id prefix {prefix!r} is ambiguous under {runs_dir}: {', '.join(p.name for p in hits)}")
+    return hits[0]
+
+
+@dataclass
+class RunResult:
+    """What :func:`run_experiment` returns (docs/CONTRACTS.md): the typed ``record``
+    (:class:`facterlab.facter.record.RunRecord`; read this), the rows and calibration table, and
+    ``config``/``metrics``/``timings`` as the JSON dicts of the run folder (for JSON output only).
+
+    Parameters
+    ----------
+    run_id : str
+        ``<config_hash>-<8 hex>`` (:func:`run_id_for`).
+    config : dict
+        ``config.json`` as a dict.
+    metrics : dict
+        ``metrics.json`` as a dict.
+    rows : dict of str to pandas.DataFrame
+        Method name -> its monitor records (``rows_<method>.parquet``).
+    calibration : pandas.DataFrame
+        The calibration table (``calibration.parquet``), one row per calibration row.
+    out_dir : pathlib.Path
+        The run folder.
+    timings : dict, default {}
+        Seconds per phase (``timings.json``).
+    record : RunRecord or None, default None
+        The typed run record.
+    """
+
+    run_id: str
+    config: dict
+    metrics: dict
+    rows: dict
+    calibration: pd.DataFrame
+    out_dir: Path
+    timings: dict = field(default_factory=dict)
+    record: RunRecord | None = None
+
+    @classmethod
+    def of_record(cls, record: RunRecord, rows: dict, calibration: pd.DataFrame, out_dir: Path) -> RunResult:
+        """A RunResult whose JSON dicts are derived from ``record``.
+
+        Parameters
+        ----------
+        record : RunRecord
+            The typed run record.
+        rows : dict of str to pandas.DataFrame
+            Method name -> its records.
+        calibration : pandas.DataFrame
+            The calibration table.
+        out_dir : path-like
+            The run folder.
+
+        Returns
+        -------
+        RunResult
+        """
+        parts = record.parts()
+        return cls(
+            run_id=record.run_id,
+            config=parts["config.json"],
+            metrics=parts["metrics.json"],
+            rows=rows,
+            calibration=calibration,
+            out_dir=Path(out_dir),
+            timings=dict(record.timings),
+            record=record,
+        )
+
+
+def read_run_folder(path: os.PathLike | str) -> RunResult:
+    """A :class:`RunResult` read back from a run folder: its record (config,
+    metrics, timings, meta), rows and calibration table.  :class:`facterlab.facter.record.RecordError`
+    names the file and key of a malformed record.
+
+    Parameters
+    ----------
+    path : path-like
+        The run folder (``<results>/runs/<run_id>``).
+
+    Returns
+    -------
+    RunResult
+        With ``rows`` for every method of ``METHODS`` and ``out_dir = path``.
+    """
+    path = Path(path)
+    record = RunRecord.load(path)
+    return RunResult.of_record(
+        record,
+        rows={m: pd.read_parquet(path / f"rows_{m}.parquet") for m in METHODS},
+        calibration=pd.read_parquet(path / "calibration.parquet"),
+        out_dir=path,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, pr
 from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
-from facterlab.facter.pipeline import HASH_ENCODER, fake_recommender, read_run_folder, run_experiment, run_id_for
-from facterlab.facter.record import METHODS, as_metrics, as_value, find, missing_json
+from facterlab.facter.pipeline import HASH_ENCODER, fake_recommender, run_experiment, run_id_for
+from facterlab.facter.record import METHODS, as_metrics, as_value, missing_json
+from facterlab.facter.runfolder import find, read_run_folder
 from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
@@ -111,7 +112,7 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | N
     the model fingerprints (model files, dtype, decoding, parser version), with all its files; else None.
     A run made by other model files or an older parser is therefore not reused.
 
-    A folder that does not load completely counts as missing (:func:`facterlab.facter.record.find`:
+    A folder that does not load completely counts as missing (:func:`facterlab.facter.runfolder.find`:
     a warning names the file and the reason, and the run is redone)."""
     base = runs_dir(out_dir)
     if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
@@ -121,7 +122,7 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | N
 
 
 def load_saved_run(path: os.PathLike | str):
-    """A :class:`RunResult` read back from a run folder (:func:`facterlab.facter.pipeline.read_run_folder`)."""
+    """A :class:`RunResult` read back from a run folder (:func:`facterlab.facter.runfolder.read_run_folder`)."""
     return read_run_folder(path)
 
 

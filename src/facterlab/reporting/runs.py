@@ -26,8 +26,8 @@ from typing import Any
 from facterlab import paths as _paths
 from facterlab.config import SimulatorConfig, config_to_dict, results_dir
 from facterlab.datatypes import MissingValue
-from facterlab.facter.record import RecordError, RunRecord, resolve_prefix, run_folders
-from facterlab.facter.runfolder import run_folder_problem
+from facterlab.facter.record import RecordError, RunRecord
+from facterlab.facter.runfolder import resolve_prefix, run_folder_problem, run_folders
 
 LIST_COLUMNS = ("run_id", "started", "dataset", "model", "sim", "protocol", "n", "seed", "code", "notebooks", "status")
 #: what ``--model``, ``--dataset`` and ``--notebook`` match (a case-insensitive substring)

@@ -58,7 +58,8 @@ from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.executors import EXECUTORS, MAX_RETRIES, MAX_WORKERS, TaskOutcome, make_executor
 from facterlab.facter.pipeline import run_experiment, run_id_for
-from facterlab.facter.record import RunRecord, find
+from facterlab.facter.record import RunRecord
+from facterlab.facter.runfolder import find
 from facterlab.facter.validation import validate_config
 from facterlab.params import ParameterError, coerce, parse_set_items
 from facterlab.paths import ENV_CACHE, runs_dir
