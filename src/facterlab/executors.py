@@ -315,8 +315,10 @@ class DaskExecutor(Executor):
             log.info("Dask dashboard: %s", self.dashboard)
 
     def _scheduler_has_bokeh(self) -> bool:
+        # a lambda travels by value (cloudpickle): the scheduler needs no facterlab
+        probe = lambda: __import__("importlib.util").util.find_spec("bokeh") is not None  # noqa: E731
         try:
-            return bool(self.client.run_on_scheduler(_importable, "bokeh"))
+            return bool(self.client.run_on_scheduler(probe))
         except Exception:  # noqa: BLE001 - a scheduler that runs no functions of ours: say no dashboard
             return False
 
