@@ -257,19 +257,34 @@ def _proc(pid: int):
         return None
 
 
-WIDGET_CELL = """
+FLAKY_MODULE = """
 import os, time
+
+
+def nap(arg):
+    seconds, marker = arg
+    if marker and not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("the first attempt fails")
+    time.sleep(seconds)
+    return seconds
+"""
+
+WIDGET_CELL = """
+import os, sys, time
+sys.path.insert(0, os.getcwd())  # flaky.py, for the kernel and (through sys.path) the Dask workers
+import flaky
 from facterlab.executors import make_executor
 from facterlab.simpson.simulate import run_many
 
 ex = make_executor("dask", workers=1)
 print("widgets", ex.widgets, "dashboard", ex.dashboard)
-out = run_many(time.sleep, [0.2, 0.3, 0.4], executor=ex, desc="naps")
-bar = ex.bars[-1]
+out = run_many(flaky.nap, [(0.2, ""), (0.3, "marker"), (0.4, "")], executor=ex, desc="naps")
+first, last = ex.bars[0], ex.bars[-1]
 t0 = time.time()
-while bar.bar.bar_style != "success" and time.time() - t0 < 15:
-    time.sleep(0.1)  # the kernel's own loop is blocked here: only the client's loop can move the bar
-print("bar", bar.bar.value, bar.bar.bar_style, len(ex.bars), out)
+while (last.bar.bar_style, first.bar.bar_style) != ("success", "danger") and time.time() - t0 < 15:
+    time.sleep(0.1)  # the kernel's own loop is blocked here: only the client's loop can move the bars
+print("bars", len(ex.bars), "first", first.bar.bar_style, "last", last.bar.value, last.bar.bar_style, out)
 ex.close()
 """
 
@@ -277,16 +292,18 @@ ex.close()
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_in_a_notebook_the_dask_executor_shows_dasks_progress_widget_moving_during_the_cell(tmp_path):
     """In a real Jupyter kernel the Dask executor displays distributed's ProgressWidget for its tasks and
-    feeds it from the client's event loop: the bar reaches 'success' while the cell still runs."""
+    feeds it from the client's event loop: the bars move while the cell still runs.  A task that raises
+    stops the first bar (red); its retry gets a new bar over what is left, which ends green."""
     pytest.importorskip("distributed", reason=NO_DASK)
     pytest.importorskip("ipywidgets")
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
 
+    (tmp_path / "flaky.py").write_text(FLAKY_MODULE)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(WIDGET_CELL)]
     env_log = os.environ.get("FACTERLAB_LOG")
-    os.environ["FACTERLAB_LOG"] = "WARNING"  # the kernel inherits it: only the cell's own prints
+    os.environ["FACTERLAB_LOG"] = "ERROR"  # the kernel inherits it: only the cell's own prints
     try:
         NotebookClient(
             nb, kernel_name="python3", timeout=240, resources={"metadata": {"path": str(tmp_path)}}
@@ -299,9 +316,9 @@ def test_in_a_notebook_the_dask_executor_shows_dasks_progress_widget_moving_duri
     outputs = nb.cells[0].outputs
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "widgets True dashboard None" in text, text  # no bokeh here: no dashboard, and no link logged
-    assert "bar 1.0 success 1 [None, None, None]" in text, text
+    assert "bars 2 first danger last 1.0 success [0.2, 0.3, 0.4]" in text, text
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert len(views) == 1, outputs
+    assert len(views) == 2, outputs
 
 
 # ------------------------------------------------------------------------------------------ cache shards
@@ -388,7 +405,9 @@ def test_dask_executor_without_the_extra_is_one_line(monkeypatch):
         make_executor("dask")
 
 
-def test_a_run_that_keeps_failing_is_reported_and_the_others_finish(cache_root, tmp_path, monkeypatch):
+def test_a_run_that_keeps_failing_is_reported_and_the_others_finish(cache_root, tmp_path, monkeypatch, caplog):
+    import logging
+
     import facterlab.reporting.sweep as sweep
 
     real = sweep.run_task
@@ -401,7 +420,14 @@ def test_a_run_that_keeps_failing_is_reported_and_the_others_finish(cache_root, 
         return real(task)
 
     monkeypatch.setattr(sweep, "run_task", flaky)
-    res = run_sweep(configs, executor="serial", retries=1, out_dir=tmp_path)
+    with caplog.at_level(logging.INFO, logger="facterlab.reporting.sweep"):
+        res = run_sweep(configs, executor="serial", retries=1, out_dir=tmp_path)
+    # the command line's progress: a line per finished run, with the time left, and one per retry
+    lines = [r.getMessage() for r in caplog.records if r.name == "facterlab.reporting.sweep"]
+    good = next(p.run_id for p in res.planned if p.run_id != bad)
+    assert any(ln.startswith(f"sweep 1/2: run {good} done in ") and ln.endswith(" left") for ln in lines), lines
+    assert f"sweep 2/2: run {bad} FAILED after 2 attempts: RuntimeError: the GPU node went away" in lines, lines
+    assert f"sweep: run {bad} failed (RuntimeError: the GPU node went away); retrying" in lines, lines
     row = {r["run_id"]: r for r in res.rows}
     assert row[bad]["status"] == "FAILED" and row[bad]["attempts"] == 2
     assert row[bad]["error"] == "RuntimeError: the GPU node went away" and row[bad]["facter:cfr_multi"] is None
