@@ -223,7 +223,7 @@ def bench_real_run(n_rows: int = 100, passes: int = 3, cfr_rows: int = 20) -> di
         out_dir=tempfile.mkdtemp(prefix="bench_facter_"),
         progress=False,
     )
-    return {"seconds": time.perf_counter() - t0, "metrics": res.metrics, "timings": res.timings}
+    return {"seconds": time.perf_counter() - t0, "metrics": res.metrics, "record": res.record, "timings": res.timings}
 
 
 def main(argv=None) -> int:
@@ -276,7 +276,7 @@ def main(argv=None) -> int:
     )
     from facterlab.facter.commands import headline_table
 
-    print(headline_table(m))
+    print(headline_table(r["record"]))
     print("timings:", {k: round(v, 1) for k, v in r["timings"].items()})
     return 0
 

@@ -165,7 +165,7 @@ def main() -> None:
                 out_dir=out_dir,
                 progress=False,
             )
-            rows.append((label, _values(res.metrics), res.metrics))
+            rows.append((label, _values(res.record), res.metrics))
         secs = time.perf_counter() - t0
         m0 = rows[0][2]
         print(

@@ -18,6 +18,7 @@ mpl = pytest.importorskip("matplotlib")
 mpl.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from facterlab.facter.record import RunMetrics  # noqa: E402
 from facterlab.reporting import facter_figures as ff  # noqa: E402
 from facterlab.reporting import ground_truth as gt  # noqa: E402
 from facterlab.reporting import labels as lb  # noqa: E402
@@ -78,7 +79,7 @@ def check_figure(fig, n_text: str | None = None):
 # --- FACTER figures -------------------------------------------------------------------------------
 
 
-def run_metrics(seed: int = 0, n_test: int = 12, violations=True) -> dict:
+def run_metrics(seed: int = 0, n_test: int = 12, violations=True) -> RunMetrics:
     rng = np.random.default_rng(seed)
     methods = {}
     for m in ("neutral", "fair", "facter"):
@@ -98,7 +99,7 @@ def run_metrics(seed: int = 0, n_test: int = 12, violations=True) -> dict:
                 k: [int(rng.integers(0, n_test)) for _ in range(n_pass)] for k in ("adaptive", "fixed_q0", "q_star")
             }
         methods[m] = block
-    return {
+    obj = {
         "dataset": "synthetic",
         "is_synthetic": True,
         "model": "fake",
@@ -107,6 +108,7 @@ def run_metrics(seed: int = 0, n_test: int = 12, violations=True) -> dict:
         "methods": methods,
         "calibration": {"share_no_neighbour": 0.9, "test_share_no_neighbour": 0.95},
     }
+    return RunMetrics.from_json(obj, strict=False)  # a partial metrics.json: absent keys read as missing
 
 
 def test_label_mapping_is_the_one_of_the_tables():

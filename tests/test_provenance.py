@@ -18,6 +18,7 @@ mpl = pytest.importorskip("matplotlib")
 mpl.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from facterlab.facter.record import RunMetrics  # noqa: E402
 from facterlab.reporting import facter_figures as ff  # noqa: E402
 from facterlab.reporting import figures  # noqa: E402
 from facterlab.reporting import tables as tb  # noqa: E402
@@ -43,8 +44,8 @@ def _close():
     plt.close("all")
 
 
-def _metrics(run_id: str, seed: int = 0) -> dict:
-    return {
+def _metrics(run_id: str, seed: int = 0) -> RunMetrics:
+    obj = {
         "run_id": run_id,
         "dataset": "synthetic",
         "is_synthetic": True,
@@ -56,6 +57,7 @@ def _metrics(run_id: str, seed: int = 0) -> dict:
             "facter": {"violations": {"adaptive": [1 + seed, 1], "fixed_q0": [2, 2]}, "threshold_path": [1, 1.1, 1.2]}
         },
     }
+    return RunMetrics.from_json(obj, strict=False)  # a partial metrics.json: absent keys read as missing
 
 
 def test_saved_figure_names_its_runs_in_caption_png_and_pdf(tmp_path):

@@ -54,6 +54,12 @@ def _run(
     }
 
 
+def _m(*runs: dict) -> list:
+    """The typed records of metrics.json objects: what the readers take (read leniently: a key a test
+    leaves out is absent)."""
+    return [RunMetrics.from_json(r, strict=False) for r in runs]
+
+
 COLS = [
     tb.Column("ndcg@10_multi", "NDCG@10"),
     tb.Column("valid@10", "Valid@10"),
@@ -64,7 +70,7 @@ COLS = [
 def test_mean_sd_and_missing_golden_markdown():
     runs = [_run(0.1), _run(0.3)]
     t = tb.method_table(
-        runs, name="t1", title="Tiny", columns=COLS, methods=("neutral", "facter"), profile="smoke", published=()
+        _m(*runs), name="t1", title="Tiny", columns=COLS, methods=("neutral", "facter"), profile="smoke", published=()
     )
     # hand-computed: mean(0.1, 0.3) = 0.2, sd = sqrt(2 * 0.1^2 / 1) = 0.1414; FACTER +0.05
     assert t.rows == [
@@ -97,7 +103,7 @@ def test_mean_sd_and_missing_golden_markdown():
 
 def test_csv_round_trip_and_comment_lines():
     t = tb.method_table(
-        [_run(0.1, valid=0.5)], name="t2", title="CSV", columns=COLS, methods=("neutral",), published=()
+        _m(_run(0.1, valid=0.5)), name="t2", title="CSV", columns=COLS, methods=("neutral",), published=()
     )
     text = t.to_csv()
     assert text.splitlines()[0].startswith("# Runs: ")  # the header names the runs and code version
@@ -130,7 +136,7 @@ def test_latex_escapes_and_pm():
 def test_partial_missing_seed_gets_footnote():
     a, b = _run(0.1, valid=0.4), _run(0.3)  # valid missing in the second seed
     t = tb.method_table(
-        [a, b], name="t", title="T", columns=[tb.Column("valid@10", "Valid@10")], methods=("neutral",), published=()
+        _m(a, b), name="t", title="T", columns=[tb.Column("valid@10", "Valid@10")], methods=("neutral",), published=()
     )
     assert t.rows[0][-1] == "0.400 [1]"
     assert t.footnotes == ["[1] 1 of 2 seeds missing: nothing mapped"]
@@ -138,7 +144,7 @@ def test_partial_missing_seed_gets_footnote():
 
 def test_varying_variant_becomes_a_row_label():
     runs = [_run(0.1, rule="one_sided"), _run(0.2, rule="aci")]
-    t = tb.method_table(runs, name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
+    t = tb.method_table(_m(*runs), name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
     assert "Threshold rule" in t.header
     assert len(t.rows) == 2  # never averaged across variants
     assert {r[t.header.index("Threshold rule")] for r in t.rows} == {"one_sided", "aci"}
@@ -147,7 +153,7 @@ def test_varying_variant_becomes_a_row_label():
 
 def test_published_rows_beside_ours():
     t = tb.method_table(
-        [_run(0.1, valid=0.5, dataset="ml-1m", model="llama3-8b")],
+        _m(_run(0.1, valid=0.5, dataset="ml-1m", model="llama3-8b")),
         name="t",
         title="T",
         columns=[tb.Column("ndcg@10_multi", "NDCG@10"), tb.Column("violations_adaptive", "V(t)", 1)],
@@ -166,7 +172,7 @@ def test_random_floor_row():
     m["protocol"] = "rank"
     m["random_floor"] = {"ndcg@10_multi": 0.24, "recall@10_multi": 0.25}
     t = tb.method_table(
-        [m], name="t", title="T", columns=COLS[:2], methods=("neutral",), published=(), random_floor=True
+        _m(m), name="t", title="T", columns=COLS[:2], methods=("neutral",), published=(), random_floor=True
     )
     floor = t.rows[-1]
     assert floor[3] == "Random ranking (floor)" and floor[5] == "0.240"
@@ -176,7 +182,7 @@ def test_random_floor_row():
 def test_synthetic_is_flagged():
     m = _run(0.1)
     m["is_synthetic"] = True
-    t = tb.method_table([m], name="t", title="T", columns=COLS[:1], published=())
+    t = tb.method_table(_m(m), name="t", title="T", columns=COLS[:1], published=())
     assert t.notes[0].startswith("SYNTHETIC DATA")
 
 
@@ -200,14 +206,14 @@ def test_aggregate_matches_pandas():
 
 def test_per_pass_table_and_save(tmp_path):
     runs = [_run(0.1, adaptive=(3, 1), q_star=[1, 0]), _run(0.2, adaptive=(5, 1), q_star=[1, 0])]
-    t = tb.per_pass_table(runs, name="fig1", title="By pass")
+    t = tb.per_pass_table(_m(*runs), name="fig1", title="By pass")
     assert t.rows[1][:2] == ["1", "4.0 ± 1.4"]  # mean(3, 5) = 4, sd = sqrt(2)
     assert t.rows[0][0].startswith("Q0") and t.rows[0][5] == "1.000 ± 0.000"
     assert t.rows[1][-3:] == ["15.3", "57.0", "1.272"]
     paths = t.save(tmp_path)
     assert sorted(p.name for p in paths.values()) == ["fig1.csv", "fig1.md", "fig1.tex"]
     with pytest.raises(ValueError, match="no per-pass violations"):
-        tb.per_pass_table([{"methods": {}}], name="x", title="x")
+        tb.per_pass_table(_m({"methods": {}}), name="x", title="x")
 
 
 def test_empty_input_is_a_clear_error():
@@ -261,7 +267,7 @@ def test_protocol_line_and_no_neighbour_share():
     new["variants"].update(protocol_variants(preset("repro")))
     new["calibration"].update({"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95})
     cols = [tb.Column("violations_adaptive", "V(t)", 1), tb.Column("no_neighbour_test", "No CF nb.")]
-    t = tb.method_table([new], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    t = tb.method_table(_m(new), name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert t.rows[0][-2:] == ["1.0", "0.950"]
     proto = [n for n in t.notes if n.startswith("Protocol (")]
     assert proto == [
@@ -278,14 +284,14 @@ def test_protocol_line_and_no_neighbour_share():
         ].key
     )
     # the old run: the switches are "not recorded", the share is n/a with its reason
-    t = tb.method_table([old], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    t = tb.method_table(_m(old), name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert "tie_order=not recorded" in t.to_markdown()
     assert "snsr_empty_rows=drop" in t.to_markdown()  # added later: every earlier run dropped empty rows
     assert t.rows[0][-1].startswith("n/a") and "not recorded in metrics.json" in t.footnotes[0]
     # runs that differ in a switch get it as a row label, never mixed
     ours = _run(0.3)
     ours["variants"].update(protocol_variants(preset("facterlab")))
-    t = tb.method_table([new, ours], name="t", title="T", columns=cols, methods=("neutral",), published=())
+    t = tb.method_table(_m(new, ours), name="t", title="T", columns=cols, methods=("neutral",), published=())
     assert "Tie order" in t.header and {r[t.header.index("Tie order")] for r in t.rows} == {"file_order", "item_id"}
 
 
@@ -298,10 +304,10 @@ def test_figure1_shows_the_no_neighbour_share():
 
     run = _run(0.1)
     run["calibration"].update({"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95})
-    fig = violations_by_pass([run], "Fig. 1", profile="smoke", method="facter")
+    fig = violations_by_pass(_m(run), "Fig. 1", profile="smoke", method="facter")
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert "no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)" in texts
-    fig = violations_by_pass([_run(0.1)], "Fig. 1", profile="smoke", method="facter")
+    fig = violations_by_pass(_m(_run(0.1)), "Fig. 1", profile="smoke", method="facter")
     assert any("test n/a, calibration n/a" in t.get_text() for ax in fig.axes for t in ax.texts)
 
 
@@ -311,10 +317,10 @@ def test_ranker_of_a_recommender_with_its_own_scores_and_per_model_split_sizes()
     sim = _run(0.3, model="simulated")
     sim["variants"]["ranker"] = "generate"  # the config's default, unused by the simulator
     sim["n_calib"], sim["n_test"] = 1750, 750
-    t = tb.method_table([llm, sim], name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
+    t = tb.method_table(_m(llm, sim), name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
     by_model = {r[t.header.index("Model")]: r[t.header.index("Ranker")] for r in t.rows}
     assert by_model == {"smollm2-135m": "likelihood", "simulated": "own scores"}
     setting = next(n for n in t.notes if n.startswith("Setting:"))
     assert "smollm2-135m 28/12" in setting and "simulated 1750/750" in setting
-    one = tb.method_table([llm], name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
+    one = tb.method_table(_m(llm), name="t", title="T", columns=COLS[:1], methods=("neutral",), published=())
     assert "calibration/test rows 28/12;" in next(n for n in one.notes if n.startswith("Setting:"))

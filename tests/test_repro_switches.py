@@ -87,7 +87,14 @@ def _run(kinds: dict) -> dict:
 
 def test_repro_corrected_counts_under_repro_names():
     run = _run({"fixed_q0": [4], "corrected": [4], "repro_count": [3], "adaptive": [2]})
-    t = tb.method_table([run], name="t", title="T", columns=tb.THRESHOLD_COLUMNS[:5], methods=("facter",), published=())
+    t = tb.method_table(
+        [RunMetrics.from_json(run, strict=False)],
+        name="t",
+        title="T",
+        columns=tb.THRESHOLD_COLUMNS[:5],
+        methods=("facter",),
+        published=(),
+    )
     header = t.header
     assert "REPRO fixed (corrected): Q0 + C/sqrt(n)" in header and "REPRO corrected-dynamic: Q_t + C/sqrt(n)" in header
     row = t.rows[0]
@@ -98,10 +105,10 @@ def test_repro_corrected_counts_under_repro_names():
     assert label("violations_repro_count") == "REPRO fixed (corrected)"
     assert label("violations_corrected") == "V(0) + our correction"
     # per pass: REPRO's name for repro_count, and the dynamic count shown when a run records it
-    t = tb.per_pass_table([run], name="p", title="P", published=False)
+    t = tb.per_pass_table([RunMetrics.from_json(run, strict=False)], name="p", title="P", published=False)
     assert "REPRO fixed (corrected)" in t.header and "REPRO corrected-dynamic" not in t.header
     assert any("with correction none it equals V(0)" in n for n in t.notes)
     run = _run({"fixed_q0": [4], "repro_count": [3], "adaptive": [2], "repro_dynamic": [1]})
-    t = tb.per_pass_table([run], name="p", title="P", published=False)
+    t = tb.per_pass_table([RunMetrics.from_json(run, strict=False)], name="p", title="P", published=False)
     i = t.header.index("REPRO corrected-dynamic")
     assert t.rows[1][i] == "1.0"

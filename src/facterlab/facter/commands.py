@@ -178,11 +178,11 @@ def config_from_args(args):
 
 def headline_table(metrics) -> str:
     """A small text table: one line per method with the headline metrics and violations (``metrics``: the
-    run's record, result or metrics.json dict; :func:`facterlab.facter.record.as_metrics`).
+    run's record, result or metrics record; :func:`facterlab.facter.record.as_metrics`).
 
     Parameters
     ----------
-    metrics : RunRecord, RunResult or dict
+    metrics : RunRecord, RunResult or RunMetrics
         Anything :func:`facterlab.facter.record.as_metrics` accepts.
 
     Returns

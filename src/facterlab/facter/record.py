@@ -438,6 +438,16 @@ class RunMetrics:
     def from_json(cls, obj: Any, strict: bool = True, where: str = "metrics.json") -> RunMetrics:
         return _decode_dataclass(cls, obj, where, strict)
 
+    @classmethod
+    def partial(cls, obj: dict) -> RunMetrics:
+        """The record of a partial ``metrics.json`` object (hand-made, or from an older version): keys it
+        lacks are absent and read as missing values with their reason; types are not enforced.
+
+        >>> RunMetrics.partial({"n_test": 12}).run_level()["no_neighbour_test"].reason
+        'share of rows without a counterfactual neighbour not recorded in metrics.json'
+        """
+        return cls.from_json(obj, strict=False)
+
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(RunMetrics)} - {"extra", "absent"}
 
@@ -635,13 +645,14 @@ class RunRecord:
 
 
 def as_metrics(x: Any) -> RunMetrics:
-    """The :class:`RunMetrics` of a record, a run result (``.record``) or a metrics.json dict (read
-    leniently: keys it lacks are absent and read as missing values, e.g. hand-made test dicts).
+    """The :class:`RunMetrics` of a run: every reader of records (tables, figures, the CLI) takes a run
+    through this one door.  A ``dict`` is refused with a pointer: read a run folder with
+    :meth:`RunRecord.load`, a partial metrics.json object with :meth:`RunMetrics.partial`.
 
     Parameters
     ----------
-    x : RunRecord, RunMetrics, RunResult or dict
-        Anything that holds a run's metrics.
+    x : RunRecord, RunResult or RunMetrics
+        A run's record, a run result (its ``.record``) or the metrics record itself.
 
     Returns
     -------
@@ -656,8 +667,11 @@ def as_metrics(x: Any) -> RunMetrics:
     if isinstance(rec, RunRecord):
         return rec.metrics
     if isinstance(x, dict):
-        return RunMetrics.from_json(x, strict=False)
-    raise TypeError(f"expected a RunRecord, RunMetrics, RunResult or metrics.json dict, got {type(x).__name__}")
+        raise TypeError(
+            "expected a run (RunRecord, RunResult or RunMetrics), got a dict: read a run folder with "
+            "RunRecord.load(folder), or a metrics.json object with RunMetrics.from_json(obj)"
+        )
+    raise TypeError(f"expected a run (RunRecord, RunResult or RunMetrics), got {type(x).__name__}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -188,10 +188,11 @@ def provenance(results: Sequence[Any], profile: str, notebook: str) -> dict:
 
 def flat_json(metrics: Any, methods: Sequence[str] = METHODS, keys: Sequence[str] | None = None) -> dict:
     """``method -> {flat key: number | {"value": None, "missing_reason": ...}}`` of one run's metrics
-    (a record, run result or metrics dict; keys of :meth:`facterlab.facter.record.MethodMetrics.flat`;
+    (a record, run result or :class:`~facterlab.facter.record.RunMetrics`; keys of :meth:`facterlab.facter.record.MethodMetrics.flat`;
     ``keys`` selects).
 
-    >>> flat_json({"methods": {"facter": {"valid@10": 0.5, "cfr_multi": None}}}, ["facter"], ["valid@10", "cfr_multi"])
+    >>> from facterlab.facter.record import RunMetrics
+    >>> flat_json(RunMetrics.partial({"methods": {"facter": {"valid@10": 0.5, "cfr_multi": None}}}), ["facter"], ["valid@10", "cfr_multi"])
     {'facter': {'valid@10': 0.5, 'cfr_multi': {'value': None, 'missing_reason': 'cfr_multi not recorded in metrics.json'}}}
     """
     m = as_metrics(metrics)
@@ -228,7 +229,7 @@ def calibration_columns(cal) -> dict:
 def calibration_summary(cal, metrics: Any) -> dict:
     """Calibration read-outs (docs/FACTER.md §2): alpha, Q0, k, n, score quantiles, mean d and Delta,
     neighbour counts, share of rows without counterfactual neighbour, corr(d, Delta).  ``metrics``: the
-    run's record (or result, or metrics dict); a value that cannot be computed is a MissingValue."""
+    run's record (or result, or :class:`RunMetrics`); a value that cannot be computed is a MissingValue."""
     import numpy as np
 
     c = as_metrics(metrics).calibration

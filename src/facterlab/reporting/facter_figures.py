@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from facterlab.facter.record import METHODS, RunMetrics, as_metrics
+from facterlab.facter.record import METHODS, RunMetrics, RunRecord, as_metrics
 from facterlab.reporting.figures import attach_runs
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
@@ -30,9 +30,9 @@ REPRO_N_TEST = 750  # ML-1M test rows of REPRO (docs/FACTER.md §1.2): scales it
 
 
 def _records(runs: Any) -> list[RunMetrics]:
-    """The runs as typed run records: records, run results or metrics.json dicts (read leniently by
-    :func:`facterlab.facter.record.as_metrics`); empty entries dropped."""
-    if isinstance(runs, (dict, RunMetrics)):
+    """The runs as typed run records (:func:`facterlab.facter.record.as_metrics`: records, run results
+    or their metrics); empty entries dropped."""
+    if isinstance(runs, (RunRecord, RunMetrics)) or hasattr(runs, "record"):
         runs = [runs]
     return [as_metrics(m) for m in runs if m]
 
@@ -51,7 +51,7 @@ def _title(title: str, run: Any, profile: str) -> str:
 def run_size_text(runs: Sequence[Any]) -> str:
     """How much data stands behind a FACTER figure: test and calibration rows, CFR rows, runs.
 
-    >>> run_size_text([{"n_test": 12, "n_calib": 28, "methods": {"facter": {"cfr_detail": {"n_rows": 3}}}}])
+    >>> run_size_text([RunMetrics.partial({"n_test": 12, "n_calib": 28, "methods": {"facter": {"cfr_detail": {"n_rows": 3}}}})])
     'n = 12 test rows (28 calibration rows; CFR over 3 rows), 1 run'
     """
     runs = _records(runs)
@@ -249,7 +249,7 @@ def no_neighbour_text(runs: Sequence[Any]) -> str:
     """``"no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)"``,
     mean over the runs; "n/a" for runs that did not record it.
 
-    >>> no_neighbour_text([{"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}}])
+    >>> no_neighbour_text([RunMetrics.partial({"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}})])
     'no counterfactual neighbour: test 95.0%, calibration 96.9% of rows (Delta = 0: S = d)'
     """
 
@@ -410,9 +410,10 @@ def signal_problems(runs: Sequence[Any]) -> list:
     moves the rate by 1/n_test), Q0 taken as the largest calibration score (the rank k reaches n: too few
     calibration rows for alpha), every calibration answer degenerate, Q0 missing.
 
-    >>> signal_problems([{"n_test": 12, "n_calib": 28, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 27, "n": 28}}])
+    >>> P = RunMetrics.partial
+    >>> signal_problems([P({"n_test": 12, "n_calib": 28, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 27, "n": 28}})])
     ['12 test rows: 1.2 violations expected at alpha = 0.1, one violation moves the rate by 0.083']
-    >>> signal_problems([{"n_test": 750, "n_calib": 1750, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 1576, "n": 1750}}])
+    >>> signal_problems([P({"n_test": 750, "n_calib": 1750, "calibration": {"alpha": 0.1, "q0": 0.8, "k_index": 1576, "n": 1750}})])
     []
     """
     out = []

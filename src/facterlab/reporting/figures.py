@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from facterlab import paths as _paths
-from facterlab.facter.record import RunRecord, as_metrics, code_version
+from facterlab.facter.record import RunMetrics, RunRecord, as_metrics, code_version
 from facterlab.style import PALETTE, apply_style, set_provenance, title_with_provenance
 
 __all__ = [
@@ -84,7 +84,7 @@ def _run_entries(runs: Any) -> list:
     """``[(run_id, code version or None, seed or None), ...]`` of run records, results or metrics."""
     if runs is None:
         return []
-    if isinstance(runs, (dict, RunRecord)) or hasattr(runs, "record"):
+    if isinstance(runs, (RunRecord, RunMetrics)) or hasattr(runs, "record"):
         runs = [runs]
     out: list[tuple[str, Any, Any]] = []
     for r in runs:

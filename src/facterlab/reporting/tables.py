@@ -1,7 +1,8 @@
 """Tables from FACTER run records (docs/FACTER.md §4, §6): Markdown, CSV and LaTeX.
 
 A table is built from one or more run records (:mod:`facterlab.facter.record`; the flat view
-:meth:`RunMetrics.flat` gives each cell's value; metrics.json dicts are accepted and read leniently).
+:meth:`RunMetrics.flat` gives each cell's value; a partial metrics.json object is read with
+:meth:`RunMetrics.partial`).
 Runs that agree on everything but the seed form one group; each cell of a group is
 ``mean ± sd`` over its seeds (sample sd, ``ddof = 1``; a single seed prints the value alone).
 A value that cannot be computed prints ``n/a [k]`` with footnote ``[k]`` giving the reason,
@@ -15,7 +16,7 @@ runs disagree becomes a row-label column, so that rows never mix variants silent
 ...      "preset": "repro", "variants": {"threshold_rule": "one_sided"},
 ...      "methods": {"neutral": {"ndcg@10_multi": 0.25},
 ...                  "facter": {"ndcg@10_multi": {"value": None, "missing_reason": "no rows"}}}}
->>> t = method_table([m], name="t", title="T", columns=[Column("ndcg@10_multi", "NDCG@10")],
+>>> t = method_table([RunMetrics.partial(m)], name="t", title="T", columns=[Column("ndcg@10_multi", "NDCG@10")],
 ...                  methods=("neutral", "facter"), published=())
 >>> [r[-1] for r in t.rows]
 ['0.250', 'n/a [1]']
@@ -138,9 +139,9 @@ def run_level_values(metrics: Any) -> dict:
     """Run-level cells shown beside each method's (:meth:`RunMetrics.run_level`): the shares of test and
     calibration rows with no counterfactual neighbour (Delta = 0 there, so S is the prediction error d alone).
 
-    >>> run_level_values({"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}})
+    >>> run_level_values(RunMetrics.partial({"calibration": {"share_no_neighbour": 0.969, "test_share_no_neighbour": 0.95}}))
     {'no_neighbour_test': 0.95, 'no_neighbour_calib': 0.969}
-    >>> run_level_values({})["no_neighbour_test"].reason
+    >>> run_level_values(RunMetrics.partial({}))["no_neighbour_test"].reason
     'share of rows without a counterfactual neighbour not recorded in metrics.json'
     """
     return as_metrics(metrics).run_level()
@@ -149,7 +150,7 @@ def run_level_values(metrics: Any) -> dict:
 def run_field(metrics: Any, key: str) -> Any:
     """A run-level field or variant of a run (:meth:`RunMetrics.field_value`).
 
-    >>> run_field({"model": "smollm2-135m@ab12", "model_name": "smollm2-135m"}, "model")
+    >>> run_field(RunMetrics.partial({"model": "smollm2-135m@ab12", "model_name": "smollm2-135m"}), "model")
     'smollm2-135m'
     """
     return as_metrics(metrics).field_value(key)
@@ -420,8 +421,8 @@ def run_settings(run: Any) -> dict:
     dict), every setting of that config except :data:`SEED_SETTINGS`.  Two runs are seeds of one
     another exactly when these dicts are equal.
 
-    >>> a = run_settings({"model": "simulated", "n_calib": 28, "n_test": 12})
-    >>> b = run_settings({"model": "simulated", "n_calib": 1750, "n_test": 750})
+    >>> a = run_settings(RunMetrics.partial({"model": "simulated", "n_calib": 28, "n_test": 12}))
+    >>> b = run_settings(RunMetrics.partial({"model": "simulated", "n_calib": 1750, "n_test": 750}))
     >>> a == b, sorted(k for k in a if a[k] != b[k])
     (False, ['n_calib', 'n_test'])
     """
@@ -485,7 +486,8 @@ def recommender_label(run: Any) -> str:
     ``"simulated recommender (beta = 1, rho = 1)"`` (its bias settings from the run's config when at hand),
     ``"fake recommender (deterministic test model)"``.
 
-    >>> recommender_label({"model": "smollm2-135m"}), recommender_label({"model": "fake"})
+    >>> P = RunMetrics.partial
+    >>> recommender_label(P({"model": "smollm2-135m"})), recommender_label(P({"model": "fake"}))
     ('LLM smollm2-135m', 'fake recommender (deterministic test model)')
     """
     m = as_metrics(run)
@@ -506,7 +508,8 @@ def group_labels(groups: Sequence[Sequence[Any]]) -> list:
     the recommender (:func:`recommender_label`), the settings on which the groups differ
     (sizes first), and the number of seeds.  A single group is labelled by its recommender and sizes.
 
-    >>> g = [[{"model": "simulated", "n_calib": 28, "n_test": 12}], [{"model": "simulated", "n_calib": 1750, "n_test": 750}]]
+    >>> P = RunMetrics.partial
+    >>> g = [[P({"model": "simulated", "n_calib": 28, "n_test": 12})], [P({"model": "simulated", "n_calib": 1750, "n_test": 750})]]
     >>> group_labels(g)
     ['simulated recommender (settings not recorded); 28/12 calibration/test rows; 1 seed', 'simulated recommender (settings not recorded); 1750/750 calibration/test rows; 1 seed']
     """
@@ -578,7 +581,7 @@ def method_table(
     """One row per (group of seeds, method), plus published rows, plus the random-ranking floor.
 
     ``runs``: run records, run results or their metrics (:func:`facterlab.facter.record.as_metrics`; a
-    metrics.json dict is read leniently). Runs that differ only by seed are one group (mean ± sd).
+    :class:`RunMetrics`). Runs that differ only by seed are one group (mean ± sd).
     ``row_by``: run fields or variants shown as row-label columns; any variant on which the runs
     disagree is added to them (never mixed silently). ``published``: ``(source, dataset, model)``
     triples whose numbers (:mod:`facterlab.reporting.published`) follow as rows labelled with
