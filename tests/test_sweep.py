@@ -180,6 +180,48 @@ def test_process_pool_reruns_the_task_of_a_dead_worker_and_bounds_retries(tmp_pa
         make_executor("process", workers=0)
 
 
+class _BreaksWhileSubmitting:
+    """A real pool that refuses every submission from the ``at``-th on with BrokenProcessPool, as a pool
+    that a dying worker broke while the executor was still submitting to it."""
+
+    def __init__(self, pool, at: int):
+        self.pool, self.at, self.calls = pool, at, 0
+
+    def submit(self, fn, arg):
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.calls += 1
+        if self.calls >= self.at:
+            raise BrokenProcessPool("a worker died")
+        return self.pool.submit(fn, arg)
+
+    def shutdown(self, **kw):
+        self.pool.shutdown(**kw)
+
+
+def test_a_pool_that_breaks_while_tasks_are_submitted_hands_the_refused_ones_to_the_next_pool():
+    made: list = []
+
+    class Breaking(ProcessExecutor):
+        def _pool(self):
+            pool = super()._pool()
+            made.append(pool)
+            return _BreaksWhileSubmitting(pool, at=2) if len(made) == 1 else pool
+
+    events: dict = {}
+    out = Breaking(1, start_method=None).run(
+        abs, {"a": -1, "b": -2, "c": -3}, retries=0, on_event=lambda k, key, i: events.setdefault(key, []).append(k)
+    )
+    assert len(made) == 2 and {k: (o.ok, o.value, o.attempts) for k, o in out.items()} == {
+        "a": (True, 1, 1),
+        "b": (True, 2, 1),  # refused by the broken pool: no attempt counted, run by the next pool
+        "c": (True, 3, 1),
+    }
+    assert events == {k: ["start", "done"] for k in "abc"}
+    with pytest.raises(ValueError, match="unknown start method 'forkk'"):
+        ProcessExecutor(1, start_method="forkk")
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_for_byte(serial, tmp_path):
     pytest.importorskip("distributed", reason=NO_DASK)

@@ -226,9 +226,11 @@ class ProcessExecutor(Executor):
         todo = list(tasks)
         while todo:  # one pool per round: a dead worker breaks the pool, and its pending tasks come back here
             pool = self._pool()
+            pending: dict = {}
+            this_round, todo = todo, []
             try:
-                pending = {pool.submit(fn, book.start(key)): key for key in todo}
-                todo = []
+                for key in this_round:
+                    self._submit(pool, fn, key, book, pending, todo)
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in done:
@@ -240,10 +242,24 @@ class ProcessExecutor(Executor):
                             if book.failed(key, WORKER_DIED, _trace(exc)):
                                 todo.append(key)
                         elif book.failed(key, _error_line(exc), _trace(exc)):
-                            pending[pool.submit(fn, book.start(key))] = key
+                            self._submit(pool, fn, key, book, pending, todo)
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         return book.outcomes()
+
+    @staticmethod
+    def _submit(pool, fn, key: str, book: _Attempts, pending: dict, todo: list) -> None:
+        """Submit ``key`` to ``pool``; a pool that broke meanwhile (a worker died) refuses it: then the
+        next pool takes it, and this refused submission is no attempt."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            fut = pool.submit(fn, book.tasks[key])
+        except BrokenProcessPool:
+            todo.append(key)
+            return
+        book.start(key)
+        pending[fut] = key
 
 
 def _importable(name: str) -> bool:
