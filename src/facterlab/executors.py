@@ -11,9 +11,10 @@ Executors (:func:`make_executor`):
 
 - ``serial``: in this process, one task after another (the reference for byte-identical outputs);
 - ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
-  (``spawn``ed: no inherited torch threads or locks).  A worker that dies breaks the whole pool; the
-  pool is rebuilt and every task still pending is submitted again (each counts an attempt, since the
-  pool cannot say which task killed it);
+  (``spawn``ed by default: no inherited torch threads or locks; ``start_method=None``: the platform's
+  way, which the Simpson grid keeps).  A worker that dies breaks the whole pool; the pool is rebuilt
+  and every task still pending is submitted again (each counts an attempt, since the pool cannot say
+  which task killed it; a submission the broken pool refused does not count);
 - ``dask``: Dask distributed (the ``dask`` extra): a ``LocalCluster`` of ``workers`` processes with one
   thread each, or the scheduler at ``scheduler`` (``tcp://host:8786``, a Slurm cluster from
   dask-jobqueue, ...), or an existing ``Client``.  When a worker dies, Dask's scheduler itself gives its
