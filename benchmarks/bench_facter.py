@@ -92,10 +92,11 @@ def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: s
     from dataclasses import replace
 
     from facterlab.config import preset
-    from facterlab.data import load_dataset, prompts
+    from facterlab.data import load_dataset
     from facterlab.data.protocol import build_interactions
+    from facterlab.facter import prompts
     from facterlab.facter.monitor import OnlineScorer
-    from facterlab.facter.pipeline import _context_embeddings, _groups, calibrate, make_postprocess
+    from facterlab.facter.pipeline import _groups, calibrate, context_embeddings, make_postprocess
     from facterlab.facter.scores import ItemRepresenter
     from facterlab.metrics import CatalogueMapper
     from facterlab.models import load_encoder, make_recommender
@@ -127,7 +128,7 @@ def _llm_setup(n_test: int, max_new_tokens: int, n_calib: int = 100, protocol: s
     test = inter.test.reset_index(drop=True).iloc[:n_test]
     scorer = OnlineScorer(
         state,
-        _context_embeddings(test, items, enc, prompts),
+        context_embeddings(test, items, enc, prompts),
         _groups(test),
         rep.items(test["target"].tolist()),
         cfg.facter.lam,

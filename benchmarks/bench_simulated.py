@@ -221,8 +221,8 @@ def accuracy_report(dataset: str) -> None:
     import pandas as pd
 
     from facterlab.config import preset
-    from facterlab.data import prompts
     from facterlab.data.protocol import load_or_build_interactions
+    from facterlab.facter import prompts
     from facterlab.facter.monitor import prompt_items
     from facterlab.metrics import random_ranking_floor, ranking_metrics
     from facterlab.models.simulated import SimulatedRecommender, training_pairs

@@ -39,9 +39,10 @@ from IPython.display import Markdown, display
 
 from facterlab import notebook
 from facterlab.config import DataConfig
-from facterlab.data import load_dataset, prompts, resolve_dataset
+from facterlab.data import load_dataset, resolve_dataset
 from facterlab.data.protocol import default_n_rows, group_sizes, load_or_build_interactions, summarize
 from facterlab.datatypes import Rule
+from facterlab.facter import prompts
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.labels import add_caption
 from facterlab.reporting.results import write_metrics

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from facterlab.data import prompts
 from facterlab.data.movielens import items_frame
 from facterlab.datatypes import PromptRequest, Rule
+from facterlab.facter import prompts
 
 ITEMS = items_frame(
     list(range(1, 51)),

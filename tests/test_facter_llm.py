@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from facter_world import make_world  # noqa: E402
 
 from facterlab.config import ModelConfig, preset  # noqa: E402
-from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
+from facterlab.facter import prompts  # noqa: E402
 from facterlab.facter.monitor import CalibrationState, FacterMonitor, OnlineScorer  # noqa: E402
 from facterlab.facter.pipeline import _groups, context_embeddings, make_postprocess  # noqa: E402
 from facterlab.facter.scores import ItemRepresenter  # noqa: E402

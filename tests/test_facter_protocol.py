@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from facter_world import make_world  # noqa: E402
 
 from facterlab.config import PROTOCOL_SWITCHES, config_hash, preset  # noqa: E402
-from facterlab.data import prompts  # noqa: E402
 from facterlab.data.protocol import build_interactions  # noqa: E402
 from facterlab.datatypes import Prediction, Recommender  # noqa: E402
+from facterlab.facter import prompts  # noqa: E402
 from facterlab.facter.monitor import UNKNOWN_GENERATION, CalibrationState, FacterMonitor, MonitorSettings, OnlineScorer  # noqa: E402
 from facterlab.facter.pipeline import _groups, context_embeddings, make_postprocess, protocol_variants, run_experiment  # noqa: E402
 from facterlab.facter.repair import ViolationBuffer, mine_rules  # noqa: E402

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from facterlab.config import SimulatorConfig, preset
-from facterlab.data import prompts
 from facterlab.datatypes import Rule
+from facterlab.facter import prompts
 from facterlab.facter.monitor import prompt_items
 from facterlab.models.simulated import (
     BIAS_TABLE,

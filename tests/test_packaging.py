@@ -67,7 +67,7 @@ def test_normalise():
 def test_import_facterlab_is_light():
     code = (
         "import sys, json; import facterlab, facterlab.config, facterlab.data, facterlab.data.protocol, "
-        "facterlab.data.prompts; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "facterlab.facter.prompts; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         f"{HEAVY!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)

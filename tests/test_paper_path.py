@@ -96,7 +96,7 @@ def _one_thread():
 
 
 def _corpus(ds) -> list:
-    from facterlab.data import prompts
+    from facterlab.facter import prompts
 
     words = [
         prompts.NEUTRAL_SYSTEM,

@@ -1,7 +1,7 @@
 """Datasets for FACTER (docs/FACTER.md §1.1): MovieLens-1M, MovieLens-100K, Amazon Movies & TV 2018, synthetic.
 
 Every loader returns a :class:`Dataset` with the same tables, so that the interaction protocol
-(:mod:`facterlab.data.protocol`, docs/FACTER.md §1.2) and the prompts (:mod:`facterlab.data.prompts`, §1.3)
+(:mod:`facterlab.data.protocol`, docs/FACTER.md §1.2) and the prompts (:mod:`facterlab.facter.prompts`, §1.3)
 never look at the source format.
 
 Dataset resolution: ``"auto"`` is ``"ml-1m"`` when its files lie in the data directory, else

@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
-from facterlab.data import prompts as _prompts
 from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import Recommender
+from facterlab.facter import prompts as _prompts
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
 from facterlab.facter.repair import ViolationBuffer, mine_rules, mine_value_rules
@@ -326,7 +326,7 @@ class MonitorSettings:
     n_calib : int
         Calibration size n (used by the Hoeffding correction).
     protocol : str, default "open"
-        One of ``facterlab.data.prompts.PROTOCOLS``.
+        One of ``facterlab.facter.prompts.PROTOCOLS``.
     k : int, default 10
         Recommendation list length.
     domain : str, default "movie"
@@ -334,7 +334,7 @@ class MonitorSettings:
     seed : int, default 0
         Run seed of :func:`request_seed`.
     system_kind : str, default "facter"
-        One of ``facterlab.data.prompts.SYSTEM_KINDS``.
+        One of ``facterlab.facter.prompts.SYSTEM_KINDS``.
     batch_size : int, default 8
         Most rows per recommender call (>= 1).
     lookahead : int or None, default None
@@ -388,7 +388,7 @@ class FacterMonitor:
 
     ``rows``: the test rows in walk order; ``items``: the catalogue; ``recommender`` a
     :class:`~facterlab.datatypes.Recommender`; ``scorer`` the :class:`OnlineScorer` of the calibration
-    state.  ``prompts`` is the prompt module (default :mod:`facterlab.data.prompts`): it must provide
+    state.  ``prompts`` is the prompt module (default :mod:`facterlab.facter.prompts`): it must provide
     ``system_prompt(kind, rules, announce)`` and ``build_request(row, items, system, protocol, k,
     domain, seed)``.  ``postprocess(rows, predictions) -> [(mapped ids, top-1 id, top-1 raw title)]``
     maps predictions to catalogue ids; ``represent(ids, raws) -> (n, dim)`` gives f(yhat).
@@ -414,7 +414,7 @@ class FacterMonitor:
     represent : callable
         ``represent(top1_ids, raw_titles) -> array (n, dim)``, f(yhat).
     prompts : module or object or None, default None
-        The prompt module; None means :mod:`facterlab.data.prompts`.
+        The prompt module; None means :mod:`facterlab.facter.prompts`.
     twins : sequence of mapping or None, default None
         With ``facter.delta = "twin"``: each row's twin protected attributes (one per row);
         ignored otherwise.

@@ -46,10 +46,10 @@ from facterlab.config import (
     results_dir,
 )
 from facterlab.data import Dataset, load_dataset, resolve_dataset
-from facterlab.data import prompts as prompts_module
 from facterlab.data.dataset import PROTECTED
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
+from facterlab.facter import prompts as prompts_module
 from facterlab.facter.baselines import run_baseline
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import (

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
-from facterlab.data import prompts
 from facterlab.data.dataset import PROTECTED
+from facterlab.facter import prompts
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import CalibrationState, OnlineScorer
 from facterlab.facter.neighbours import counterfactual_neighbours
