@@ -455,9 +455,10 @@ def _task_key(arg: Any) -> str:
 
 
 def _make(executor: str | Executor, n_jobs: int | None) -> Executor:
-    """``executor`` itself, or the one it names, with ``n_jobs`` workers (:func:`facterlab.executors.make_executor`);
-    a process pool is started the platform's default way (``fork`` on Linux), as the grid's pool always was:
-    the simulation loads no torch, and a script without a ``__main__`` guard still works."""
+    """``executor`` itself, or the one it names, with ``n_jobs`` workers
+    (:func:`facterlab.executors.make_executor`, as ``facterlab sweep`` makes its own); a process pool is
+    started the platform's default way (``fork`` on Linux), as the grid's pool always was: the
+    simulation loads no torch, and a script without a ``__main__`` guard still works."""
     if not isinstance(executor, str):
         return executor
     return make_executor(executor, workers=max(1, int(n_jobs or 1)), start_method=None)
@@ -477,9 +478,9 @@ def run_many(
     its own random streams.
 
     ``executor``: a name (``"serial"``; ``"process"``: a pool of ``n_jobs`` processes; ``"dask"``: a
-    ``LocalCluster`` of ``n_jobs`` workers; made here and closed at the end) or an :class:`~facterlab.executors.Executor` (not closed
-    here: a Dask cluster at ``--scheduler``, a Slurm cluster); default ``"serial"`` when ``n_jobs`` <= 1,
-    else ``"process"`` with ``n_jobs`` workers.  ``fn``: a module-level function (pickled to the
+    ``LocalCluster`` of ``n_jobs`` workers; made here and closed at the end) or an
+    :class:`~facterlab.executors.Executor` (not closed here: a Dask cluster at a scheduler's address, a
+    Slurm cluster); default ``"serial"`` when ``n_jobs`` <= 1, else ``"process"`` with ``n_jobs`` workers.  ``fn``: a module-level function (pickled to the
     workers).  Equal arguments (by ``repr``) run once.  ``retries``: extra attempts of a failed
     simulation (default 0 in this process, where a simulation that raised raises again; 2 elsewhere,
     where a worker may die under it).  A simulation that still fails raises a one-line RuntimeError
