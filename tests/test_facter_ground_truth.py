@@ -92,3 +92,7 @@ def test_truth_frame_needs_the_simulators_raw_output():
         gt.truth_frame(pd.DataFrame({"x": [1]}))
     with pytest.raises(ValueError, match="simulated recommender's JSON"):
         gt.truth_frame(pd.DataFrame({"raw": ["not json"]}))
+    with pytest.raises(ValueError, match="simulated recommender's JSON"):  # JSON, but not a truth
+        gt.truth_frame(pd.DataFrame({"raw": ['{"top1_changed": true}', '["Toy Story (1995)"]']}))
+    # one parser for both readers: the detector's labels skip what this frame refuses
+    assert gt.truth_frame(pd.DataFrame({"raw": ['{"top1_changed": true}']}))["top1_changed"].tolist() == [True]

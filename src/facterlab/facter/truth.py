@@ -24,17 +24,40 @@ import pandas as pd
 
 from facterlab.datatypes import MissingValue
 
-__all__ = ["truth_labels", "rank_auc", "detector_summary"]
+__all__ = ["parse_truth", "truth_labels", "rank_auc", "detector_summary"]
+
+
+def parse_truth(raw: object) -> dict | None:
+    """The simulated recommender's JSON truth of one record's ``raw`` output (docs/SIMULATED.md), or
+    None when the output is not such a truth (any other model's text, however hostile).
+
+    Parameters
+    ----------
+    raw : object
+        A record's ``raw`` value.
+
+    Returns
+    -------
+    dict or None
+        The truth (``top1_changed``, ``top1_unfair``, ``topk_changed``...), or None.
+
+    Examples
+    --------
+    >>> parse_truth('{"top1_changed": true, "n_changed": 2}')["n_changed"]
+    2
+    >>> parse_truth("Toy Story (1995)") is None, parse_truth('{"title": "x"}') is None
+    (True, True)
+    """
+    try:
+        t = json.loads(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return t if isinstance(t, dict) and "top1_changed" in t else None
 
 
 def _unfair(raw: str) -> bool | None:
-    try:
-        t = json.loads(raw)
-    except (TypeError, ValueError, RecursionError):  # any model output, however hostile: no truth
-        return None
-    if not isinstance(t, dict) or "top1_changed" not in t:
-        return None
-    return bool(t.get("top1_unfair", t["top1_changed"]))
+    t = parse_truth(raw)
+    return None if t is None else bool(t.get("top1_unfair", t["top1_changed"]))
 
 
 def truth_labels(records: pd.DataFrame, delta: str = "neighbour") -> np.ndarray | None:

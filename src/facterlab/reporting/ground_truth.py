@@ -16,7 +16,6 @@ turns saved runs into the notebook's checks:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import METHODS
 from facterlab.facter.rescore import rescore, rescore_inputs
 from facterlab.facter.scores import ItemRepresenter, top1_distance
+from facterlab.facter.truth import parse_truth
 from facterlab.models.fake import HashEncoder
 from facterlab.models.simulated import load_bias_table, simulated_from_config
 from facterlab.reporting.claims import (
@@ -92,13 +92,9 @@ def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
     ``topk_changed``, ``n_changed``, ``n_pushed_topk``, ``n_rules_honoured``, ``n_corrupted``."""
     if "raw" not in records.columns:
         raise ValueError("these records have no 'raw' column: rerun them with the current facterlab")
-    rows = []
-    for raw in records["raw"]:
-        try:
-            t = json.loads(raw)
-        except (TypeError, json.JSONDecodeError):
-            raise ValueError("a record's raw output is not the simulated recommender's JSON truth") from None
-        rows.append(t)
+    rows = [parse_truth(raw) for raw in records["raw"]]
+    if any(t is None for t in rows):
+        raise ValueError("a record's raw output is not the simulated recommender's JSON truth")
     return pd.DataFrame(rows, index=records.index)
 
 
