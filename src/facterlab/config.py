@@ -185,9 +185,26 @@ class ModelConfig:
     # llm="openai:<model id>" only: the OpenAI-compatible server's base URL (facterlab.models.served);
     # left out of the config hash while None, so that no other run id changes
     server_url: str | None = None
+    # llm="openai:<model id>" only: the served model's tokenizer (a registry name such as "smollm2-135m",
+    # a local path or a hub id): its chat template is rendered here and token ids are sent to
+    # /v1/completions (docs/SCALING.md); None: the chat endpoint.  Out of the config hash while None
+    tokenizer: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("ranker", self.ranker, RANKERS)
+        if self.tokenizer is not None:
+            tok = self.tokenizer
+            if not isinstance(tok, str) or not tok.strip() or len(tok) > 1024 or "\n" in tok:
+                raise ValueError(
+                    f"tokenizer {tok!r}: must be a registry name, local path or hub id of at most 1024 characters"
+                )
+            if tok.strip().lower().startswith("openai:"):
+                raise ValueError(f"tokenizer {tok!r}: name the tokenizer's files (registry name, path, hub id)")
+            if not (isinstance(self.llm, str) and self.llm.strip().lower().startswith("openai:")):
+                raise ValueError(
+                    f"tokenizer {tok!r} is given but the LLM {self.llm!r} is not served (the in-process model "
+                    "uses its own); name it 'openai:<model id>' or leave model.tokenizer unset"
+                )
         if self.server_url is not None:
             url = self.server_url
             if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2048:
@@ -539,6 +556,7 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
 #: saved config without the field therefore means this value (:func:`saved_setting`).
 ADDED_FIELDS: dict = {
     ("model", "server_url"): None,
+    ("model", "tokenizer"): None,
     ("metrics", "snsr_empty_rows"): "drop",  # runs before the switch dropped SNSR rows with no mapped item
 }
 

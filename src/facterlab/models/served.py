@@ -7,7 +7,17 @@ and goes through the same kill-safe prediction cache (:class:`~facterlab.models.
 The server is asked once per process (:func:`probe_server`) before any other work: ``GET /v1/models``
 must answer and list the model; otherwise one line says which (unreachable, or the models it serves).
 
-Generation: ``POST /v1/chat/completions`` with the request's messages, the config's decoding
+Prompts: with ``model.tokenizer`` set (a registry name such as ``smollm2-135m``, a local path or a
+hub id naming the served model's tokenizer), the chat template is rendered here, exactly as the
+in-process backend renders it (:meth:`facterlab.models.llm.CausalLM.encode_messages`), and the token
+ids go to ``POST /v1/completions`` (as lm-evaluation-harness does); the oldest history titles are
+dropped until ``prompt + max_tokens`` fits the server's ``max_model_len`` (and ``max_prompt_tokens``),
+by the in-process backend's own code (:meth:`facterlab.models.rankers.LLMRecommender.fit_prompt`).  The
+server is asked once whether it takes token-id prompts (``transformers serve`` does not: one line says
+so).  Without a tokenizer the messages go to ``POST /v1/chat/completions`` and the server applies its
+own template; a prompt longer than its context is the server's HTTP 400, reported in one line.
+
+Generation: the prompt, the config's decoding
 (``temperature``, ``top_p``, ``max_tokens``; ``temperature = 0`` is greedy, the reproducible choice
 on a server) and the request's ``seed``.  Titles are parsed, and for the rank protocol matched to the
 candidates, exactly as for the in-process model.  Requests run ``concurrency`` at a time; each has a
@@ -15,11 +25,13 @@ candidates, exactly as for the in-process model.  Requests run ``concurrency`` a
 ``retries`` times.
 
 Likelihood ranker (rank protocol): ``POST /v1/completions`` with ``echo`` and ``logprobs``, one prompt
-per candidate (``prompt + candidate``): ``log p(c | x)`` is the sum of the log-probabilities of the
-echoed tokens that start at or after the space before the candidate.  The prompt text is a plain
-transcript of the messages (``System: ...``, ``User: ...``, ``Assistant:``), not the model's chat
-template (the tokenizer is not needed), so scores differ from the in-process scorer's.  A token that
-straddles the prompt/candidate boundary is counted with the prompt.  Servers differ here: vLLM returns
+per candidate (``prompt + candidate``).  With a tokenizer the prompt is the chat-templated token ids
+followed by the candidate's ids (``tokenizer(title)``, as in-process), and ``log p(c | x)`` is the sum
+of the echoed log-probabilities at the candidate's positions: the in-process scorer's definition, so
+the scores equal its scores up to the server's numerics.  Without one the prompt text is a plain
+transcript of the messages (``System: ...``, ``User: ...``, ``Assistant:``) and the candidate after a
+space; the score sums the echoed tokens that start at or after that space (a token that straddles the
+boundary counts with the prompt), so scores differ from the in-process scorer's.  Servers differ here: vLLM returns
 prompt logprobs; llama.cpp rejects ``echo``; Ollama and ``transformers serve`` answer without logprobs.
 So the server is probed once (:func:`supports_prompt_logprobs`) and one that drops them is refused with
 a line that points to ``--ranker generate``.
@@ -27,7 +39,8 @@ a line that points to ``--ranker generate``.
 Fingerprint: the served model's id, the server's kind and version (``GET /version``, else the HTTP
 ``Server`` header), the model's ``root``/``owned_by``/``max_model_len`` and any quantisation the
 server reports in ``/v1/models``, plus the decoding parameters and the parser version; hashed, with
-the server's kind/version (and quantisation, revision) also written out at its end, e.g.
+the server's kind/version (and quantisation, revision) also written out at its end; with a
+tokenizer, its files' fingerprint (:func:`facterlab.models.registry.resolve_llm`) and ``max_prompt_tokens`` too, e.g.
 ``openai:my-model:open:generate:f98bdedd61cc[server=vllm/0.11.0]``.  The server's
 URL is not part of it (the same model served elsewhere shares the cache).
 """
@@ -38,6 +51,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
@@ -47,8 +61,9 @@ from dataclasses import dataclass
 
 from facterlab.config import ModelConfig
 from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
+from facterlab.models.llm import CausalLM
 from facterlab.models.parsing import PARSER_VERSION, parse_titles
-from facterlab.models.registry import SERVED_PREFIX, served_model_id
+from facterlab.models.registry import SERVED_PREFIX, resolve_llm, served_model_id
 
 __all__ = [
     "ServerError",
@@ -60,6 +75,9 @@ __all__ = [
     "transcript",
     "NO_LOGPROBS_MSG",
     "server_of",
+    "load_tokenizer",
+    "supports_token_prompts",
+    "TOO_LONG_HINT",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,6 +87,19 @@ NO_LOGPROBS_MSG = (
     "(POST /v1/completions with echo and logprobs), which the likelihood ranker needs; use --ranker generate, "
     "or serve the model with vLLM (docs/SCALING.md)"
 )
+NO_TOKEN_PROMPTS_MSG = (
+    "the server at {url} ({kind} {version}) does not take token-id prompts on POST /v1/completions "
+    "(HTTP {status}: {text}), which model.tokenizer={tokenizer!r} needs; leave model.tokenizer unset to use its "
+    "chat endpoint, or serve the model with vLLM (docs/SCALING.md)"
+)
+TOO_LONG_HINT = (
+    " (the prompt does not fit the served model's context; set model.tokenizer to the model's tokenizer "
+    "(e.g. --set model__tokenizer=NAME) so that facterlab drops the oldest history titles until it fits, "
+    "as the in-process backend does, or serve the model with a longer context)"
+)
+_TOO_LONG = re.compile(r"context length|context size|context window|max_model_len|maximum model length|too long", re.I)
+#: the context a server that reports none is taken to have (only ``max_prompt_tokens`` truncates then)
+_NO_LIMIT = 2**31
 #: HTTP statuses worth another try
 _RETRY_STATUS = (408, 425, 429, 500, 502, 503, 504)
 
@@ -86,6 +117,15 @@ class ServerInfo:
     kind: str
     version: str
     details: tuple  # (key, value) pairs of the model's /v1/models entry that identify it
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The model's context as the server reports it (vLLM: ``max_model_len`` in ``/v1/models``)."""
+        value = dict(self.details).get("max_model_len")
+        try:
+            return int(value) if value is not None and int(value) > 0 else None
+        except ValueError:
+            return None
 
     @property
     def fingerprint(self) -> str:
@@ -212,6 +252,49 @@ def supports_prompt_logprobs(url: str, model: str, timeout: float = 30.0) -> boo
         return False
 
 
+@functools.lru_cache(maxsize=32)
+def supports_token_prompts(url: str, model: str, ids: tuple, timeout: float = 60.0) -> tuple:
+    """``(True, "")`` when ``POST /v1/completions`` takes a prompt of token ids (asked once per process),
+    else ``(False, "HTTP <status>: <the server's message>")``."""
+    body = {"model": model, "prompt": list(ids), "max_tokens": 1, "temperature": 0}
+    try:
+        status, obj, _ = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1)
+    except (urllib.error.URLError, OSError) as exc:
+        return False, f"no answer: {getattr(exc, 'reason', exc)}"
+    if status == 200 and isinstance(obj, dict) and obj.get("choices"):
+        return True, ""
+    return False, f"HTTP {status}: {_error_text(obj)}"
+
+
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(name: str):
+    """The tokenizer of ``name`` (a registry name, e.g. the bundled ``smollm2-135m`` whose GGUF carries
+    it, a local folder or ``.gguf``, a hub id), loaded once per process; the model's weights are not."""
+    r = resolve_llm(name)
+    from transformers import AutoTokenizer
+
+    kw: dict = {}
+    if r.gguf_file:
+        kw["gguf_file"] = r.gguf_file
+    if r.is_local:
+        kw["local_files_only"] = True
+    return AutoTokenizer.from_pretrained(r.source, **kw)
+
+
+class TokenizerOnly(CausalLM):
+    """The tokenizer half of :class:`~facterlab.models.llm.CausalLM` (its chat template,
+    :meth:`~facterlab.models.llm.CausalLM.encode_messages`, and
+    :meth:`~facterlab.models.llm.CausalLM.candidate_ids`) with the served model's context, so that
+    :class:`~facterlab.models.rankers.LLMRecommender` fits served prompts exactly as in-process ones.
+    It has no weights: generating or scoring with it fails."""
+
+    def __init__(self, tokenizer, context_window: int, fingerprint: str, bucket: int = 32):  # no super(): no weights
+        self.tokenizer = tokenizer
+        self.context_window = int(context_window)
+        self.fingerprint = fingerprint
+        self.bucket = int(bucket)
+
+
 def effective_ranker(model_cfg: ModelConfig, protocol: str) -> str:
     """As :func:`facterlab.models.rankers.effective_ranker` (which imports this module)."""
     return model_cfg.ranker if protocol == "rank" else "generate"
@@ -223,9 +306,14 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
     dec = (
         f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},r={model_cfg.repetition_penalty}"
         if ranker == "generate"
+        else "echo-logprobs-token-ids"
+        if model_cfg.tokenizer
         else "echo-logprobs-transcript"
     )
     ident = f"{info.fingerprint}|{protocol}|{ranker}|{dec}|parser={PARSER_VERSION}"
+    if model_cfg.tokenizer:  # chat template rendered here, prompts truncated here
+        tok = resolve_llm(model_cfg.tokenizer).fingerprint
+        ident += f"|tokenizer={tok}|mpt={model_cfg.max_prompt_tokens}"
     named = "".join(f",{k}={v}" for k, v in info.details if k in ("quantization", "revision"))
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
     return f"{model_cfg.llm}:{protocol}:{ranker}:{digest}[server={info.kind}/{info.version}{named}]"
@@ -252,6 +340,7 @@ class ServedRecommender(Recommender):
         retries: int = 3,
         backoff: float = 0.5,
         match: Callable | None = None,
+        fitter: Callable | None = None,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
@@ -275,21 +364,66 @@ class ServedRecommender(Recommender):
             backoff,
         )
         self.fingerprint = served_fingerprint(model_cfg, protocol, self.info)
+        if model_cfg.tokenizer and fitter is None:
+            raise ValueError("model.tokenizer needs fitter= (rankers.LLMRecommender, given by make_recommender)")
+        self.fitter = self._fitter(model_cfg, protocol, fitter) if fitter is not None and model_cfg.tokenizer else None
         log.info("served model %s at %s: %s", self.model, self.url, self.info.fingerprint)
         self.match = match  # facterlab.models.rankers.match_to_candidates (given by make_recommender)
         if protocol == "rank" and self.ranker == "generate" and match is None:
             raise ValueError("the rank protocol's generate ranker needs match= (rankers.match_to_candidates)")
+
+    def _fitter(self, model_cfg: ModelConfig, protocol: str, recommender: Callable):
+        """The in-process recommender (``recommender``: :class:`facterlab.models.rankers.LLMRecommender`,
+        which imports this module) over the tokenizer alone (:class:`TokenizerOnly`), for its prompt
+        fitting: the context is the server's ``max_model_len`` (less the one token the likelihood
+        ranker's echo request generates), else unlimited (then only ``max_prompt_tokens`` truncates)."""
+        assert model_cfg.tokenizer is not None
+        tok = load_tokenizer(model_cfg.tokenizer)
+        window = self.info.max_model_len or _NO_LIMIT
+        if self.ranker == "likelihood":
+            window -= 1
+        ok, why = supports_token_prompts(
+            self.url, self.model, tuple(tok("One two three", add_special_tokens=False)["input_ids"])
+        )
+        if not ok:
+            raise ServerError(
+                NO_TOKEN_PROMPTS_MSG.format(
+                    url=self.url,
+                    kind=self.info.kind,
+                    version=self.info.version,
+                    status=why.split(":")[0].removeprefix("HTTP "),
+                    text=why.partition(": ")[2],
+                    tokenizer=model_cfg.tokenizer,
+                )
+            )
+        return recommender(TokenizerOnly(tok, window, self.fingerprint), model_cfg, protocol)
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:
         requests = list(requests)
         for r in requests:
             if self.protocol == "rank" and not r.candidates:
                 raise ValueError("protocol 'rank' needs PromptRequest.candidates (candidate titles)")
-        one = self._likelihood if self.ranker == "likelihood" else self._generate
-        if len(requests) <= 1 or self.concurrency == 1:
-            return [one(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
-            return list(pool.map(one, requests))
+        if self.fitter is not None:  # the tokenizer runs here, in this thread, never in the pool's
+            if len(self.fitter._fit_memo) > 50_000:  # as LLMRecommender.predict bounds it
+                self.fitter._fit_memo.clear()
+            fitted = [self.fitter.fit_prompt(r) for r in requests]
+            if self.ranker == "likelihood":
+                cand = {c: self.fitter.lm.candidate_ids(c) for r in requests for c in (r.candidates or ())}
+                fitted = [(ids, nd, [cand[c] for c in (r.candidates or ())]) for r, (ids, nd) in zip(requests, fitted)]
+            else:
+                fitted = [(ids, nd, None) for ids, nd in fitted]
+            jobs = [functools.partial(self._one, r, f) for r, f in zip(requests, fitted)]
+        else:
+            jobs = [functools.partial(self._one, r, None) for r in requests]
+        if len(jobs) <= 1 or self.concurrency == 1:
+            return [job() for job in jobs]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs))) as pool:
+            return list(pool.map(lambda job: job(), jobs))
+
+    def _one(self, req: PromptRequest, fitted: tuple | None) -> Prediction:
+        if self.ranker == "likelihood":
+            return self._likelihood(req) if fitted is None else self._likelihood_ids(req, *fitted)
+        return self._generate(req, fitted)
 
     def _post(self, path: str, body: dict) -> dict:
         try:
@@ -309,13 +443,19 @@ class ServedRecommender(Recommender):
                     f" (this server does not take repetition_penalty, which the config sets to "
                     f"{body['repetition_penalty']:g}: set model__repetition_penalty=1.0, or serve the model with vLLM)"
                 )
+            elif status == 400 and _TOO_LONG.search(text):
+                hint = TOO_LONG_HINT if self.fitter is None else ""
             raise ServerError(f"the server at {self.url} answered {path} with HTTP {status}: {text}{hint}")
         return obj
 
-    def _generate(self, req: PromptRequest) -> Prediction:
-        body = {
-            "model": self.model,
-            "messages": req.message_dicts,
+    def _generate(self, req: PromptRequest, fitted: tuple | None = None) -> Prediction:
+        body: dict = {"model": self.model}
+        if fitted is None:
+            body["messages"] = req.message_dicts
+            n_drop = 0
+        else:
+            body["prompt"], n_drop = list(fitted[0]), fitted[1]
+        body |= {
             "temperature": float(self.cfg.temperature),
             "max_tokens": int(self.cfg.max_new_tokens),
             "seed": int(req.seed),
@@ -324,19 +464,71 @@ class ServedRecommender(Recommender):
             body["top_p"] = float(self.cfg.top_p)
         if self.cfg.repetition_penalty != 1.0:
             body["repetition_penalty"] = float(self.cfg.repetition_penalty)  # vLLM, SGLang, TGI accept it
-        obj = self._post("/v1/chat/completions", body)
+        path, field = ("/v1/chat/completions", "message.content") if fitted is None else ("/v1/completions", "text")
+        obj = self._post(path, body)
         try:
-            text = obj["choices"][0]["message"]["content"] or ""
+            choice = obj["choices"][0]
+            text = (choice["message"]["content"] if fitted is None else choice["text"]) or ""
         except (KeyError, IndexError, TypeError):
-            raise ServerError(f"the server at {self.url} answered without choices[0].message.content") from None
+            raise ServerError(f"the server at {self.url} answered without choices[0].{field}") from None
         if self.protocol == "open":
             titles, status = parse_titles(text, req.k)
-            return Prediction(titles=titles, parse_status=status, raw=text)
+            return Prediction(titles=titles, parse_status=status, raw=text, n_truncated_history=n_drop)
         assert req.candidates is not None
         titles, status = parse_titles(text, len(req.candidates))
         assert self.match is not None
         perm, n = self.match(titles, req.candidates)
-        return Prediction(titles=perm, parse_status=status, raw=text, n_model_positions=n)
+        return Prediction(titles=perm, parse_status=status, raw=text, n_model_positions=n, n_truncated_history=n_drop)
+
+    def _no_logprobs(self) -> ServerError:
+        return ServerError(
+            NO_LOGPROBS_MSG.format(url=self.url, kind=self.info.kind, version=self.info.version, model=self.model)
+        )
+
+    def _likelihood_ids(self, req: PromptRequest, ids: list, n_drop: int, cand_ids: list) -> Prediction:
+        """The likelihood ranker over token ids: the in-process scorer's ``log p(c | x)``, summed over
+        the echoed log-probabilities at the candidate's positions ``P .. P + m - 1``."""
+        cands = list(req.candidates or ())
+        if any(len(c) == 0 for c in cand_ids):
+            raise ValueError("a candidate tokenised to zero tokens; cannot score an empty title")
+        prompts = [list(ids) + list(c) for c in cand_ids]
+        body = {
+            "model": self.model,
+            "prompt": prompts,
+            "max_tokens": 1,
+            "temperature": 0,
+            "echo": True,
+            "logprobs": 1,
+            "seed": int(req.seed),
+        }
+        obj = self._post("/v1/completions", body)
+        choices = sorted(obj.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != len(cands):
+            raise ServerError(f"the server at {self.url} answered {len(choices)} choices for {len(cands)} prompts")
+        P = len(ids)
+        scores = []
+        for prompt, ch in zip(prompts, choices):
+            values = (ch.get("logprobs") or {}).get("token_logprobs")
+            if not values:
+                raise self._no_logprobs()
+            picked = values[P : len(prompt)]
+            if len(values) < len(prompt) or any(v is None for v in picked):
+                raise ServerError(
+                    f"the server at {self.url} echoed {len(values)} log-probabilities for a prompt of "
+                    f"{len(prompt)} tokens; the candidate's are missing"
+                )
+            scores.append((float(sum(picked)), len(picked)))
+        order = sorted(range(len(cands)), key=lambda i: (-scores[i][0], i))
+        raw = json.dumps(
+            {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
+        )
+        return Prediction(
+            titles=tuple(cands[i] for i in order),
+            parse_status=PARSE_NA,
+            raw=raw,
+            n_model_positions=len(cands),
+            n_truncated_history=n_drop,
+        )
 
     def _likelihood(self, req: PromptRequest) -> Prediction:
         if req.candidates is None:
@@ -362,11 +554,7 @@ class ServedRecommender(Recommender):
             lp = ch.get("logprobs") or {}
             offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
             if not offsets or not values:
-                raise ServerError(
-                    NO_LOGPROBS_MSG.format(
-                        url=self.url, kind=self.info.kind, version=self.info.version, model=self.model
-                    )
-                )
+                raise self._no_logprobs()
             start = len(context)  # the candidate's first token carries the space before it
             picked = [v for o, v in zip(offsets, values) if start <= o < len(prompt) and v is not None]
             if not picked:
