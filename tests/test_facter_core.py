@@ -69,6 +69,18 @@ def test_neighbours_threshold_is_strict_and_groups_must_differ():
     assert idx.counts.tolist() == [1, 1, 0]
 
 
+def test_neighbours_compare_group_labels_by_value_not_by_repr():
+    """A label read as np.int64 in one frame and int in another is one group (their repr differs under
+    numpy 2, which made them 'counterfactual' neighbours of each other before)."""
+    x = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    labels = [("M", 25), ("M", np.int64(25)), ["F", 25]]
+    idx = counterfactual_neighbours(x, labels, tau_rho=0.5)
+    assert idx.counts.tolist() == [1, 1, 2]
+    assert idx.neighbours(0).tolist() == [2] and idx.neighbours(1).tolist() == [2]
+    ref = counterfactual_neighbours(x[:1], [("M", np.int64(25))], ref_emb=x[1:], ref_groups=labels[:2], tau_rho=0.5)
+    assert ref.counts.tolist() == [0]
+
+
 def test_neighbours_bad_input():
     with pytest.raises(ValueError, match="zero vector"):
         counterfactual_neighbours(np.zeros((2, 3)), ["a", "b"])

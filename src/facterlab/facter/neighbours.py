@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from facterlab.config import FacterConfig
 from facterlab.metrics.embeddings import normalise_rows
@@ -86,6 +85,45 @@ class NeighbourIndex:
         return np.diff(self.indptr)
 
 
+def _label_key(g):
+    if isinstance(g, np.generic):
+        return g.item()
+    if isinstance(g, (tuple, list, np.ndarray)):
+        return tuple(_label_key(x) for x in g)
+    return g
+
+
+def group_codes(labels: Sequence) -> np.ndarray:
+    """One integer per protected-group label, equal exactly when the labels are equal: numpy scalars
+    compare as their Python values and lists as tuples, so ``("M", 25)`` and ``("M", np.int64(25))`` are
+    one group (their ``repr`` differs under numpy 2).  An unhashable label is compared by its ``repr``.
+
+    Parameters
+    ----------
+    labels : sequence
+        Group labels (strings, tuples of attribute values, ...).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Codes in order of first appearance.
+
+    Examples
+    --------
+    >>> group_codes([("M", 25), ("F", 25), ("M", np.int64(25)), ["F", 25]]).tolist()
+    [0, 1, 0, 1]
+    """
+    seen: dict = {}
+    out = np.empty(len(labels), dtype=np.int64)
+    for i, g in enumerate(labels):
+        key = _label_key(g)
+        try:
+            out[i] = seen.setdefault(key, len(seen))
+        except TypeError:  # unhashable inside: fall back to its text
+            out[i] = seen.setdefault(("repr", repr(key)), len(seen))
+    return out
+
+
 def _normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 2:
@@ -119,7 +157,8 @@ def counterfactual_neighbours(
         Context embeddings of the query rows (any float dtype; computed in float32). A zero row
         raises ``ValueError``.
     query_groups : sequence of hashable, length n_query
-        Protected-group label of each query row. Labels are compared through their ``repr``.
+        Protected-group label of each query row. Labels are compared by equality, numpy scalars as
+        their Python values (``25 == np.int64(25)``) and lists as tuples (:func:`group_codes`).
     ref_emb : numpy.ndarray of shape (n_ref, dim) or None, default None
         Context embeddings of the reference rows; None means self mode (reference = query, the
         diagonal excluded, ``ref_groups`` ignored).
@@ -164,7 +203,7 @@ def counterfactual_neighbours(
     rg_raw = qg_raw if self_mode else list(ref_groups if ref_groups is not None else [])
     if len(qg_raw) != len(q) or len(rg_raw) != len(r):
         raise ValueError("one protected-group label is needed per embedding row")
-    codes, _ = pd.factorize(pd.Series([repr(g) for g in qg_raw + rg_raw], dtype=object))
+    codes = group_codes(qg_raw + rg_raw)
     qg, rg = codes[: len(qg_raw)], codes[len(qg_raw) :]
     n_q, n_r = len(q), len(r)
     block = int(max(1, min(n_q, max_block_bytes // max(1, 5 * n_r))))  # w (4 B) + mask (1 B) per pair

@@ -347,35 +347,3 @@ class ItemRepresenter:
             One representation per pair (see :meth:`prediction_texts`); zero rows for empty answers.
         """
         return self.texts(self.prediction_texts(mapped_ids, raw_titles))
-
-    def list_means(
-        self, mapped_lists: Sequence[Sequence[int]], raw_lists: Sequence[Sequence[str]], k: int = 10
-    ) -> np.ndarray:
-        """Normalised mean of f over each row's top-k outputs (zero vector for an empty list).
-
-        Parameters
-        ----------
-        mapped_lists : sequence of sequence of int
-            Per row, the mapped catalogue ids of the ranked outputs (-1 = not mapped); padded
-            with -1 when shorter than the row's raw list.
-        raw_lists : sequence of sequence of str
-            Per row, the raw generated titles of the ranked outputs; a row's list length decides
-            how many outputs it has.
-        k : int, default 10
-            Number of leading outputs used per row.
-
-        Returns
-        -------
-        numpy.ndarray of float32, shape (n_rows, dim)
-            The L2-normalised sum of each row's output representations (a zero row when the sum
-            is zero or the row has no outputs).
-        """
-        out = []
-        for ids, raws in zip(mapped_lists, raw_lists):
-            ids, raws = list(ids)[:k], list(raws)[:k]
-            ids = ids + [-1] * (len(raws) - len(ids))
-            e = self.predictions(ids, raws) if raws else np.zeros((0, self.dim or 1), dtype=np.float32)
-            v = e.sum(axis=0) if len(e) else np.zeros(self.dim or 1, dtype=np.float32)
-            n = np.linalg.norm(v)
-            out.append((v / n if n > 0 else v).astype(np.float32))
-        return np.stack(out) if out else np.zeros((0, self.dim or 1), dtype=np.float32)
