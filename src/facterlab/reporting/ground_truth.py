@@ -141,32 +141,37 @@ def coverage_table(
     return pd.DataFrame(out)
 
 
-def repair_table(results: Sequence) -> pd.DataFrame:
-    """One row per (run, pass) of the FACTER method: beta, rho, seed, pass, V(t) (adaptive), V(Q0),
-    V(Q*), mean S, share of rows the bias changed (top-1), mean rules honoured, share without neighbour."""
-    out = []
+def _facter_passes(results: Sequence):
+    """``(run, simulator settings, pass, that pass's FACTER records, their truth)`` for every run, pass by
+    pass: the walk :func:`repair_table` and :func:`biased_share_table` share."""
     for r in results:
         s = _sim(r)
         rec = r.rows["facter"]
         truth = truth_frame(rec)
         for p, g in rec.groupby("pass", sort=True):
-            t = truth.loc[g.index]
-            out.append(
-                {
-                    "beta": s["beta"],
-                    "rho": s["rho"],
-                    "seed": s["seed_run"],
-                    "pass": int(p),
-                    "n": len(g),
-                    "V_adaptive": int(g["viol_adaptive"].sum()),
-                    "V_q0": int(g["viol_fixed"].sum()),
-                    "V_qstar": int(g["viol_q_star"].sum()),
-                    "mean_S": float(g["S"].mean()),
-                    "share_top1_biased": float(t["top1_changed"].mean()),
-                    "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
-                    "share_no_neighbour": float((g["n_neighbours"] == 0).mean()),
-                }
-            )
+            yield r, s, int(p), g, truth.loc[g.index]
+
+
+def repair_table(results: Sequence) -> pd.DataFrame:
+    """One row per (run, pass) of the FACTER method: beta, rho, seed, pass, V(t) (adaptive), V(Q0),
+    V(Q*), mean S, share of rows the bias changed (top-1), mean rules honoured, share without neighbour."""
+    out = [
+        {
+            "beta": s["beta"],
+            "rho": s["rho"],
+            "seed": s["seed_run"],
+            "pass": p,
+            "n": len(g),
+            "V_adaptive": int(g["viol_adaptive"].sum()),
+            "V_q0": int(g["viol_fixed"].sum()),
+            "V_qstar": int(g["viol_q_star"].sum()),
+            "mean_S": float(g["S"].mean()),
+            "share_top1_biased": float(t["top1_changed"].mean()),
+            "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
+            "share_no_neighbour": float((g["n_neighbours"] == 0).mean()),
+        }
+        for _r, s, p, g, t in _facter_passes(results)
+    ]
     return pd.DataFrame(out)
 
 
@@ -414,32 +419,29 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
     """One row per (run, pass): the share of FACTER's top-1 items the push changed (``top1_changed``) and
     that differ from the demographics-blind answer (``top1_unfair``), with counts, and Fair's
     ``top1_changed`` count on the same rows (the same prompt without rules)."""
-    out = []
-    for r in results:
-        s = _sim(r)
-        rec = r.rows["facter"]
-        t = truth_frame(rec)
-        fair = truth_frame(r.rows["fair"])
+    out, fair = [], {}
+    for r, s, p, g, t in _facter_passes(results):
+        if r.run_id not in fair:
+            fair[r.run_id] = truth_frame(r.rows["fair"])
         unfair = t["top1_unfair"] if "top1_unfair" in t.columns else t["top1_changed"]
-        for p, g in rec.groupby("pass", sort=True):
-            out.append(
-                {
-                    "monitor": monitor_label(r),
-                    "run_id": r.run_id,
-                    "compliance": s.get("compliance", "absolute"),
-                    "beta": s["beta"],
-                    "rho": s["rho"],
-                    "seed": s["seed_run"],
-                    "pass": int(p),
-                    "n": len(g),
-                    "changed": int(t.loc[g.index, "top1_changed"].sum()),
-                    "unfair": int(unfair.loc[g.index].sum()),
-                    "fair_changed": int(fair["top1_changed"].sum()),
-                    "fair_n": len(fair),
-                    "V_q0": int(g["viol_fixed"].sum()),
-                    "mean_pushed_topk": float(t.loc[g.index, "n_pushed_topk"].mean()),
-                }
-            )
+        out.append(
+            {
+                "monitor": monitor_label(r),
+                "run_id": r.run_id,
+                "compliance": s.get("compliance", "absolute"),
+                "beta": s["beta"],
+                "rho": s["rho"],
+                "seed": s["seed_run"],
+                "pass": p,
+                "n": len(g),
+                "changed": int(t["top1_changed"].sum()),
+                "unfair": int(unfair.sum()),
+                "fair_changed": int(fair[r.run_id]["top1_changed"].sum()),
+                "fair_n": len(fair[r.run_id]),
+                "V_q0": int(g["viol_fixed"].sum()),
+                "mean_pushed_topk": float(t["n_pushed_topk"].mean()),
+            }
+        )
     df = pd.DataFrame(out)
     if len(df):
         df["share_changed"] = df["changed"] / df["n"]
