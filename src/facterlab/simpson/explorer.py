@@ -233,35 +233,9 @@ def figure_png(fig) -> bytes:
     return buf.getvalue()
 
 
-#: the sliders' ranges and steps: ``key -> (min, max, step)``
-SLIDER_RANGES = {
-    "d1": (1.5, 4.0, 0.25),
-    "sigma1": (0.0, 10.0, 0.5),
-    "bias": (0.0, 0.1, 0.005),
-    "n_users": (1_000, 50_000, 1_000),
-    "seed": (0, 20, 1),
-}
-
-
-def slider_values(**values) -> dict:
-    """``values`` as the sliders hold them: each clamped to its slider's range (as ipywidgets does).
-
-    >>> slider_values(d1=9.0, sigma1=0.0, bias=0.03, n_users=500, seed=3)
-    {'d1': 4.0, 'sigma1': 0.0, 'bias': 0.03, 'n_users': 1000, 'seed': 3}
-    """
-    return {k: min(max(v, SLIDER_RANGES[k][0]), SLIDER_RANGES[k][1]) for k, v in values.items()}
-
-
 class Explorer:
     """The widget and its update callback.  ``widget`` is the box to display; ``update()``
-    recomputes the numbers and redraws; ``last`` holds the last read-outs.
-
-    The first read-outs are computed before any widget exists, so that the cell that builds the
-    explorer opens its widgets at its very end.  JupyterLab (4.4 and later, setting
-    ``commsOverSubshells``, default ``perCommTarget``) answers the first widget's ``comm_open`` by
-    asking the kernel for a subshell on the control channel; the kernel's ``idle`` status for that
-    request sets JupyterLab's status bar to Idle while the cell is still running (docs/PROGRESS.md,
-    "Widgets and JupyterLab's status bar").  Widgets opened last leave no running time to mislabel."""
+    recomputes the numbers and redraws; ``last`` holds the last read-outs."""
 
     def __init__(
         self,
@@ -272,37 +246,34 @@ class Explorer:
         seed: int = int(DEFAULTS["seed"]),
         base: SimpsonConfig | None = None,
     ):
-        self.base = base or SimpsonConfig()
-        self.n_updates = 0
-        self.last: dict = {}
-        start = slider_values(d1=d1, sigma1=sigma1, bias=bias, n_users=n_users, seed=seed)
-        first = self._compute(start)  # before the first widget: see the class docstring
-
         import ipywidgets as w
 
+        self.base = base or SimpsonConfig()
         common = {
             "continuous_update": False,
             "style": {"description_width": "120px"},
             "layout": w.Layout(width="480px"),
         }
-
-        def slider(cls, key: str, description: str, **extra):
-            lo, hi, step = SLIDER_RANGES[key]
-            return cls(value=start[key], min=lo, max=hi, step=step, description=description, **common, **extra)
-
         self.sliders = {
-            "d1": slider(w.FloatSlider, "d1", "density d_1"),
-            "sigma1": slider(w.FloatSlider, "sigma1", "noise sigma_1"),
-            "bias": slider(w.FloatSlider, "bias", "model bias b", readout_format=".3f"),
-            "n_users": slider(w.IntSlider, "n_users", "N users"),
-            "seed": slider(w.IntSlider, "seed", "seed"),
+            "d1": w.FloatSlider(value=d1, min=1.5, max=4.0, step=0.25, description="density d_1", **common),
+            "sigma1": w.FloatSlider(value=sigma1, min=0.0, max=10.0, step=0.5, description="noise sigma_1", **common),
+            "bias": w.FloatSlider(
+                value=bias, min=0.0, max=0.1, step=0.005, readout_format=".3f", description="model bias b", **common
+            ),
+            "n_users": w.IntSlider(value=n_users, min=1_000, max=50_000, step=1_000, description="N users", **common),
+            "seed": w.IntSlider(value=seed, min=0, max=20, step=1, description="seed", **common),
         }
+        for key, sl in self.sliders.items():
+            sl.add_class(f"simpson-slider-{'n' if key == 'n_users' else key}")
+            sl.observe(self._on_change, names="value")
         self.numbers = w.HTML(value="")
         self.numbers.add_class("simpson-numbers")
         self.image = w.Image(format="png", layout=w.Layout(width="630px"))
         self.image.add_class("simpson-figure")
         self.status = w.Label(value="")
         self.status.add_class("simpson-status")
+        self.n_updates = 0
+        self.last: dict = {}
         row = w.HBox([self.numbers, self.image], layout=w.Layout(align_items="flex-start"))
         self.widget = w.VBox(
             [
@@ -316,13 +287,7 @@ class Explorer:
             ]
         )
         self.widget.add_class("simpson-explorer")
-        if self.values() == start:
-            self._show(*first)
-        else:  # pragma: no cover - a slider held another value than slider_values gave: compute for what it holds
-            self.update()
-        for key, sl in self.sliders.items():
-            sl.add_class(f"simpson-slider-{'n' if key == 'n_users' else key}")
-            sl.observe(self._on_change, names="value")
+        self.update()
 
     def values(self) -> dict:
         return {k: s.value for k, s in self.sliders.items()}
@@ -337,23 +302,16 @@ class Explorer:
     def _on_change(self, change) -> None:
         self.update()
 
-    def _compute(self, values: dict) -> tuple:
-        """``(read-outs, figure PNG, numbers HTML)`` for slider ``values``."""
-        res = explorer_numbers(base=self.base, **values)
-        return res, figure_png(explorer_figure(res)), numbers_html(res)
-
-    def _show(self, res: dict, png: bytes, page: str) -> None:
-        self.image.value = png
-        self.numbers.value = page
-        self.n_updates += 1
-        self.last = res
-        self.status.value = f"updated ({self.n_updates})"
-
     def update(self) -> dict:
         """Recompute all numbers for the current slider values and redraw the figure."""
         self.status.value = "computing..."
-        res, png, page = self._compute(self.values())
-        self._show(res, png, page)
+        res = explorer_numbers(base=self.base, **self.values())
+        fig = explorer_figure(res)
+        self.image.value = figure_png(fig)
+        self.numbers.value = numbers_html(res)
+        self.n_updates += 1
+        self.last = res
+        self.status.value = f"updated ({self.n_updates})"
         return res
 
 
