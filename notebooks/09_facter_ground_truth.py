@@ -253,25 +253,10 @@ fig_det = gt.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
 
 
 # %%
-def decomposition(result, label):
-    rec = result.rows["neutral"]
-    truth = gt.truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
-    out = {"run": label, "run_id": result.run_id, "n": len(rec), "biased": int(truth.sum())}
-    out["share_no_neighbour (calibration)"] = float(result.record.metrics.calibration.share_no_neighbour)
-    for col in ("d", "delta", "S"):
-        v = rec[col].to_numpy(dtype=float)
-        out[f"mean {col} biased"] = float(v[truth].mean()) if truth.any() else float("nan")
-        out[f"mean {col} unbiased"] = float(v[~truth].mean()) if (~truth).any() else float("nan")
-    from facterlab.facter.truth import rank_auc
-
-    out["AUC(S, biased)"] = rank_auc(rec["S"], truth)
-    return out
-
-
 control = ex.run(config(SEEDS[0], BETAS[-1], 1.0, sim__bias_table="rare"), data_dir=DATA_DIR, progress=False)
 decomp = pd.DataFrame(
-    [decomposition(listening[(SEEDS[0], b)], f"default table, beta={b:g}") for b in BETAS if b > 0]
-    + [decomposition(control, f"rare table (positive control), beta={BETAS[-1]:g}")]
+    [gt.decomposition_row(listening[(SEEDS[0], b)], f"default table, beta={b:g}") for b in BETAS if b > 0]
+    + [gt.decomposition_row(control, f"rare table (positive control), beta={BETAS[-1]:g}")]
 )
 decomp["paired d shift (changed rows)"] = [
     gt.d_shift(listening[(SEEDS[0], b)], encoder, inter.items, inter.test)["mean_shift"] for b in BETAS if b > 0

@@ -87,6 +87,25 @@ def test_violations_flag_biased_outputs_and_precision_rises_with_beta(world_runs
     assert checks[-1].verdict == gt.HOLDS, checks[-1]
 
 
+@pytest.mark.slow
+def test_decomposition_row_splits_the_score_by_the_truth(world_runs):
+    _, runs = world_runs
+    res = runs[(6.0, 1.0)]
+    row = gt.decomposition_row(res, "beta 6")
+    rec = res.rows["neutral"]
+    by = rec.assign(biased=gt.truth_frame(rec)["top1_changed"].astype(bool)).groupby("biased")
+    assert row["n"] == len(rec) and row["biased"] == int(by.size().get(True, 0)) > 0
+    for col in ("d", "delta", "S"):
+        assert row[f"mean {col} biased"] == pytest.approx(by[col].mean()[True])
+        assert row[f"mean {col} unbiased"] == pytest.approx(by[col].mean()[False])
+    from sklearn.metrics import roc_auc_score
+
+    assert row["AUC(S, biased)"] == pytest.approx(roc_auc_score(by.obj["biased"], rec["S"]))
+    assert row["share_no_neighbour (calibration)"] == pytest.approx(
+        float((res.calibration["n_neighbours"] == 0).mean())
+    )
+
+
 def test_truth_frame_needs_the_simulators_raw_output():
     with pytest.raises(ValueError, match="raw"):
         gt.truth_frame(pd.DataFrame({"x": [1]}))

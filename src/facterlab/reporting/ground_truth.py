@@ -32,7 +32,7 @@ from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import METHODS
 from facterlab.facter.rescore import rescore, rescore_inputs
 from facterlab.facter.scores import ItemRepresenter, top1_distance
-from facterlab.facter.truth import parse_truth
+from facterlab.facter.truth import parse_truth, rank_auc
 from facterlab.models.fake import HashEncoder
 from facterlab.models.simulated import load_bias_table, simulated_from_config
 from facterlab.reporting.claims import (
@@ -65,6 +65,7 @@ __all__ = [
     "twin_claims",
     "handbuilt_control",
     "handbuilt_run",
+    "decomposition_row",
     "d_shift",
     "plot_decomposition",
     "plot_twin_repair",
@@ -852,6 +853,38 @@ def records_with_reasons(df: pd.DataFrame) -> list:
 
 # ---------------------------------------------------------------------------------------------
 # why the faithful score misses the bias: S decomposed by truth (notebook 09, section 5)
+
+
+def decomposition_row(result, label: str, method: str = "neutral") -> dict:
+    """The score decomposed by the truth for one run: on ``method``'s rows, the mean of d, Delta and S
+    over the rows the bias changed (top-1) and over the others, the biased count, the calibration share
+    without a counterfactual neighbour, and AUC(S, biased) (:func:`facterlab.facter.truth.rank_auc`).
+
+    Parameters
+    ----------
+    result : RunResult
+        A simulated run (its records carry the JSON truth).
+    label : str
+        What the row says the run is.
+    method : str, default "neutral"
+        Whose rows.
+
+    Returns
+    -------
+    dict
+        ``run``, ``run_id``, ``n``, ``biased``, ``share_no_neighbour (calibration)``, ``mean <x> biased``
+        and ``mean <x> unbiased`` for x in d, delta, S (NaN when a side is empty), ``AUC(S, biased)``.
+    """
+    rec = result.rows[method]
+    truth = truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
+    out = {"run": label, "run_id": result.run_id, "n": len(rec), "biased": int(truth.sum())}
+    out["share_no_neighbour (calibration)"] = _num(result.record.metrics.calibration.share_no_neighbour)
+    for col in ("d", "delta", "S"):
+        v = rec[col].to_numpy(dtype=float)
+        out[f"mean {col} biased"] = float(v[truth].mean()) if truth.any() else float("nan")
+        out[f"mean {col} unbiased"] = float(v[~truth].mean()) if (~truth).any() else float("nan")
+    out["AUC(S, biased)"] = rank_auc(rec["S"], truth)
+    return out
 
 
 def d_shift(result, encoder, items: pd.DataFrame, test_rows: pd.DataFrame, method: str = "neutral") -> dict:
