@@ -66,6 +66,7 @@ from IPython.display import Markdown, display
 from facterlab import notebook
 from facterlab.reporting import experiments as ex
 from facterlab.reporting import ground_truth as gt
+from facterlab.reporting import ground_truth_figures as gtf
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
@@ -151,7 +152,7 @@ display(
         ).to_markdown()
     )
 )
-fig_cov = gt.plot_coverage(cov0, DATASET_NAME, SYNTHETIC, PROFILE, note=f", {len(SEEDS)} seed(s), beta = {BETAS[0]:g}")
+fig_cov = gtf.plot_coverage(cov0, DATASET_NAME, SYNTHETIC, PROFILE, note=f", {len(SEEDS)} seed(s), beta = {BETAS[0]:g}")
 
 # %% [markdown]
 # ## 2. The repair loop: do violations fall when the recommender listens?
@@ -167,7 +168,7 @@ checks += gt.repair_checks(rep[rep["beta"] > 0])
 display(
     Markdown(tb.frame_table(rep.round(4), name="ground_truth_repair", title="FACTER violations per pass").to_markdown())
 )
-fig_rep = gt.plot_repair(rep, DATASET_NAME, SYNTHETIC, PROFILE)
+fig_rep = gtf.plot_repair(rep, DATASET_NAME, SYNTHETIC, PROFILE)
 
 # %% [markdown]
 # ## 3. Fairness: CFR and SNSR of Neutral, Fair and FACTER against beta
@@ -188,7 +189,7 @@ summary = (
     .round(4)
 )
 display(summary)
-fig_fair = gt.plot_fairness(fair, DATASET_NAME, SYNTHETIC, PROFILE)
+fig_fair = gtf.plot_fairness(fair, DATASET_NAME, SYNTHETIC, PROFILE)
 
 # %% [markdown]
 # ## 4. Beyond both papers: violations as a detector of biased outputs
@@ -236,7 +237,7 @@ display(
         ).to_markdown()
     )
 )
-fig_det = gt.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
+fig_det = gtf.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
 
 # %% [markdown]
 # ## 5. Why FACTER's score does not see this bias, and a positive control where it does
@@ -262,7 +263,7 @@ decomp["paired d shift (changed rows)"] = [
     gt.d_shift(listening[(SEEDS[0], b)], encoder, inter.items, inter.test)["mean_shift"] for b in BETAS if b > 0
 ] + [float("nan")]
 display(decomp.round(4))
-fig_dec = gt.plot_decomposition({b: listening[(SEEDS[0], b)] for b in BETAS}, DATASET_NAME, SYNTHETIC, PROFILE)
+fig_dec = gtf.plot_decomposition({b: listening[(SEEDS[0], b)] for b in BETAS}, DATASET_NAME, SYNTHETIC, PROFILE)
 ctrl_det = control.record.metrics.methods["neutral"].ground_truth["detector"]
 checks.append(
     gt.rate_claim(
@@ -382,7 +383,7 @@ if TWIN:
         list(soft.values()) + [by_rho[(mid, rho)] for rho in RHOS] + [twin_runs[(SEEDS[0], mid, rho)] for rho in RHOS]
     )
     panel = gt.biased_share_table(panel_runs)
-    fig_panel = gt.plot_twin_repair(panel, DATASET_NAME, SYNTHETIC, PROFILE)
+    fig_panel = gtf.plot_twin_repair(panel, DATASET_NAME, SYNTHETIC, PROFILE)
     alpha = float(first.calibration.alpha)
     checks += gt.twin_claims(det_all[det_all["monitor"].str.startswith("facterlab")], shares, fair_twin, alpha)
 

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from facterlab.facter.record import RunMetrics  # noqa: E402
 from facterlab.reporting import facter_figures as ff  # noqa: E402
-from facterlab.reporting import ground_truth as gt  # noqa: E402
+from facterlab.reporting import ground_truth_figures as gtf  # noqa: E402
 from facterlab.reporting import labels as lb  # noqa: E402
 from facterlab.reporting import tables as tb  # noqa: E402
 from facterlab.simpson import plots  # noqa: E402
@@ -208,7 +208,7 @@ def test_ground_truth_figures():
     cov = pd.DataFrame(
         {"alpha": [0.1, 0.2], "rate": [0.1, 0.19], "ci_lo": [0.05, 0.12], "ci_hi": [0.16, 0.27], "n_calib": 70}
     ).assign(n_test=30)
-    check_figure(gt.plot_coverage(cov, "synthetic", True), "n = 30")
+    check_figure(gtf.plot_coverage(cov, "synthetic", True), "n = 30")
     rep = pd.DataFrame(
         [
             {
@@ -226,7 +226,7 @@ def test_ground_truth_figures():
             for p in (1, 2, 3)
         ]
     )
-    fig = gt.plot_repair(rep, "synthetic", True)
+    fig = gtf.plot_repair(rep, "synthetic", True)
     check_figure(fig, "n = 30-30 test rows")
     assert "Clopper-Pearson" in all_text(fig)
     fair = pd.DataFrame(
@@ -244,7 +244,7 @@ def test_ground_truth_figures():
             for m in ("neutral", "fair", "facter")
         ]
     )
-    fig = gt.plot_fairness(fair, "synthetic", True)
+    fig = gtf.plot_fairness(fair, "synthetic", True)
     check_figure(fig, "n = 2 seed(s)")
     assert "Neutral" in shown_labels(fig) and "FACTER" in shown_labels(fig)
     det = pd.DataFrame(
@@ -263,7 +263,7 @@ def test_ground_truth_figures():
     by_beta = pd.DataFrame({"beta": [0.0], "recall": [np.nan], "precision": [np.nan], "base_rate": [0.0]}).assign(
         true_pos=0, biased=0, flagged=0
     )
-    fig = gt.plot_detector(det, by_beta, "synthetic", True)
+    fig = gtf.plot_detector(det, by_beta, "synthetic", True)
     check_figure(fig, "n = 30 test rows")
     assert any("nothing is biased" in t for t in degenerate_notes(fig))
 
