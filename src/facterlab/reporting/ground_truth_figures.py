@@ -28,6 +28,13 @@ def _fig_title(title: str, dataset: str, is_synthetic: bool, profile: str) -> st
     return title_with_provenance(title, dataset, is_synthetic, "simulated recommender", profile)
 
 
+def _finish(fig, title: str, dataset: str, is_synthetic: bool, profile: str):
+    """The figure's title (with what made it) over its panels, laid out; returns the figure."""
+    fig.suptitle(_fig_title(title, dataset, is_synthetic, profile), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot_coverage(cov: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = "", note: str = ""):
     """Exceedance rate against alpha with 99% Clopper-Pearson bars and the conformal band."""
     import matplotlib.pyplot as plt
@@ -123,17 +130,8 @@ def plot_repair(rep: pd.DataFrame, dataset: str, is_synthetic: bool, profile: st
         f"{int(rep['seed'].nunique())} seed(s). Error bars: 95% Clopper-Pearson interval of the pooled violation "
         "share; bottom row: mean share over seeds, no interval.",
     )
-    fig.suptitle(
-        _fig_title(
-            "FACTER's repair loop against a recommender that listens with probability rho",
-            dataset,
-            is_synthetic,
-            profile,
-        ),
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return fig
+    title = "FACTER's repair loop against a recommender that listens with probability rho"
+    return _finish(fig, title, dataset, is_synthetic, profile)
 
 
 def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
@@ -182,17 +180,8 @@ def plot_fairness(fair: pd.DataFrame, dataset: str, is_synthetic: bool, profile:
         "test rows. "
         + ("Error bars: 95% Student-t interval over the seeds." if n_seeds > 1 else "One seed: no interval."),
     )
-    fig.suptitle(
-        _fig_title(
-            f"Counterfactual fairness against the true bias ({n_seeds} seed(s) per point)",
-            dataset,
-            is_synthetic,
-            profile,
-        ),
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return fig
+    title = f"Counterfactual fairness against the true bias ({n_seeds} seed(s) per point)"
+    return _finish(fig, title, dataset, is_synthetic, profile)
 
 
 def plot_detector(det: pd.DataFrame, det_by_beta: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
@@ -306,12 +295,7 @@ def plot_decomposition(results: dict, dataset: str, is_synthetic: bool, profile:
         fig,
         "Neutral test rows of one run per beta (first pass). Identical curves: the score cannot separate biased rows.",
     )
-    fig.suptitle(
-        _fig_title("Faithful FACTER's S = d + lambda Delta, split by the truth", dataset, is_synthetic, profile),
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return fig
+    return _finish(fig, "Faithful FACTER's S = d + lambda Delta, split by the truth", dataset, is_synthetic, profile)
 
 
 def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
@@ -349,11 +333,5 @@ def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, pro
     )
     betas = ", ".join(f"{b:g}" for b in sorted(shares["beta"].unique()))
     seeds = ", ".join(str(x) for x in sorted(shares["seed"].unique()))
-    fig.suptitle(
-        _fig_title(
-            f"Repair by monitor and rule compliance (beta = {betas}, seed {seeds})", dataset, is_synthetic, profile
-        ),
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return fig
+    title = f"Repair by monitor and rule compliance (beta = {betas}, seed {seeds})"
+    return _finish(fig, title, dataset, is_synthetic, profile)
