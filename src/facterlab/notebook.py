@@ -215,7 +215,9 @@ def one_line_errors(shell: Any = None) -> bool:
     without the ~60 lines of traceback through facterlab's frames (the message names the parameter
     and what it expected; the traceback adds nothing a reader can act on).  The cell still fails: the
     kernel reports the error, papermill stops there and exits non-zero, and its command line prints
-    ``ParameterError: <message>`` as the cell's traceback.  Other exceptions keep their tracebacks.
+    ``ParameterError: <message>`` as the cell's traceback, after papermill's own Python traceback;
+    ``papermill --engine facterlab`` prints the line alone (:mod:`facterlab.reporting.papermill_engine`).
+    Other exceptions keep their tracebacks.
     Returns whether the handler was installed (False outside IPython)."""
     if shell is None:
         try:
