@@ -12,8 +12,8 @@ hold every message type sent on a channel other than the shell channel, but list
 So the status bar reads Idle from the subshell request until the next cell starts.
 
 This extension appends the subshell message types (:data:`SUBSHELL_MESSAGE_TYPES`) to the kernel
-manager's list and to the page config JupyterLab reads, keeping the subshells (widgets stay responsive
-while a cell runs).  A wheel install enables it (``etc/jupyter/jupyter_server_config.d/facterlab.json``,
+manager's list and to the page config JupyterLab reads; JupyterLab's own settings stay as they are.
+A wheel install enables it (``etc/jupyter/jupyter_server_config.d/facterlab.json``,
 pyproject's data-files); an editable install (``make install``) does not install data files, so copy the
 file into the environment that runs JupyterLab::
 
@@ -21,7 +21,7 @@ file into the environment that runs JupyterLab::
 
 (``jupyter server extension enable`` refuses a module that no config file names yet.)  Without the
 extension, ``commsOverSubshells: "disabled"`` in JupyterLab's Kernels settings avoids the subshell
-requests, at the price of widgets that wait for a running cell.
+requests.
 """
 
 from __future__ import annotations
