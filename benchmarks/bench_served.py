@@ -1,14 +1,21 @@
 """Served vs in-process SmolLM2 on CPU: throughput of the same greedy requests.
 
     .venv/bin/python benchmarks/bench_served.py [--prompts 8] [--tokens 40] [--rounds 2] [--threads 2]
+    FACTERLAB_VLLM_PYTHON=/path/to/vllm-venv/bin/python .venv/bin/python benchmarks/bench_served.py --server vllm
 
-Needs ``transformers[serving]`` (fastapi, uvicorn, openai).  The bundled SmolLM2 is converted once to
-safetensors (tests/transformers_serve.py) and served by ``transformers serve`` on localhost with
-``OMP_WAIT_POLICY=PASSIVE`` and ``--threads`` OpenMP threads, the same as the in-process model gets.
-Measured, alternating (in-process, served one at a time, served 4 at a time; then the reverse order):
+The bundled SmolLM2 is converted once to safetensors (tests/transformers_serve.py) and served on
+localhost with ``--threads`` OpenMP threads, the same as the in-process model gets, by
+
+- ``transformers serve`` (default; needs ``transformers[serving]``: fastapi, uvicorn, openai), with
+  ``OMP_WAIT_POLICY=PASSIVE``, through its chat endpoint one request at a time and 4 at a time;
+- vLLM's CPU build (``--server vllm``; the python of its own venv in ``FACTERLAB_VLLM_PYTHON``), 4
+  requests at a time through its chat endpoint (no ``model.tokenizer``) and with the chat template
+  rendered here and token ids sent to ``/v1/completions`` (``model.tokenizer=smollm2-135m``).
+
+Measured, alternating (each backend once in order, then in the reverse order, ``--rounds`` times):
 wall time, prompts/s and generated tokens/s (counted with the model's tokenizer), CPU seconds of this
-process and of the server process, and whether the answers are identical.  The prompts are
-open-generation prompts with distinct watch histories; no cache is used.
+process and of the server's processes, and whether the answers are identical to the in-process
+ones.  The prompts are open-generation prompts with distinct watch histories; no cache is used.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--server", choices=("transformers", "vllm"), default="transformers")
     args = ap.parse_args(argv)
     os.environ.update(OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1")
     os.environ.setdefault("FACTERLAB_LOG", "WARNING")
@@ -57,7 +65,7 @@ def main(argv=None) -> int:
     from facterlab.config import ModelConfig
     from facterlab.models.rankers import make_recommender
     from facterlab.models.served import ServedRecommender
-    from tests.transformers_serve import converted_smollm2, serve
+    from tests.transformers_serve import converted_smollm2, serve, serve_vllm
 
     folder = converted_smollm2()
     reqs = _requests(args.prompts)
@@ -67,40 +75,69 @@ def main(argv=None) -> int:
     local.predict(reqs[:1])  # warm-up
     log = Path(tempfile.mkdtemp(prefix="bench_served-")) / "serve.log"
     t_start = time.perf_counter()
-    with serve(folder, log, threads=args.threads) as url:
+    if args.server == "vllm":
+        server_cm = serve_vllm(folder, log, threads=args.threads)
+    else:
+        server_cm = serve(folder, log, threads=args.threads)
+    with server_cm as url:
         start_s = time.perf_counter() - t_start
-        server = next(p for p in psutil.Process().children(recursive=True) if "serve" in " ".join(p.cmdline()))
-        cfg = ModelConfig(llm=f"openai:{folder}", server_url=url, **common)
-        served = {c: ServedRecommender(cfg, "open", concurrency=c) for c in (1, 4)}
-        served[1].predict(reqs[:1])  # warm-up (the server loads the model on first use)
-        kinds = ["in-process", "served x1", "served x4"]
+        me = psutil.Process()
+        server = next(p for p in me.children() if "serve" in " ".join(p.cmdline()) or "vllm" in " ".join(p.cmdline()))
+
+        def server_cpu() -> float:  # the server and its workers (vLLM's engine core is a child process)
+            procs = [server, *server.children(recursive=True)]
+            total = 0.0
+            for proc in procs:
+                try:
+                    total += sum(proc.cpu_times()[:4])
+                except psutil.NoSuchProcess:
+                    pass
+            return total
+
+        served: dict = {}
+        if args.server == "vllm":
+            cfg = ModelConfig(llm="openai:smollm2", server_url=url, **common)
+            served["vllm chat x4"] = make_recommender(cfg, "open", cache=False)
+            cfg_ids = ModelConfig(llm="openai:smollm2", server_url=url, tokenizer="smollm2-135m", **common)
+            served["vllm ids x4"] = make_recommender(cfg_ids, "open", cache=False)
+        else:
+            cfg = ModelConfig(llm=f"openai:{folder}", server_url=url, **common)
+            served["served x1"] = ServedRecommender(cfg, "open", concurrency=1)
+            served["served x4"] = ServedRecommender(cfg, "open", concurrency=4)
+        next(iter(served.values())).predict(reqs[:1])  # warm-up (the server loads the model on first use)
+        kinds = ["in-process", *served]
         rows: dict = {k: [] for k in kinds}
         answers: dict = {}
         load0 = os.getloadavg()[0]
         for r in range(args.rounds):
             for kind in kinds if r % 2 == 0 else kinds[::-1]:
-                rec = local if kind == "in-process" else served[int(kind[-1])]
-                me0, sv0 = time.process_time(), sum(server.cpu_times()[:2])
+                rec = local if kind == "in-process" else served[kind]
+                me0, sv0 = time.process_time(), server_cpu()
                 t0 = time.perf_counter()
                 preds = rec.predict(reqs)
                 wall = time.perf_counter() - t0
-                cpu = time.process_time() - me0 + sum(server.cpu_times()[:2]) - sv0
+                cpu = time.process_time() - me0 + server_cpu() - sv0
                 n_tok = sum(len(tok(p.raw, add_special_tokens=False)["input_ids"]) for p in preds)
                 rows[kind].append((wall, cpu, n_tok))
                 answers.setdefault(kind, [p.raw for p in preds])
-                print(f"round {r + 1} {kind:11} wall {wall:6.1f} s  cpu {cpu:6.1f} s  {n_tok} tokens", file=sys.stderr)
+                print(f"round {r + 1} {kind:12} wall {wall:6.1f} s  cpu {cpu:6.1f} s  {n_tok} tokens", file=sys.stderr)
         load1 = os.getloadavg()[0]
-    same = all(answers[k] == answers["in-process"] for k in kinds)
+    same = {k: sum(a == b for a, b in zip(answers[k], answers["in-process"])) for k in kinds}
     print(
         f"{args.prompts} prompts x {args.tokens} new tokens (greedy), {args.threads} threads, {args.rounds} rounds; "
-        f"server start {start_s:.0f} s; load average {load0:.1f} -> {load1:.1f}; answers identical: {same}"
+        f"{args.server} start {start_s:.0f} s; load average {load0:.1f} -> {load1:.1f}"
     )
-    print(f"{'backend':12} {'median wall s':>14} {'prompts/s':>10} {'tokens/s':>9} {'cpu s (all)':>12}")
+    print(
+        f"{'backend':13} {'median wall s':>14} {'prompts/s':>10} {'tokens/s':>9} {'cpu s (all)':>12} {'same answers':>13}"
+    )
     for kind in kinds:
         wall = statistics.median(w for w, _, _ in rows[kind])
         cpu = statistics.median(c for _, c, _ in rows[kind])
         n_tok = rows[kind][0][2]
-        print(f"{kind:12} {wall:14.1f} {args.prompts / wall:10.2f} {n_tok / wall:9.1f} {cpu:12.1f}")
+        print(
+            f"{kind:13} {wall:14.1f} {args.prompts / wall:10.2f} {n_tok / wall:9.1f} {cpu:12.1f} "
+            f"{same[kind]:>9}/{args.prompts}"
+        )
     return 0
 
 

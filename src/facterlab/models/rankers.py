@@ -294,7 +294,7 @@ def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress
         raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
     rec: Recommender
     if served_model_id(model_cfg.llm) is not None:  # openai:<model id> at model_cfg.server_url
-        rec = ServedRecommender(model_cfg, protocol, match=match_to_candidates, fitter=LLMRecommender)
+        rec = ServedRecommender(model_cfg, protocol, match=match_to_candidates, llm_recommender=LLMRecommender)
     else:
         resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports
         lm = load_lm(model_cfg.llm, model_cfg.device, model_cfg.dtype, model_cfg.trust_remote_code)

@@ -89,12 +89,13 @@ NO_LOGPROBS_MSG = (
 )
 NO_TOKEN_PROMPTS_MSG = (
     "the server at {url} ({kind} {version}) does not take token-id prompts on POST /v1/completions "
-    "(HTTP {status}: {text}), which model.tokenizer={tokenizer!r} needs; leave model.tokenizer unset to use its "
+    "({why}), which model.tokenizer={tokenizer!r} needs; leave model.tokenizer unset to use its "
     "chat endpoint, or serve the model with vLLM (docs/SCALING.md)"
 )
 TOO_LONG_HINT = (
     " (the prompt does not fit the served model's context; set model.tokenizer to the model's tokenizer "
-    "(e.g. --set model__tokenizer=NAME) so that facterlab drops the oldest history titles until it fits, "
+    "(model__tokenizer=NAME in a sweep's --set or in run_config) so that facterlab drops the oldest history titles "
+    "until it fits, "
     "as the in-process backend does, or serve the model with a longer context)"
 )
 _TOO_LONG = re.compile(r"context length|context size|context window|max_model_len|maximum model length|too long", re.I)
@@ -340,7 +341,7 @@ class ServedRecommender(Recommender):
         retries: int = 3,
         backoff: float = 0.5,
         match: Callable | None = None,
-        fitter: Callable | None = None,
+        llm_recommender: Callable | None = None,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
@@ -364,9 +365,11 @@ class ServedRecommender(Recommender):
             backoff,
         )
         self.fingerprint = served_fingerprint(model_cfg, protocol, self.info)
-        if model_cfg.tokenizer and fitter is None:
-            raise ValueError("model.tokenizer needs fitter= (rankers.LLMRecommender, given by make_recommender)")
-        self.fitter = self._fitter(model_cfg, protocol, fitter) if fitter is not None and model_cfg.tokenizer else None
+        self.fitter = None  # with a tokenizer: an LLMRecommender over it alone, whose fit_prompt is used
+        if model_cfg.tokenizer:
+            if llm_recommender is None:
+                raise ValueError("model.tokenizer needs llm_recommender= (rankers.LLMRecommender; make_recommender)")
+            self.fitter = self._fitter(model_cfg, protocol, llm_recommender)
         log.info("served model %s at %s: %s", self.model, self.url, self.info.fingerprint)
         self.match = match  # facterlab.models.rankers.match_to_candidates (given by make_recommender)
         if protocol == "rank" and self.ranker == "generate" and match is None:
@@ -388,12 +391,7 @@ class ServedRecommender(Recommender):
         if not ok:
             raise ServerError(
                 NO_TOKEN_PROMPTS_MSG.format(
-                    url=self.url,
-                    kind=self.info.kind,
-                    version=self.info.version,
-                    status=why.split(":")[0].removeprefix("HTTP "),
-                    text=why.partition(": ")[2],
-                    tokenizer=model_cfg.tokenizer,
+                    url=self.url, kind=self.info.kind, version=self.info.version, why=why, tokenizer=model_cfg.tokenizer
                 )
             )
         return recommender(TokenizerOnly(tok, window, self.fingerprint), model_cfg, protocol)
