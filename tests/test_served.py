@@ -262,6 +262,7 @@ def test_token_ids_are_the_in_process_chat_template_truncated_to_the_servers_con
         bodies = {b["seed"]: b for path, b in srv.requests if path == "/v1/completions" and "seed" in b}
         assert not [p for p, _ in srv.requests if p == "/v1/chat/completions"]
         assert rec.fingerprint != ServedRecommender(_cfg(srv.url), "open").fingerprint
+        assert rec.fingerprint == expected_fingerprint(_cfg(srv.url, tokenizer="smollm2-135m"), "open")  # sweep plans
     drops = []
     for r, p in zip(reqs, preds):
         msgs, hist = r.message_dicts, [ln.split(". ", 1)[1] for ln in r.message_dicts[1]["content"].splitlines()[1:-1]]
