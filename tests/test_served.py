@@ -189,6 +189,22 @@ def test_cli_run_against_the_server_and_one_line_when_it_is_down(tmp_path, monke
     assert metrics["model"].startswith(f"openai:{MODEL}:open:generate:") and n_chat > 0
 
 
+def test_cli_run_takes_the_served_models_tokenizer(capsys):
+    from facterlab.cli import build_parser, main
+    from facterlab.facter.commands import config_from_args
+
+    args = build_parser().parse_args(
+        ["run", "--model", f"openai:{MODEL}", "--server-url", "http://127.0.0.1:1", "--tokenizer", "smollm2-135m"]
+    )
+    cfg = config_from_args(args)
+    assert cfg.model.tokenizer == "smollm2-135m" and cfg.model.server_url == "http://127.0.0.1:1"
+    assert config_from_args(build_parser().parse_args(["run"])).model.tokenizer is None
+    # a tokenizer for a model that is not served: one line, before any work
+    assert main(["-q", "run", "--model", "fake", "--tokenizer", "smollm2-135m", "--dataset", "synthetic"]) != 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+    assert len(err) == 1 and "is not served" in err[0], err
+
+
 def test_sweep_over_a_served_model_merges_its_cache_shards(tmp_path, monkeypatch):
     from facterlab.reporting.sweep import expand_grid, run_sweep
 

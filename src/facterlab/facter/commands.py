@@ -75,6 +75,13 @@ def register(subparsers) -> None:
         metavar="URL",
         help="the OpenAI-compatible server of --model openai:<model id> (docs/SCALING.md)",
     )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="NAME",
+        help="the served model's tokenizer (registry name, local path or hub id): the chat template is rendered "
+        "here and token ids are sent, prompts truncated to the server's context (docs/SCALING.md)",
+    )
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
     p.add_argument(
@@ -158,6 +165,8 @@ def config_from_args(args):
         over["model__encoder"] = args.encoder
     if getattr(args, "server_url", None):
         over["model__server_url"] = args.server_url
+    if getattr(args, "tokenizer", None):
+        over["model__tokenizer"] = args.tokenizer
     if args.ranker:
         over["model__ranker"] = args.ranker
     if args.n_rows is not None:
