@@ -72,7 +72,7 @@ display(Markdown(table.to_markdown()))
 
 # %%
 fig = ff.method_bars(
-    result.metrics,  # the figure code reads the record's JSON form
+    result,  # the run (its typed record)
     ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
     "Quickstart: quality and fairness by method",
     PROFILE,

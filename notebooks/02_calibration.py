@@ -70,7 +70,7 @@ display(
 # %%
 cols = ex.calibration_columns(cal)
 fig = ff.calibration_panels(
-    cal, m.calibration.q0, "Calibration scores, neighbours, d vs Delta", result.metrics, PROFILE, **cols
+    cal, m.calibration.q0, "Calibration scores, neighbours, d vs Delta", result, PROFILE, **cols
 )
 
 # %%

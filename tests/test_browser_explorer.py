@@ -15,6 +15,7 @@ only the report run writes; the report's static view of the explorer is
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -185,7 +186,9 @@ def test_status_bar_after_a_widget_opens_in_a_running_cell(tmp_path, config):
     nb.cells = [nbformat.v4.new_code_cell(WIDGET_THEN_WORK)]
     nbformat.write(nb, str(root / "widget.ipynb"))
     server_extension(tmp_path, config == "facterlab")
-    with jupyterlab(tmp_path, root) as lab, chromium_page(sync_api) as page:
+    # the environment may enable the extension too (make install does): switch it off there for "without"
+    env = {**os.environ, "FACTERLAB_JUPYTER_STATUS": "1" if config == "facterlab" else "0"}
+    with jupyterlab(tmp_path, root, env=env) as lab, chromium_page(sync_api) as page:
         page.goto(lab.url("lab/tree/widget.ipynb"))
         page.wait_for_function(KERNEL_IDLE, timeout=45_000)
         page.wait_for_timeout(2000)

@@ -50,6 +50,18 @@ def test_the_extension_untracks_subshell_messages(lab_first):
     assert server.kernel_manager.untracked_message_types == want
 
 
+def test_the_off_switch_leaves_the_list_alone(monkeypatch):
+    default = ["kernel_info_request", "status"]
+    monkeypatch.setenv(js.OFF_SWITCH, "0")
+    server = _server(list(default), {"untracked_message_types": list(default)})
+    js._load_jupyter_server_extension(server)
+    assert server.kernel_manager.untracked_message_types == default
+    assert server.web_app.settings["page_config_data"]["untracked_message_types"] == default
+    monkeypatch.setenv(js.OFF_SWITCH, "1")
+    js._load_jupyter_server_extension(server)
+    assert "create_subshell_request" in server.kernel_manager.untracked_message_types
+
+
 def test_the_real_kernel_manager_takes_the_list():
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 

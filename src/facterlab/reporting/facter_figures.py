@@ -32,8 +32,8 @@ REPRO_N_TEST = 750  # ML-1M test rows of REPRO (docs/FACTER.md §1.2): scales it
 def _records(runs: Any) -> list[RunMetrics]:
     """The runs as typed run records (:func:`facterlab.facter.record.as_metrics`: records, run results
     or their metrics); empty entries dropped."""
-    if isinstance(runs, (RunRecord, RunMetrics)) or hasattr(runs, "record"):
-        runs = [runs]
+    if isinstance(runs, (RunRecord, RunMetrics, dict)) or hasattr(runs, "record"):
+        runs = [runs]  # one run (a dict is refused by as_metrics with a pointer to what to pass)
     return [as_metrics(m) for m in runs if m]
 
 
@@ -93,7 +93,7 @@ def _one_setting(runs: Any, what: str) -> None:
 
 def method_bars(metrics: Any, keys: Sequence[str], title: str, profile: str = "", labels: dict | None = None):
     """Grouped bars: one group per metric key (readable names, :func:`facterlab.reporting.labels.label`),
-    one bar per method; missing values are marked 'n/a'.  ``metrics``: one run's metrics dict, or a list
+    one bar per method; missing values are marked 'n/a'.  ``metrics``: one run (record, result or RunMetrics), or a list
     of runs (seeds), then the bars are means with 95% Student-t intervals over the runs.  A caption gives
     the test rows and runs behind the bars."""
     import matplotlib.pyplot as plt
@@ -269,7 +269,7 @@ def calibration_panels(
     cal,
     q0: float,
     title: str,
-    metrics: dict,
+    metrics: Any,
     profile: str = "",
     score_col: str = "score",
     d_col: str = "d",

@@ -19,16 +19,22 @@ file into the environment that runs JupyterLab::
 
     cp jupyter-config/jupyter_server_config.d/facterlab.json .venv/etc/jupyter/jupyter_server_config.d/
 
-(``jupyter server extension enable`` refuses a module that no config file names yet.)  Without the
+(``jupyter server extension enable`` refuses a module that no config file names yet.)  To see
+JupyterLab's own behaviour where the extension is enabled, start JupyterLab with
+``FACTERLAB_JUPYTER_STATUS=0``.  Without the
 extension, ``commsOverSubshells: "disabled"`` in JupyterLab's Kernels settings avoids the subshell
 requests.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 MODULE = "facterlab.reporting.jupyter_status"
+#: ``FACTERLAB_JUPYTER_STATUS=0`` in the server's environment leaves the list alone (the extension stays
+#: enabled but does nothing): JupyterLab then behaves as without facterlab
+OFF_SWITCH = "FACTERLAB_JUPYTER_STATUS"
 #: control-channel requests and replies of kernel subshells (JEP 91): not the kernel's execution state
 SUBSHELL_MESSAGE_TYPES = tuple(
     f"{op}_subshell_{kind}" for op in ("create", "delete", "list") for kind in ("request", "reply")
@@ -50,6 +56,9 @@ def _jupyter_server_extension_points() -> list:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
+    if os.environ.get(OFF_SWITCH, "").strip() == "0":  # enabled in the environment, switched off here
+        serverapp.log.info("facterlab: %s=0, subshell messages left as JupyterLab reads them", OFF_SWITCH)
+        return
     manager = serverapp.kernel_manager
     manager.untracked_message_types = untracked_with_subshells(manager.untracked_message_types)
     # JupyterLab's page config copies the list when JupyterLab's extension starts: update it too, in
