@@ -26,7 +26,7 @@ import numbers
 import re
 
 from facterlab.data.titles import normalise_title
-from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_OK
+from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_NA, PARSE_OK, Prediction
 
 __all__ = ["parse_titles", "parse_with_reason", "clean_title", "PARSER_VERSION", "MAX_ARRAY_STARTS"]
 
@@ -234,3 +234,40 @@ def parse_with_reason(text, k: int) -> tuple:
     elif notes.capped:
         why += f" (only the first {MAX_ARRAY_STARTS} '[' were tried)"
     return (), PARSE_EMPTY, why
+
+
+def ranked_by_scores(candidates: list, scores: list, n_truncated_history: int = 0) -> Prediction:
+    """The answer of a likelihood ranker (in-process or served): the candidates by descending summed
+    log-probability (ties in candidate order), with the sums and per-token means as its raw output.
+
+    Parameters
+    ----------
+    candidates : list of str
+        The candidate titles, in the prompt's order.
+    scores : list of (float, int)
+        Per candidate, the summed log-probability of its tokens and their number.
+    n_truncated_history : int, default 0
+        History titles dropped to fit the context.
+
+    Returns
+    -------
+    Prediction
+        Parse status ``PARSE_NA`` (nothing was parsed).
+
+    Examples
+    --------
+    >>> p = ranked_by_scores(["A", "B"], [(-3.0, 2), (-1.0, 1)])
+    >>> p.titles, p.raw
+    (('B', 'A'), '{"sum_logprob": [-3.0, -1.0], "mean_logprob": [-1.5, -1.0]}')
+    """
+    order = sorted(range(len(candidates)), key=lambda i: (-scores[i][0], i))
+    raw = json.dumps(
+        {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
+    )
+    return Prediction(
+        titles=tuple(candidates[i] for i in order),
+        parse_status=PARSE_NA,
+        raw=raw,
+        n_model_positions=len(candidates),
+        n_truncated_history=n_truncated_history,
+    )

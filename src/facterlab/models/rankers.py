@@ -20,17 +20,16 @@ the numbered/bulleted lines that follow a line mentioning "history" in the user 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 
 from facterlab.config import PROTOCOLS, ModelConfig
 from facterlab.data.titles import normalise_title
-from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
+from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.cache import CachedRecommender, PredictionCache
 from facterlab.models.device import resolve_device
 from facterlab.models.llm import DecodingParams, lm_fingerprint, load_lm
-from facterlab.models.parsing import PARSER_VERSION, parse_titles
+from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
 from facterlab.models.registry import resolve_llm, served_model_id
 from facterlab.models.served import ServedRecommender, probe_server, served_fingerprint, server_of
 
@@ -270,17 +269,7 @@ class LLMRecommender(Recommender):
             raise ValueError("the likelihood ranker needs PromptRequest.candidates (candidate titles)")
         cands = list(req.candidates)
         scores = self.lm.score_candidates(ids, [self.lm.candidate_ids(c) for c in cands])
-        order = sorted(range(len(cands)), key=lambda i: (-scores[i][0], i))
-        raw = json.dumps(
-            {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
-        )
-        return Prediction(
-            titles=tuple(cands[i] for i in order),
-            parse_status=PARSE_NA,
-            raw=raw,
-            n_model_positions=len(cands),
-            n_truncated_history=n_drop,
-        )
+        return ranked_by_scores(cands, scores, n_drop)
 
 
 def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress: bool = False):

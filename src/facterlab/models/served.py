@@ -60,9 +60,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from facterlab.config import ModelConfig
-from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
+from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.llm import CausalLM
-from facterlab.models.parsing import PARSER_VERSION, parse_titles
+from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
 from facterlab.models.registry import SERVED_PREFIX, resolve_llm, served_model_id
 
 __all__ = [
@@ -483,13 +483,9 @@ class ServedRecommender(Recommender):
             NO_LOGPROBS_MSG.format(url=self.url, kind=self.info.kind, version=self.info.version, model=self.model)
         )
 
-    def _likelihood_ids(self, req: PromptRequest, ids: list, n_drop: int, cand_ids: list) -> Prediction:
-        """The likelihood ranker over token ids: the in-process scorer's ``log p(c | x)``, summed over
-        the echoed log-probabilities at the candidate's positions ``P .. P + m - 1``."""
-        cands = list(req.candidates or ())
-        if any(len(c) == 0 for c in cand_ids):
-            raise ValueError("a candidate tokenised to zero tokens; cannot score an empty title")
-        prompts = [list(ids) + list(c) for c in cand_ids]
+    def _echo(self, prompts: list, seed: int) -> list:
+        """``POST /v1/completions`` with ``echo`` and ``logprobs`` for the prompts (texts or token ids): the
+        choices in prompt order, one per prompt (else a :class:`ServerError`)."""
         body = {
             "model": self.model,
             "prompt": prompts,
@@ -497,12 +493,22 @@ class ServedRecommender(Recommender):
             "temperature": 0,
             "echo": True,
             "logprobs": 1,
-            "seed": int(req.seed),
+            "seed": int(seed),
         }
         obj = self._post("/v1/completions", body)
         choices = sorted(obj.get("choices") or [], key=lambda c: c.get("index", 0))
-        if len(choices) != len(cands):
-            raise ServerError(f"the server at {self.url} answered {len(choices)} choices for {len(cands)} prompts")
+        if len(choices) != len(prompts):
+            raise ServerError(f"the server at {self.url} answered {len(choices)} choices for {len(prompts)} prompts")
+        return choices
+
+    def _likelihood_ids(self, req: PromptRequest, ids: list, n_drop: int, cand_ids: list) -> Prediction:
+        """The likelihood ranker over token ids: the in-process scorer's ``log p(c | x)``, summed over
+        the echoed log-probabilities at the candidate's positions ``P .. P + m - 1``."""
+        cands = list(req.candidates or ())
+        if any(len(c) == 0 for c in cand_ids):
+            raise ValueError("a candidate tokenised to zero tokens; cannot score an empty title")
+        prompts = [list(ids) + list(c) for c in cand_ids]
+        choices = self._echo(prompts, req.seed)
         P = len(ids)
         scores = []
         for prompt, ch in zip(prompts, choices):
@@ -516,17 +522,7 @@ class ServedRecommender(Recommender):
                     f"{len(prompt)} tokens; the candidate's are missing"
                 )
             scores.append((float(sum(picked)), len(picked)))
-        order = sorted(range(len(cands)), key=lambda i: (-scores[i][0], i))
-        raw = json.dumps(
-            {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
-        )
-        return Prediction(
-            titles=tuple(cands[i] for i in order),
-            parse_status=PARSE_NA,
-            raw=raw,
-            n_model_positions=len(cands),
-            n_truncated_history=n_drop,
-        )
+        return ranked_by_scores(cands, scores, n_drop)
 
     def _likelihood(self, req: PromptRequest) -> Prediction:
         if req.candidates is None:
@@ -534,19 +530,7 @@ class ServedRecommender(Recommender):
         cands = list(req.candidates)
         context = transcript(req.message_dicts)
         prompts = [f"{context} {c}" for c in cands]
-        body = {
-            "model": self.model,
-            "prompt": prompts,
-            "max_tokens": 1,
-            "temperature": 0,
-            "echo": True,
-            "logprobs": 1,
-            "seed": int(req.seed),
-        }
-        obj = self._post("/v1/completions", body)
-        choices = sorted(obj.get("choices") or [], key=lambda c: c.get("index", 0))
-        if len(choices) != len(cands):
-            raise ServerError(f"the server at {self.url} answered {len(choices)} choices for {len(cands)} prompts")
+        choices = self._echo(prompts, req.seed)
         scores = []
         for prompt, ch in zip(prompts, choices):
             lp = ch.get("logprobs") or {}
@@ -560,10 +544,4 @@ class ServedRecommender(Recommender):
                     f"the server at {self.url} gave no token inside a candidate's text ({prompt[start:]!r})"
                 )
             scores.append((float(sum(picked)), len(picked)))
-        order = sorted(range(len(cands)), key=lambda i: (-scores[i][0], i))
-        raw = json.dumps(
-            {"sum_logprob": [round(s, 6) for s, _ in scores], "mean_logprob": [round(s / n, 6) for s, n in scores]}
-        )
-        return Prediction(
-            titles=tuple(cands[i] for i in order), parse_status=PARSE_NA, raw=raw, n_model_positions=len(cands)
-        )
+        return ranked_by_scores(cands, scores)
