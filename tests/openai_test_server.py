@@ -195,6 +195,12 @@ class OpenAIServer:
                         return self._send(
                             200, {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
                         )  # fmt: skip
+                    if self.path == "/tokenize" and srv.tokenizer is not None:  # vLLM's endpoint
+                        ids = srv.tokenizer(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens")))
+                        tokens = list(ids["input_ids"])
+                        return self._send(
+                            200, {"tokens": tokens, "count": len(tokens), "max_model_len": srv.max_model_len}
+                        )
                     if self.path == "/v1/completions":
                         prompt = body["prompt"]
                         if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):

@@ -33,9 +33,11 @@ from facterlab.datatypes import PromptRequest
 from facterlab.models.parsing import parse_titles
 from facterlab.models.rankers import LLMRecommender, expected_fingerprint, make_recommender, truncate_history
 from facterlab.models.served import (
+    TOKENIZER_PROBES,
     ServedRecommender,
     ServerError,
     probe_server,
+    server_token_ids,
     supports_prompt_logprobs,
     supports_token_prompts,
     transcript,
@@ -311,6 +313,35 @@ def test_token_id_likelihood_sums_the_candidates_positions(smollm2_tokenizer):
     assert p.titles == tuple(cands[i] for i in sorted(range(4), key=lambda i: (-expected[i], i)))
 
 
+class _OtherTokenizer:
+    """Another model's tokenizer, as far as ids go: SmolLM2's ids shifted by one."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [i + 1 for i in self.tok(text, add_special_tokens=add_special_tokens)["input_ids"]]}
+
+    def decode(self, ids, **kw):
+        return self.tok.decode([i - 1 for i in ids], **kw)
+
+
+@pytest.mark.llm
+def test_the_tokenizer_is_checked_against_the_servers(smollm2_tokenizer, caplog):
+    tok = smollm2_tokenizer
+    with OpenAIServer(tokenizer=tok) as srv:  # the same tokenizer: POST /tokenize agrees
+        ServedRecommender(_cfg(srv.url, tokenizer="smollm2-135m"), "open", llm_recommender=LLMRecommender)
+        assert [b["prompt"] for p, b in srv.requests if p == "/tokenize"] == list(TOKENIZER_PROBES)
+    with OpenAIServer(tokenizer=_OtherTokenizer(tok)) as srv:
+        with pytest.raises(ServerError, match=r"does not tokenise as the model the server .* serves") as e:
+            ServedRecommender(_cfg(srv.url, tokenizer="smollm2-135m"), "open", llm_recommender=LLMRecommender)
+        assert "\n" not in str(e.value) and "POST /tokenize" in str(e.value)
+        assert not [p for p, _ in srv.requests if p in ("/v1/chat/completions",)]  # before any prompt
+    with OpenAIServer() as srv, caplog.at_level("INFO", logger="facterlab.models.served"):  # no /tokenize: said
+        ServedRecommender(_cfg(srv.url, tokenizer="smollm2-135m"), "open", llm_recommender=LLMRecommender)
+    assert "cannot check that model.tokenizer='smollm2-135m' is its tokenizer" in caplog.text
+
+
 @pytest.mark.llm
 def test_a_server_without_token_prompts_or_context_gets_one_line(smollm2_tokenizer):
     with OpenAIServer(token_prompts=False) as srv:
@@ -438,6 +469,8 @@ def test_vllm_cpu_prompt_logprobs_token_ids_and_truncation_equal_the_in_process_
         served = dict(llm="openai:smollm2", server_url=url, tokenizer="smollm2-135m", **common)
         gen = make_recommender(ModelConfig(**served), "open", cache=False)
         assert gen.fingerprint.endswith("[server=vllm/" + gen.info.version + "]") and gen.info.max_model_len == limit
+        # vLLM's POST /tokenize answered, and agreed with the named tokenizer (else make_recommender raised)
+        assert all(server_token_ids(url, "smollm2", t) is not None for t in TOKENIZER_PROBES)
         gg = gen.predict(reqs)
         gl = make_recommender(ModelConfig(ranker="likelihood", **served), "rank", cache=False).predict(reqs[:3])
         with pytest.raises(ServerError) as e:  # no tokenizer: the chat endpoint and vLLM's HTTP 400

@@ -78,6 +78,8 @@ __all__ = [
     "load_tokenizer",
     "supports_token_prompts",
     "TOO_LONG_HINT",
+    "check_tokenizer",
+    "server_token_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,12 @@ NO_TOKEN_PROMPTS_MSG = (
     "({why}), which model.tokenizer={tokenizer!r} needs; leave model.tokenizer unset to use its "
     "chat endpoint, or serve the model with vLLM (docs/SCALING.md)"
 )
+TOKENIZER_MISMATCH_MSG = (
+    "model.tokenizer={tokenizer!r} does not tokenise as the model the server at {url} serves ({model!r}): "
+    "{text!r} is {ours} here and {theirs} there (POST /tokenize); name the served model's own tokenizer"
+)
+#: texts tokenised both here and by the server (``POST /tokenize``) to check that they agree
+TOKENIZER_PROBES = ("One two three", "Amélie (2001), Star Wars: Episode IV - A New Hope (1977)")
 TOO_LONG_HINT = (
     " (the prompt does not fit the served model's context; set model.tokenizer to the model's tokenizer "
     "(model__tokenizer=NAME in a sweep's --set or in run_config) so that facterlab drops the oldest history titles "
@@ -267,6 +275,39 @@ def supports_token_prompts(url: str, model: str, ids: tuple, timeout: float = 60
     return False, f"HTTP {status}: {_error_text(obj)}"
 
 
+@functools.lru_cache(maxsize=32)
+def server_token_ids(url: str, model: str, text: str, timeout: float = 60.0) -> tuple | None:
+    """The server's token ids of ``text`` (``POST /tokenize``, as vLLM and SGLang offer, without special
+    tokens), asked once per process; None when the server has no such endpoint or gives no ids."""
+    body = {"model": model, "prompt": text, "add_special_tokens": False}
+    try:
+        status, obj, _ = _http("POST", _url(url, "/tokenize"), body, timeout=timeout, retries=1)
+    except (urllib.error.URLError, OSError):
+        return None
+    tokens = obj.get("tokens") if status == 200 and isinstance(obj, dict) else None
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        return None
+    return tuple(tokens)
+
+
+def check_tokenizer(tok, name: str, url: str, model: str) -> bool:
+    """Raise a :class:`ServerError` when the tokenizer ``tok`` (``model.tokenizer = name``) gives other ids
+    than the server for any of :data:`TOKENIZER_PROBES`; True when they agree, False when the server
+    cannot say (no ``POST /tokenize``)."""
+    for text in TOKENIZER_PROBES:
+        theirs = server_token_ids(url, model, text)
+        if theirs is None:
+            return False
+        ours = tuple(tok(text, add_special_tokens=False)["input_ids"])
+        if ours != theirs:
+            raise ServerError(
+                TOKENIZER_MISMATCH_MSG.format(
+                    tokenizer=name, url=url, model=model, text=text, ours=list(ours), theirs=list(theirs)
+                )
+            )
+    return True
+
+
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str):
     """The tokenizer of ``name`` (a registry name, e.g. the bundled ``smollm2-135m`` whose GGUF carries
@@ -393,6 +434,13 @@ class ServedRecommender(Recommender):
                 NO_TOKEN_PROMPTS_MSG.format(
                     url=self.url, kind=self.info.kind, version=self.info.version, why=why, tokenizer=model_cfg.tokenizer
                 )
+            )
+        if not check_tokenizer(tok, model_cfg.tokenizer, self.url, self.model):
+            log.info(
+                "served model %s: the server has no POST /tokenize, so facterlab cannot check that "
+                "model.tokenizer=%r is its tokenizer",
+                self.model,
+                model_cfg.tokenizer,
             )
         return recommender(TokenizerOnly(tok, window, self.fingerprint), model_cfg, protocol)
 
