@@ -72,7 +72,7 @@ def _record(cfg, metrics: dict) -> RunRecord:
         content_hash="c",
         fingerprints=Fingerprints(llm=metrics["model"], encoder=metrics["encoder"]),
     )
-    return RunRecord(config=conf, metrics=RunMetrics.from_json(metrics, strict=False))
+    return RunRecord(config=conf, metrics=RunMetrics.partial(metrics))
 
 
 def notebook06_records(seeds=(0,)):
@@ -115,7 +115,7 @@ def test_metrics_without_their_config_differing_in_size_are_not_pooled():
     a = _metrics("a-x", 28, 12, [1], [1], [0.8, 0.8], 1)
     b = _metrics("b-x", 1750, 750, [86], [27], [0.8, 1.2], 1)
     b["model"] = a["model"]
-    ra, rb, rc = (RunMetrics.from_json(m, strict=False) for m in (a, b, dict(a, run_id="c-x")))
+    ra, rb, rc = (RunMetrics.partial(m) for m in (a, b, dict(a, run_id="c-x")))
     assert len(tb.seed_groups([ra, rb])) == 2
     assert len(tb.seed_groups([ra, rc])) == 1
     with pytest.raises(TypeError, match="RunMetrics.from_json"):  # readers take a run, never a bare dict
@@ -185,7 +185,7 @@ def test_figure1_columns_per_setting_with_alpha_shared_scale_and_no_signal_note(
 def test_signal_problems_for_too_few_calibration_rows():
     m = _metrics("a-x", 8, 12, [1], [1], [0.9, 0.9], 1)
     m["calibration"].update(k_index=8, n=8)
-    problems = ff.signal_problems([RunMetrics.from_json(m, strict=False)])
+    problems = ff.signal_problems([RunMetrics.partial(m)])
     assert any("largest of 8 calibration scores" in p for p in problems)
 
 

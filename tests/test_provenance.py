@@ -57,7 +57,7 @@ def _metrics(run_id: str, seed: int = 0) -> RunMetrics:
             "facter": {"violations": {"adaptive": [1 + seed, 1], "fixed_q0": [2, 2]}, "threshold_path": [1, 1.1, 1.2]}
         },
     }
-    return RunMetrics.from_json(obj, strict=False)  # a partial metrics.json: absent keys read as missing
+    return RunMetrics.partial(obj)  # a partial metrics.json: absent keys read as missing
 
 
 def test_saved_figure_names_its_runs_in_caption_png_and_pdf(tmp_path):

@@ -57,7 +57,7 @@ def _run(
 def _m(*runs: dict) -> list:
     """The typed records of metrics.json objects: what the readers take (read leniently: a key a test
     leaves out is absent)."""
-    return [RunMetrics.from_json(r, strict=False) for r in runs]
+    return [RunMetrics.partial(r) for r in runs]
 
 
 COLS = [
@@ -187,7 +187,7 @@ def test_synthetic_is_flagged():
 
 
 def test_flatten_and_metric_value():
-    f = RunMetrics.from_json(_run(0.1), strict=False).methods["neutral"].flat()
+    f = RunMetrics.partial(_run(0.1)).methods["neutral"].flat()
     assert f["violations_adaptive"] == 1.0 and f["violations_adaptive_total"] == 4.0
     assert f["violations_fixed_q0_pass2"] == 4.0
     assert f["cfr_age"] == 0.25 and f["snsr_gender"] == 0.2

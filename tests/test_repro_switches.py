@@ -65,7 +65,7 @@ def test_snsr_empty_rows_is_a_protocol_switch_that_keeps_saved_run_ids():
     rec = RunConfigRecord(config=saved)
     assert rec.setting("metrics.snsr_empty_rows") == "drop" and rec.settings()["metrics.snsr_empty_rows"] == "drop"
     assert RunConfigRecord(config=config_to_dict(repro)).settings()["metrics.snsr_empty_rows"] == "zero"
-    old = RunMetrics.from_json({"variants": {"top1": "first_mapped"}}, strict=False)
+    old = RunMetrics.partial({"variants": {"top1": "first_mapped"}})
     assert old.field_value("snsr_empty_rows") == "drop" and old.field_value("not_a_switch") is None
     assert ADDED_FIELDS[("metrics", "snsr_empty_rows")] == "drop"
     with pytest.raises(ValueError, match="snsr_empty_rows"):
@@ -88,7 +88,7 @@ def _run(kinds: dict) -> dict:
 def test_repro_corrected_counts_under_repro_names():
     run = _run({"fixed_q0": [4], "corrected": [4], "repro_count": [3], "adaptive": [2]})
     t = tb.method_table(
-        [RunMetrics.from_json(run, strict=False)],
+        [RunMetrics.partial(run)],
         name="t",
         title="T",
         columns=tb.THRESHOLD_COLUMNS[:5],
@@ -105,10 +105,10 @@ def test_repro_corrected_counts_under_repro_names():
     assert label("violations_repro_count") == "REPRO fixed (corrected)"
     assert label("violations_corrected") == "V(0) + our correction"
     # per pass: REPRO's name for repro_count, and the dynamic count shown when a run records it
-    t = tb.per_pass_table([RunMetrics.from_json(run, strict=False)], name="p", title="P", published=False)
+    t = tb.per_pass_table([RunMetrics.partial(run)], name="p", title="P", published=False)
     assert "REPRO fixed (corrected)" in t.header and "REPRO corrected-dynamic" not in t.header
     assert any("with correction none it equals V(0)" in n for n in t.notes)
     run = _run({"fixed_q0": [4], "repro_count": [3], "adaptive": [2], "repro_dynamic": [1]})
-    t = tb.per_pass_table([RunMetrics.from_json(run, strict=False)], name="p", title="P", published=False)
+    t = tb.per_pass_table([RunMetrics.partial(run)], name="p", title="P", published=False)
     i = t.header.index("REPRO corrected-dynamic")
     assert t.rows[1][i] == "1.0"

@@ -75,6 +75,7 @@ from facterlab.facter.record import (
     RunMetrics,
     RunRecord,
     SnsrGroup,
+    as_value,
 )
 from facterlab.facter.runfolder import RunResult, mark_degenerate, write_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
@@ -120,12 +121,6 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
-
-
-def _value_or_missing(summary: dict) -> float | MissingValue:
-    if summary.get("value") is None:
-        return MissingValue(summary.get("missing_reason", "not computed"))
-    return _clean(summary["value"])
 
 
 def candidate_ids_for_titles(titles, candidates, titles_by_id: dict) -> list:
@@ -652,8 +647,8 @@ def method_metrics(
         recall_single=_clean(single["recall_mean"]),
         valid=_clean(valid_at_k(ranked, k)),
         snsr_proxy={g: SnsrGroup.of_block(_clean(block)) for g, block in snsr.items()},
-        cfr_multi=_value_or_missing(cfr_multi),
-        cfr_single={a: _value_or_missing(v) for a, v in cfr_single.items()},
+        cfr_multi=as_value(cfr_multi, "cfr_multi"),
+        cfr_single={a: as_value(v, f"cfr_{a}") for a, v in cfr_single.items()},
         cfr_detail=_clean({"multi": cfr_multi, **cfr_single, "n_rows": int(len(sample))}),
         violations=violation_summary(rec),
         threshold_path=[_clean(float(q)) for q in result.threshold_path],

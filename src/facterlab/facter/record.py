@@ -124,6 +124,16 @@ def as_value(x: Any, what: str = "value") -> float | MissingValue:
     return v
 
 
+def value_or_nan(x: Any) -> float:
+    """A record value as a float for plotting and frames: :func:`as_value`, with NaN where it is missing.
+
+    >>> value_or_nan(0.5), value_or_nan({"value": None, "missing_reason": "no rows"}), value_or_nan(None)
+    (0.5, nan, nan)
+    """
+    v = as_value(x)
+    return v if isinstance(v, float) else float("nan")
+
+
 def missing_json(x: Any) -> Any:
     """``x`` with every :class:`MissingValue` (nested in dicts/lists) as its JSON form.
 
@@ -644,6 +654,12 @@ class RunRecord:
         }
 
 
+def is_one_run(x: Any) -> bool:
+    """Whether ``x`` is one run (a record, a run result, its metrics, or a dict that
+    :func:`as_metrics` will refuse with its pointer) rather than a collection of runs."""
+    return isinstance(x, (RunRecord, RunMetrics, dict)) or isinstance(getattr(x, "record", None), RunRecord)
+
+
 def as_metrics(x: Any) -> RunMetrics:
     """The :class:`RunMetrics` of a run: every reader of records (tables, figures, the CLI) takes a run
     through this one door.  A ``dict`` is refused with a pointer: read a run folder with
@@ -669,7 +685,8 @@ def as_metrics(x: Any) -> RunMetrics:
     if isinstance(x, dict):
         raise TypeError(
             "expected a run (RunRecord, RunResult or RunMetrics), got a dict: read a run folder with "
-            "RunRecord.load(folder), or a metrics.json object with RunMetrics.from_json(obj)"
+            "RunRecord.load(folder), or a metrics.json object with RunMetrics.from_json(obj) "
+            "(RunMetrics.partial(obj) for a partial one)"
         )
     raise TypeError(f"expected a run (RunRecord, RunResult or RunMetrics), got {type(x).__name__}")
 

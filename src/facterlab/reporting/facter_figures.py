@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from facterlab.facter.record import METHODS, RunMetrics, RunRecord, as_metrics
+from facterlab.facter.record import METHODS, RunMetrics, as_metrics, is_one_run, value_or_nan
 from facterlab.reporting.figures import attach_runs
 from facterlab.reporting.labels import add_caption, degenerate_note, mean_ci
 from facterlab.reporting.labels import label as display_label
@@ -32,14 +32,7 @@ REPRO_N_TEST = 750  # ML-1M test rows of REPRO (docs/FACTER.md §1.2): scales it
 def _records(runs: Any) -> list[RunMetrics]:
     """The runs as typed run records (:func:`facterlab.facter.record.as_metrics`: records, run results
     or their metrics); empty entries dropped."""
-    if isinstance(runs, (RunRecord, RunMetrics, dict)) or hasattr(runs, "record"):
-        runs = [runs]  # one run (a dict is refused by as_metrics with a pointer to what to pass)
-    return [as_metrics(m) for m in runs if m]
-
-
-def _num(x: Any) -> float:
-    """A recorded value as a float; NaN for a missing value (``MissingValue`` or absent)."""
-    return np.nan if x is None or isinstance(x, MissingValue) else float(x)
+    return [as_metrics(m) for m in ([runs] if is_one_run(runs) else runs) if m]
 
 
 def _title(title: str, run: Any, profile: str) -> str:
@@ -79,7 +72,7 @@ def run_size_text(runs: Sequence[Any]) -> str:
 def _one_setting(runs: Any, what: str) -> None:
     """Refuse to pool runs of different settings as seeds: a one-panel figure averages its runs, which is
     honest only when they differ by seed alone (:func:`facterlab.reporting.tables.seed_groups`)."""
-    if isinstance(runs, (dict, RunMetrics)) or hasattr(runs, "record") or not isinstance(runs, Sequence):
+    if is_one_run(runs) or not isinstance(runs, Sequence):
         return
     groups = seed_groups([r for r in runs if r])
     if len(groups) > 1:
@@ -167,8 +160,8 @@ def violations_by_pass(
         v = block.violations if block else {}
         n_test = float(m.n_test or np.nan)
         for k, _, _ in kinds:
-            series[k].append([_num(x) / n_test for x in (v.get(k) or [])])
-        paths.append([_num(x) for x in (block.threshold_path if block else [])])
+            series[k].append([value_or_nan(x) / n_test for x in (v.get(k) or [])])
+        paths.append([value_or_nan(x) for x in (block.threshold_path if block else [])])
     n_pass = max((len(s) for k in series for s in series[k]), default=0)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     x = np.arange(1, n_pass + 1)
@@ -500,7 +493,7 @@ def figure1(
             for m in runs:
                 block = m.methods.get(method)
                 v = (block.violations.get(k) if block else None) or []
-                rows.append([_num(x) / float(m.n_test or np.nan) for x in v])
+                rows.append([value_or_nan(x) / float(m.n_test or np.nan) for x in v])
             n_pass = max([n_pass] + [len(r) for r in rows])
             arr = np.array([r + [np.nan] * (n_pass - len(r)) for r in rows], dtype=float)
             x = np.arange(1, n_pass + 1)
@@ -548,7 +541,9 @@ def figure1(
             quiet.append(head)
             ax.set_facecolor(NO_SIGNAL_FACE)  # the panel is tinted, its data left uncovered
         ax.set_title("\n".join(textwrap.fill(part, chars) for part in parts), fontsize=7.5)
-        paths = [[_num(x) for x in (m.methods[method].threshold_path if method in m.methods else [])] for m in runs]
+        paths = [
+            [value_or_nan(x) for x in (m.methods[method].threshold_path if method in m.methods else [])] for m in runs
+        ]
         width = max([n_pass + 1] + [len(p) for p in paths])
         parr = np.array([p + [np.nan] * (width - len(p)) for p in paths], dtype=float)
         qx.plot(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from facterlab import paths as _paths
-from facterlab.facter.record import RunMetrics, RunRecord, as_metrics, code_version
+from facterlab.facter.record import RunRecord, as_metrics, code_version, is_one_run
 from facterlab.style import PALETTE, apply_style, set_provenance, title_with_provenance
 
 __all__ = [
@@ -84,18 +84,15 @@ def _run_entries(runs: Any) -> list:
     """``[(run_id, code version or None, seed or None), ...]`` of run records, results or metrics."""
     if runs is None:
         return []
-    if isinstance(runs, (RunRecord, RunMetrics)) or hasattr(runs, "record"):
-        runs = [runs]
     out: list[tuple[str, Any, Any]] = []
-    for r in runs:
+    for r in [runs] if is_one_run(runs) else runs:
         rec = r if isinstance(r, RunRecord) else getattr(r, "record", None)
-        if isinstance(r, str):
+        if isinstance(r, str):  # a run id
             out.append((r, None, None))
             continue
-        try:
-            m = as_metrics(r)
-        except TypeError:
+        if not r:
             continue
+        m = as_metrics(r)  # anything else that is not a run is an error, never a run left out silently
         code = rec.meta.code_version if isinstance(rec, RunRecord) and rec.meta is not None else None
         seed = rec.config.setting("seed") if isinstance(rec, RunRecord) else None
         out.append((str(m.run_id) if m.run_id else "unknown run id", code, seed))

@@ -29,7 +29,7 @@ from facterlab.data.protocol import build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.pipeline import run_experiment
-from facterlab.facter.record import METHODS
+from facterlab.facter.record import METHODS, value_or_nan
 from facterlab.facter.rescore import rescore, rescore_inputs
 from facterlab.facter.scores import ItemRepresenter, top1_distance
 from facterlab.facter.truth import parse_truth, rank_auc
@@ -167,14 +167,6 @@ def repair_table(results: Sequence) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _num(v):
-    if isinstance(v, dict):
-        v = v.get("value")
-    if isinstance(v, MissingValue):
-        return float("nan")
-    return float(v) if v is not None else float("nan")
-
-
 def fairness_table(results: Sequence, methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """One row per (run, method): beta, rho, seed, CFR (multi), SNSR (joint tuple, proxy; NaN with the
     reason in ``snsr_missing`` when no group is large enough), NDCG@10, Recall@10, share of
@@ -193,11 +185,11 @@ def fairness_table(results: Sequence, methods: Sequence[str] = METHODS) -> pd.Da
                     "rho": s["rho"],
                     "seed": s["seed_run"],
                     "method": m,
-                    "cfr_multi": _num(flat.get("cfr_multi")),
-                    "snsr_joint": _num(snsr),
+                    "cfr_multi": value_or_nan(flat.get("cfr_multi")),
+                    "snsr_joint": value_or_nan(snsr),
                     "snsr_missing": snsr.reason if isinstance(snsr, MissingValue) else "",
-                    "ndcg@10_multi": _num(flat.get("ndcg@10_multi")),
-                    "recall@10_multi": _num(flat.get("recall@10_multi")),
+                    "ndcg@10_multi": value_or_nan(flat.get("ndcg@10_multi")),
+                    "recall@10_multi": value_or_nan(flat.get("recall@10_multi")),
                     "share_top1_biased": float(truth_frame(last)["top1_changed"].mean()),
                 }
             )
@@ -400,7 +392,7 @@ def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> p
             }
             row["label"] = gtb["label"]
             for k in DETECTOR_NUMBERS:
-                row[k] = _num(gtb[k])
+                row[k] = value_or_nan(gtb[k])
             row["lift"] = row["precision"] / row["base_rate"] if row["base_rate"] else float("nan")
             row["lift_ceiling"] = 1.0 / row["base_rate"] if row["base_rate"] else float("nan")
             out.append(row)
@@ -617,7 +609,7 @@ def decomposition_row(result, label: str, method: str = "neutral") -> dict:
     rec = result.rows[method]
     truth = truth_frame(rec)["top1_changed"].to_numpy(dtype=bool)
     out = {"run": label, "run_id": result.run_id, "n": len(rec), "biased": int(truth.sum())}
-    out["share_no_neighbour (calibration)"] = _num(result.record.metrics.calibration.share_no_neighbour)
+    out["share_no_neighbour (calibration)"] = value_or_nan(result.record.metrics.calibration.share_no_neighbour)
     for col in ("d", "delta", "S"):
         v = rec[col].to_numpy(dtype=float)
         out[f"mean {col} biased"] = float(v[truth].mean()) if truth.any() else float("nan")
