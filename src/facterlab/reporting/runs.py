@@ -128,7 +128,7 @@ def list_rows(runs: os.PathLike | str, **filters: str | None) -> list:
     return sorted(rows, key=lambda r: (r["started"].startswith(("n/a", "?")), r["started"], r["run_id"]))
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -141,7 +141,7 @@ def format_list(runs: os.PathLike | str, **filters: str | None) -> str:
     where = f"under {runs}" + (f" matching {active}" if active else "")
     if not rows:
         return f"no runs {where}"
-    return _table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows]) + f"\n{len(rows)} run(s) {where}"
+    return text_table(LIST_COLUMNS, [[r[c] for c in LIST_COLUMNS] for r in rows]) + f"\n{len(rows)} run(s) {where}"
 
 
 def _fmt(v: Any) -> str:
@@ -214,7 +214,7 @@ def format_compare(a: RunRecord, b: RunRecord, every: bool = False, full: bool =
         if section not in ("run", "config") and not every:
             title += " (values that differ)" if full else " (headline values that differ)"
         parts.append(f"== {title}")
-        parts.append(_table(("key", "A", "B", "B - A"), rows) if rows else "(no differences)")
+        parts.append(text_table(("key", "A", "B", "B - A"), rows) if rows else "(no differences)")
     if not (every or full):
         parts.append("(compact: --full shows every metric that differs, --all every setting and metric)")
     return "\n".join(parts)

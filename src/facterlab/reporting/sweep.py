@@ -58,13 +58,14 @@ from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.executors import EXECUTORS, MAX_RETRIES, MAX_WORKERS, TaskOutcome, make_executor
 from facterlab.facter.pipeline import run_experiment, run_id_for
-from facterlab.facter.record import RunRecord
+from facterlab.facter.record import RunConfigRecord, RunRecord
 from facterlab.facter.runfolder import find
 from facterlab.facter.validation import validate_config
 from facterlab.params import ParameterError, coerce, parse_set_items
 from facterlab.paths import ENV_CACHE, runs_dir
 from facterlab.progress import format_seconds
 from facterlab.reporting.experiments import expected_fingerprints
+from facterlab.reporting.runs import text_table
 
 __all__ = [
     "parse_grid",
@@ -338,13 +339,8 @@ def _varying(planned: Sequence[Planned]) -> list:
 
 
 def _flat(cfg: RunConfig) -> dict:
-    out = {}
-    for k, v in config_to_dict(cfg).items():
-        if isinstance(v, dict):
-            out.update({f"{k}__{kk}": vv for kk, vv in v.items()})
-        else:
-            out[k] = v
-    return out
+    """The run's settings (:meth:`RunConfigRecord.settings`) under their ``section__field`` names."""
+    return {k.replace(".", "__"): v for k, v in RunConfigRecord(config=config_to_dict(cfg)).settings().items()}
 
 
 def _metric(metrics, method: str, key: str):
@@ -389,12 +385,8 @@ def summary_table(rows: Sequence[Mapping]) -> str:
             return f"{v:.1f}" if col == "seconds" else f"{v:.4f}"
         return str(v)
 
-    cells = [[fmt(r.get(c), c) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
-    lines += [f"{r['run_id']}: {r['error']}" for r in rows if r.get("error")]
-    return "\n".join(lines)
+    table = text_table(cols, [[fmt(r.get(c), c) for c in cols] for r in rows])
+    return "\n".join([table, *(f"{r['run_id']}: {r['error']}" for r in rows if r.get("error"))])
 
 
 def run_sweep(
