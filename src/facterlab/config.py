@@ -166,6 +166,19 @@ class DataConfig:
         _raise_bound_problems("data", self, only=("calib_frac",))
 
 
+#: the prefix of a served model's name, ``openai:<model id>`` (docs/SCALING.md)
+SERVED_PREFIX = "openai:"
+
+
+def is_served_name(name: Any) -> bool:
+    """Whether ``name`` names a model an OpenAI-compatible server serves (``openai:<model id>``).
+
+    >>> is_served_name(" OpenAI:llama"), is_served_name("smollm2-135m")
+    (True, False)
+    """
+    return isinstance(name, str) and name.strip().lower().startswith(SERVED_PREFIX)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """LLM, encoder and decoding parameters (docs/FACTER.md §5)."""
@@ -198,9 +211,9 @@ class ModelConfig:
                 raise ValueError(
                     f"tokenizer {tok!r}: must be a registry name, local path or hub id of at most 1024 characters"
                 )
-            if tok.strip().lower().startswith("openai:"):
+            if is_served_name(tok):
                 raise ValueError(f"tokenizer {tok!r}: name the tokenizer's files (registry name, path, hub id)")
-            if not (isinstance(self.llm, str) and self.llm.strip().lower().startswith("openai:")):
+            if not is_served_name(self.llm):
                 raise ValueError(
                     f"tokenizer {tok!r} is given but the LLM {self.llm!r} is not served (the in-process model "
                     "uses its own); name it 'openai:<model id>' or leave model.tokenizer unset"
@@ -211,10 +224,18 @@ class ModelConfig:
                 raise ValueError(
                     f"server_url {url!r}: must be an http:// or https:// URL, e.g. 'http://localhost:8000'"
                 )
-            if not (isinstance(self.llm, str) and self.llm.strip().lower().startswith("openai:")):
+            if not is_served_name(self.llm):
                 raise ValueError(
                     f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
                 )
+
+    def ranker_for(self, protocol: str) -> str:
+        """The ranker a protocol uses: :attr:`ranker` for "rank", always "generate" for "open".
+
+        >>> ModelConfig(ranker="likelihood").ranker_for("open"), ModelConfig(ranker="likelihood").ranker_for("rank")
+        ('generate', 'likelihood')
+        """
+        return self.ranker if protocol == "rank" else "generate"
 
 
 @dataclass(frozen=True)

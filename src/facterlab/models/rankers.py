@@ -142,15 +142,10 @@ def truncate_history(messages: Sequence[dict], history_titles: Sequence[str], n_
     return msgs
 
 
-def effective_ranker(model_cfg: ModelConfig, protocol: str) -> str:
-    """The ranker a protocol uses: ``model_cfg.ranker`` for "rank", always "generate" for "open"."""
-    return model_cfg.ranker if protocol == "rank" else "generate"
-
-
 def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprint: str, bucket: int = 32) -> str:
     """What a recommender's answers depend on: the model files and dtype (``lm_fingerprint``), the
     protocol, the ranker, the decoding parameters, the prompt limit and the parser version."""
-    ranker = effective_ranker(model_cfg, protocol)
+    ranker = model_cfg.ranker_for(protocol)
     dec = (
         (
             f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
@@ -183,7 +178,7 @@ class LLMRecommender(Recommender):
         self.lm = lm
         self.cfg = model_cfg
         self.protocol = protocol
-        self.ranker = effective_ranker(model_cfg, protocol)
+        self.ranker = model_cfg.ranker_for(protocol)
         self.params = DecodingParams(
             model_cfg.temperature, model_cfg.top_p, model_cfg.max_new_tokens, model_cfg.repetition_penalty
         )

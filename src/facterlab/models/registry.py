@@ -34,6 +34,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from facterlab.config import SERVED_PREFIX, is_served_name
 from facterlab.filehash import file_sha256
 
 __all__ = [
@@ -224,9 +225,6 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
 
 
 #: ``openai:<model id>``: a model served by an OpenAI-compatible server (facterlab.models.served)
-SERVED_PREFIX = "openai:"
-
-
 def served_model_id(name: str) -> str | None:
     """The model id of an ``openai:<model id>`` name, else None (a server is asked about it only when
     the recommender is built: :func:`facterlab.models.served.probe_server`).
@@ -234,7 +232,7 @@ def served_model_id(name: str) -> str | None:
     >>> served_model_id("openai:meta-llama/Meta-Llama-3-8B-Instruct"), served_model_id("smollm2-135m")
     ('meta-llama/Meta-Llama-3-8B-Instruct', None)
     """
-    if not isinstance(name, str) or not name.strip().lower().startswith(SERVED_PREFIX):
+    if not is_served_name(name):
         return None
     model = name.strip()[len(SERVED_PREFIX) :].strip()
     if not model:

@@ -337,14 +337,9 @@ class TokenizerOnly(CausalLM):
         self.bucket = int(bucket)
 
 
-def effective_ranker(model_cfg: ModelConfig, protocol: str) -> str:
-    """As :func:`facterlab.models.rankers.effective_ranker` (which imports this module)."""
-    return model_cfg.ranker if protocol == "rank" else "generate"
-
-
 def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) -> str:
     """What the served recommender's answers depend on (as :func:`facterlab.models.rankers.recommender_fingerprint`)."""
-    ranker = effective_ranker(model_cfg, protocol)
+    ranker = model_cfg.ranker_for(protocol)
     dec = (
         f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},r={model_cfg.repetition_penalty}"
         if ranker == "generate"
@@ -394,7 +389,7 @@ class ServedRecommender(Recommender):
         self.info = probe_server(self.url, self.model)
         self.cfg = model_cfg
         self.protocol = protocol
-        self.ranker = effective_ranker(model_cfg, protocol)
+        self.ranker = model_cfg.ranker_for(protocol)
         if self.ranker == "likelihood" and not supports_prompt_logprobs(self.url, self.model):
             raise ServerError(
                 NO_LOGPROBS_MSG.format(url=self.url, kind=self.info.kind, version=self.info.version, model=self.model)
