@@ -45,7 +45,7 @@ LAYERS: tuple = (
     },
     {"data": ["facterlab.data"]},
     {"models": ["facterlab.models"], "metrics": ["facterlab.metrics"]},
-    {"facter": ["facterlab.facter"], "simpson": ["facterlab.simpson"]},
+    {"facter": ["facterlab.facter"], "simpson": ["facterlab.simpson"], "testing": ["facterlab.testing"]},
     {"reporting": ["facterlab.reporting"]},
     {"cli": ["facterlab.cli"], "notebook": ["facterlab.notebook"]},
 )

@@ -42,7 +42,7 @@ from facterlab.models.served import (
     supports_token_prompts,
     transcript,
 )
-from tests.openai_test_server import MODEL, OpenAIServer, chat_answer, token_logprob, tokens_of
+from facterlab.testing.server import MODEL, OpenAIServer, chat_answer, token_logprob, tokens_of
 
 TITLES = ["Heat (1995)", "Fargo (1996)", "Toy Story (1995)", "Casino (1995)", "Babe (1995)"]
 
@@ -93,7 +93,8 @@ def test_unreachable_server_and_unknown_model_are_one_line_errors():
 
 def test_generation_parses_the_servers_answers_sends_seed_and_greedy_and_bounds_concurrency():
     with OpenAIServer(delay=0.05) as srv:
-        rec = ServedRecommender(_cfg(srv.url), "open", concurrency=3)
+        rec = ServedRecommender(_cfg(srv.url, concurrency=3), "open")
+        srv.requests.clear()  # the one-token probe of the decoding settings (check_served)
         reqs = [_request(seed=s, titles=TITLES[s % 3 :]) for s in range(8)]
         preds = rec.predict(reqs)
         for r, p in zip(reqs, preds):
@@ -121,18 +122,22 @@ def test_rank_protocol_matches_the_answer_to_the_candidates():
 
 def test_a_server_that_refuses_repetition_penalty_gets_a_line_that_says_what_to_do():
     with OpenAIServer(strict=True) as srv:
-        with pytest.raises(ServerError, match=r"HTTP 422: .*repetition_penalty.* set model__repetition_penalty=1\.0"):
-            ServedRecommender(_cfg(srv.url, repetition_penalty=1.2), "open").predict([_request(0)])
+        # refused when the recommender is built, before any prompt goes out
+        with pytest.raises(ServerError, match=r"HTTP 422: .*repetition_penalty.*: model\.repetition_penalty=1 "):
+            ServedRecommender(_cfg(srv.url, repetition_penalty=1.2), "open")
+        assert [p for p, _ in srv.requests] == ["/v1/chat/completions"]
         assert ServedRecommender(_cfg(srv.url, repetition_penalty=1.0), "open").predict([_request(0)])[0].titles
 
 
 def test_retries_with_backoff_then_a_clear_error():
-    with OpenAIServer(fail_first=2) as srv:
-        rec = ServedRecommender(_cfg(srv.url), "open", retries=2, backoff=0.01)
+    with OpenAIServer() as srv:
+        rec = ServedRecommender(_cfg(srv.url, max_retries=2), "open", backoff=0.01)
+        srv.requests.clear()
+        srv.fail_first = 2
         assert rec.predict([_request(1)])[0].parse_status == "ok"
         assert [p for p, _ in srv.requests].count("/v1/chat/completions") == 3
     with OpenAIServer() as srv:
-        rec = ServedRecommender(_cfg(srv.url), "open", retries=0, backoff=0.01)
+        rec = ServedRecommender(_cfg(srv.url, max_retries=0), "open", backoff=0.01)
         srv.fail_first = 1
         with pytest.raises(ServerError, match=r"answered /v1/chat/completions with HTTP 503: overloaded, try again$"):
             rec.predict([_request(1)])
@@ -274,7 +279,7 @@ def test_token_ids_are_the_in_process_chat_template_truncated_to_the_servers_con
     limit = 300  # the prompts have 157, 319 and 482 tokens, each asks for 64 more
     with OpenAIServer(max_model_len=limit, tokenizer=tok) as srv:
         rec = ServedRecommender(
-            _cfg(srv.url, tokenizer="smollm2-135m"), "open", concurrency=3, llm_recommender=LLMRecommender
+            _cfg(srv.url, tokenizer="smollm2-135m", concurrency=3), "open", llm_recommender=LLMRecommender
         )
         preds = rec.predict(reqs)
         bodies = {b["seed"]: b for path, b in srv.requests if path == "/v1/completions" and "seed" in b}

@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,13 @@ CFR_PROMPTS = ("last_pass", "final_rules")
 # facterlab extensions (docs/FACTER.md §7): the first value of each is FACTER's / REPRO's method
 DELTA_KINDS = ("neighbour", "twin")
 THRESHOLD_KINDS = ("conformal", "null")
-RULE_MININGS = ("count", "contrast")
+RULE_MININGS = ("count", "contrast", "confirmed")
+#: the null threshold's placebo (docs/FACTER.md §7): one edit, or "family" (the largest of the three per row)
+PLACEBO_KINDS = ("family", "reword", "field", "order")
+#: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
+SIM_READS = ("fields", "text")
+#: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")
+SIM_TRIGGERS = ("semantic", "literal")
 # the simulated recommender (docs/SIMULATED.md)
 SIM_COMPLIANCE = ("relative", "absolute")
 SIM_BIAS_TABLES = ("default", "rare", "romance")
@@ -179,6 +186,55 @@ def is_served_name(name: Any) -> bool:
     return isinstance(name, str) and name.strip().lower().startswith(SERVED_PREFIX)
 
 
+#: the served backend's transport settings: out of every run id (:func:`config_hash`)
+TRANSPORT_FIELDS = ("timeout", "max_retries", "concurrency", "api_key_env")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+#: the paths of OpenAI endpoints that a server URL must not end with (the URL is the server's root)
+_ENDPOINTS = ("/completions", "/chat/completions", "/models", "/embeddings", "/tokenize", "/version")
+
+
+def server_url_problem(url: Any) -> str:
+    """Why ``url`` cannot be an OpenAI-compatible server's root URL ("" when it can), read with
+    :func:`urllib.parse.urlsplit`: http or https, a host, a valid port, no whitespace or control
+    character, no credentials, query or fragment, and no endpoint path.
+
+    >>> server_url_problem("http://localhost:8000"), server_url_problem("http://h:8000/v1")
+    ('', '')
+    >>> server_url_problem("http://h:8000/v1/completions")
+    "names the endpoint '/v1/completions': give the server root, e.g. 'http://h:8000' (or 'http://h:8000/v1')"
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url:
+        return "must be an http:// or https:// URL, e.g. 'http://localhost:8000'"
+    if len(url) > 2048:
+        return "is longer than 2048 characters"
+    bad = next((i for i, ch in enumerate(url) if ch.isspace() or ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None:
+        return f"has whitespace or a control character ({url[bad]!r}) at position {bad}; give the URL alone"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL, e.g. 'http://localhost:8000'"
+    if not parts.hostname:
+        return "has no host; e.g. 'http://localhost:8000'"
+    if parts.username is not None or parts.password is not None:
+        return "holds credentials; give the API key through api_key_env (--api-key-env), never in the URL"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "has a query or fragment; give the server root, e.g. 'http://localhost:8000'"
+    path = parts.path.rstrip("/")
+    hit = next((e for e in _ENDPOINTS if path.endswith(e)), None)
+    if hit is not None:
+        root = f"{parts.scheme}://{parts.netloc}"
+        endpoint = path[path.rfind("/v1/") :] if "/v1/" in path else hit
+        return f"names the endpoint {endpoint!r}: give the server root, e.g. {root!r} (or {root + '/v1'!r})"
+    del port
+    return ""
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """LLM, encoder and decoding parameters (docs/FACTER.md §5)."""
@@ -202,9 +258,25 @@ class ModelConfig:
     # a local path or a hub id): its chat template is rendered here and token ids are sent to
     # /v1/completions (docs/SCALING.md); None: the chat endpoint.  Out of the config hash while None
     tokenizer: str | None = None
+    # llm="openai:<model id>" only: how requests travel (facterlab.models.served; docs/SCALING.md).  They
+    # never change an answer, so :func:`config_hash` leaves them out of every run id (:data:`TRANSPORT_FIELDS`)
+    timeout: float = 300.0  # seconds: each request's total deadline, its retries and every read included
+    max_retries: int = 2  # extra attempts of a request after a connection error, HTTP 408/425/429/5xx
+    concurrency: int = 4  # requests in flight at once
+    # the NAME of the environment variable that holds the API key (sent as "Authorization: Bearer ...");
+    # the key itself is read when a request is sent and is never in a config, a run id or a record
+    api_key_env: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("ranker", self.ranker, RANKERS)
+        _raise_bound_problems("model", self, only=TRANSPORT_FIELDS[:3])
+        if self.api_key_env is not None and not (
+            isinstance(self.api_key_env, str) and _ENV_NAME.fullmatch(self.api_key_env)
+        ):  # never echoed: it may be the key itself, pasted by mistake
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (letters, digits and _, at most 128), "
+                "e.g. 'OPENAI_API_KEY', never the key itself"
+            )
         if self.tokenizer is not None:
             tok = self.tokenizer
             if not isinstance(tok, str) or not tok.strip() or len(tok) > 1024 or "\n" in tok:
@@ -220,10 +292,9 @@ class ModelConfig:
                 )
         if self.server_url is not None:
             url = self.server_url
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 2048:
-                raise ValueError(
-                    f"server_url {url!r}: must be an http:// or https:// URL, e.g. 'http://localhost:8000'"
-                )
+            problem = server_url_problem(url)
+            if problem:
+                raise ValueError(f"server_url {str(url)[:200]!r}: {problem}")
             if not is_served_name(self.llm):
                 raise ValueError(
                     f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
@@ -267,11 +338,24 @@ class FacterConfig:
     threshold: str = "conformal"  # flag: "conformal" (S > Q_t, FACTER) | "null" (twin Delta > placebo quantile)
     rule_mining: str = "count"  # "count" (FACTER/REPRO) | "contrast" (enrichment over the group's other outputs)
     null_tol: float = 1e-6  # threshold "null": Delta must exceed the placebo quantile by more than this
+    # threshold "null": the placebo ("family": per row the largest of reword, field and order; docs/FACTER.md §7)
+    placebo: str = "family"
+    draws: int = 1  # twin Delta: each request (row, twin, placebo) asked this many times (seeds), answers averaged
+    rule_level: float = 0.05  # rule_mining "confirmed": family-wise level of the exact McNemar tests (Bonferroni)
+    rule_min_effect: float = 0.2  # rule_mining "confirmed": least (b - c) / (b + c) of a rule's discordant pairs
+    max_rules: int = 10  # rule_mining "confirmed": the most rules in force at once (all groups)
 
     def __post_init__(self) -> None:
         _check_choice("delta", self.delta, DELTA_KINDS)
         _check_choice("threshold", self.threshold, THRESHOLD_KINDS)
         _check_choice("rule_mining", self.rule_mining, RULE_MININGS)
+        _check_choice("placebo", self.placebo, PLACEBO_KINDS)
+        if self.rule_mining == "confirmed" and self.delta != "twin":
+            raise ValueError(
+                "facter.rule_mining 'confirmed' mines twin-confirmed differences: it needs facter.delta 'twin'"
+            )
+        if self.draws != 1 and self.delta != "twin":
+            raise ValueError("facter.draws > 1 averages the twin Delta over draws: it needs facter.delta 'twin'")
         if self.threshold == "null" and self.delta != "twin":
             raise ValueError("facter.threshold 'null' tests the twin distance: it needs facter.delta 'twin'")
         _check_choice("threshold_rule", self.threshold_rule, THRESHOLD_RULES)
@@ -282,7 +366,9 @@ class FacterConfig:
         _check_choice("top1", self.top1, TOP1_RULES)
         _check_choice("empty_output_rule", self.empty_output_rule, EMPTY_OUTPUT_RULES)
         _check_choice("gender_in_prompt", self.gender_in_prompt, GENDER_WORDINGS)
-        _raise_bound_problems("facter", self, only=("alpha", "null_tol"))
+        _raise_bound_problems(
+            "facter", self, only=("alpha", "null_tol", "draws", "rule_level", "rule_min_effect", "max_rules")
+        )
 
 
 @dataclass(frozen=True)
@@ -334,9 +420,25 @@ class SimulatorConfig:
     bias_table: str = "default"
     n_factors: int = 16
     seed: int = 0
+    # the text-reading variant (sim.reads = "text"; docs/SIMULATED.md, "A simulator that reads text")
+    reads: str = "fields"
+    trigger: str = "semantic"
+    order_sd: float = 0.0
+    wording_sd: float = 0.0
+    field_sd: float = 0.0
+    prompt_sd: float = 0.0
+    temperature: float = 0.0
 
     def __post_init__(self) -> None:
         _check_choice("sim.compliance", self.compliance, SIM_COMPLIANCE)
+        _check_choice("sim.reads", self.reads, SIM_READS)
+        _check_choice("sim.trigger", self.trigger, SIM_TRIGGERS)
+        surface = (self.order_sd, self.wording_sd, self.field_sd, self.prompt_sd, self.temperature)
+        if self.reads == "fields" and (self.trigger != "semantic" or any(x != 0 for x in surface)):
+            raise ValueError(
+                "sim.trigger and the surface sensitivities (order_sd, wording_sd, field_sd, prompt_sd, temperature) "
+                "need the text-reading simulator: set sim.reads 'text'"
+            )
         if not isinstance(self.bias_table, str) or not self.bias_table:
             raise ValueError(
                 f"sim.bias_table must be {' or '.join(map(repr, SIM_BIAS_TABLES))} or the path of a JSON file, "
@@ -395,6 +497,9 @@ BOUNDS: dict = {
     },
     "model": {
         "batch_size": Bound(1, 1024, integer=True, why="larger batches do not fit a GPU"),
+        "timeout": Bound(1, 86_400, why="a day; one request that takes longer is a hung server"),
+        "max_retries": Bound(0, 10, integer=True, why="each retry waits twice as long"),
+        "concurrency": Bound(1, 256, integer=True, why="more requests in flight only queue on the server"),
         "temperature": Bound(0, 10),
         "top_p": Bound(0, 1, lo_open=True),
         "max_new_tokens": Bound(1, 8192, integer=True, why="a list of 10 titles needs about 250"),
@@ -414,6 +519,10 @@ BOUNDS: dict = {
         "rule_min_count": Bound(1, 1_000_000, integer=True),
         "max_rules_per_attr": Bound(1, 100, integer=True, why="the prompt holds every rule"),
         "null_tol": Bound(0, 0.1),
+        "draws": Bound(1, 64, integer=True, why="each draw is one more request per row, twin and placebo"),
+        "rule_level": Bound(1e-6, 0.5),
+        "rule_min_effect": Bound(0, 1),
+        "max_rules": Bound(1, 100, integer=True, why="the prompt holds every rule"),
     },
     "metrics": {
         "k": Bound(1, 100, integer=True, why="the prompt asks for k titles"),
@@ -431,6 +540,11 @@ BOUNDS: dict = {
         "demote": Bound(0, 1000, why="score standard deviations; >= 1000 puts a rule's items below every other item"),
         "n_factors": Bound(1, 1000, integer=True),
         "seed": _SEED,
+        "order_sd": Bound(0, 10, why="score standard deviations"),
+        "wording_sd": Bound(0, 10, why="score standard deviations"),
+        "field_sd": Bound(0, 10, why="score standard deviations"),
+        "prompt_sd": Bound(0, 10, why="score standard deviations"),
+        "temperature": Bound(0, 10, why="score standard deviations of a fresh draw per request"),
     },
 }
 
@@ -578,7 +692,31 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
 ADDED_FIELDS: dict = {
     ("model", "server_url"): None,
     ("model", "tokenizer"): None,
-    ("metrics", "snsr_empty_rows"): "drop",  # runs before the switch dropped SNSR rows with no mapped item
+    ("model", "timeout"): 300.0,
+    ("model", "max_retries"): 2,
+    ("model", "concurrency"): 4,
+    ("model", "api_key_env"): None,
+    ("metrics", "snsr_empty_rows"): "drop",
+    ("facter", "draws"): 1,
+    ("facter", "rule_level"): 0.05,
+    ("facter", "rule_min_effect"): 0.2,
+    ("facter", "max_rules"): 10,
+    ("sim", "reads"): "fields",
+    ("sim", "trigger"): "semantic",
+    ("sim", "order_sd"): 0.0,
+    ("sim", "wording_sd"): 0.0,
+    ("sim", "field_sd"): 0.0,
+    ("sim", "prompt_sd"): 0.0,
+    ("sim", "temperature"): 0.0,  # runs before the switch dropped SNSR rows with no mapped item
+}
+
+
+#: Fields that change an answer only in one setting, as ``(section, field)`` -> ``(switch field, its value,
+#: the value runs saved before the field had)``: :func:`config_to_dict` leaves the field out of every config
+#: whose switch has another value (so that no other run id changes), and a saved config of that setting
+#: without the field had the old value (:func:`saved_setting`).
+CONDITIONAL_FIELDS: dict = {
+    ("facter", "placebo"): ("threshold", "null", "order"),
 }
 
 
@@ -594,6 +732,9 @@ def saved_setting(config: dict, section: str, name: str) -> Any:
         return None
     if name not in node and (section, name) in ADDED_FIELDS:
         return ADDED_FIELDS[(section, name)]
+    if name not in node and (section, name) in CONDITIONAL_FIELDS:
+        switch, on, before = CONDITIONAL_FIELDS[(section, name)]
+        return before if node.get(switch) == on else None
     return node.get(name)
 
 
@@ -611,12 +752,23 @@ def config_to_dict(cfg: Any) -> dict:
         node = out.get(section) if isinstance(cfg, RunConfig) else out if isinstance(cfg, cls) else None
         if isinstance(node, dict) and name in node and node[name] == before:
             node.pop(name)
+    for (section, name), (switch, on, _) in CONDITIONAL_FIELDS.items():
+        cls = SECTIONS[section]
+        node = out.get(section) if isinstance(cfg, RunConfig) else out if isinstance(cfg, cls) else None
+        if isinstance(node, dict) and node.get(switch) != on:
+            node.pop(name, None)
     return out
 
 
 def config_hash(cfg: Any, length: int = 12) -> str:
-    """Stable short SHA-256 of a config's canonical JSON: the run id."""
-    blob = json.dumps(config_to_dict(cfg), sort_keys=True, separators=(",", ":"))
+    """Stable short SHA-256 of a config's canonical JSON: the run id.  The served backend's
+    :data:`TRANSPORT_FIELDS` are left out (they never change an answer)."""
+    out = config_to_dict(cfg)
+    node = out.get("model") if isinstance(cfg, RunConfig) else out if isinstance(cfg, ModelConfig) else None
+    if isinstance(node, dict):
+        for name in TRANSPORT_FIELDS:
+            node.pop(name, None)
+    blob = json.dumps(out, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 

@@ -164,7 +164,7 @@ def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
     what it serves)."""
     if served_model_id(model_cfg.llm) is not None:
         url, model = server_of(model_cfg)
-        return served_fingerprint(model_cfg, protocol, probe_server(url, model))
+        return served_fingerprint(model_cfg, protocol, probe_server(url, model, key_env=model_cfg.api_key_env))
     _, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
     return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name))
 

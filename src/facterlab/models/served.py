@@ -49,25 +49,37 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import http.client
 import json
 import logging
+import os
 import re
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
 from facterlab.config import ModelConfig
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.llm import CausalLM
 from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
 from facterlab.models.registry import SERVED_PREFIX, resolve_llm, served_model_id
+from facterlab.progress import format_seconds
 
 __all__ = [
     "ServerError",
+    "ServerUnavailable",
     "ServerInfo",
+    "NoAnswer",
+    "check_served",
+    "supports_sampling",
+    "sampling_fields",
+    "setting_hint",
+    "MAX_RESPONSE_BYTES",
     "ServedRecommender",
     "probe_server",
     "supports_prompt_logprobs",
@@ -114,7 +126,16 @@ _RETRY_STATUS = (408, 425, 429, 500, 502, 503, 504)
 
 
 class ServerError(ValueError):
-    """The server cannot be used: unreachable, model unknown, an answer without what we need."""
+    """The server cannot be used: model unknown, a refusal, an answer without what we need.  The same
+    request gets the same answer, so an executor does not run the task again (``permanent``)."""
+
+    permanent = True
+
+
+class ServerUnavailable(ServerError):
+    """The server did not answer (unreachable, reset, past the deadline): another attempt later may."""
+
+    permanent = False
 
 
 @dataclass(frozen=True)
@@ -149,34 +170,208 @@ def _url(base: str, path: str) -> str:
     return base + path
 
 
+#: the largest response body read from a server (an echo answer with log-probabilities for 20
+#: candidates of 2,000 tokens each is about 6 MB); a longer one is an error that says so
+MAX_RESPONSE_BYTES = 64 * 2**20
+#: seconds between the progress lines while requests wait on a server
+PROGRESS_EVERY = 15.0
+#: what a hint names a setting with, by the command typed (:func:`setting_hint`); None: the Python API
+COMMAND: str | None = None
+#: ``facterlab run``'s flags for the model settings a hint may name
+RUN_FLAGS = {
+    "temperature": "--temperature",
+    "repetition_penalty": "--repetition-penalty",
+    "tokenizer": "--tokenizer",
+    "ranker": "--ranker",
+    "timeout": "--timeout",
+    "max_retries": "--retries",
+    "concurrency": "--concurrency",
+    "api_key_env": "--api-key-env",
+    "server_url": "--server-url",
+}
+
+
+def setting_hint(name: str, value: str) -> str:
+    """How the user sets model setting ``name`` to ``value`` through the door they used (:data:`COMMAND`).
+
+    >>> setting_hint("repetition_penalty", "1")
+    'model.repetition_penalty=1 (ModelConfig; REPETITION_PENALTY in a notebook)'
+    """
+    if COMMAND == "run" and name in RUN_FLAGS:
+        return f"{RUN_FLAGS[name]} {value}"
+    if COMMAND == "sweep":
+        return f"--set model__{name}={value}"
+    return f"model.{name}={value} (ModelConfig; {name.upper()} in a notebook)"
+
+
+class NoAnswer(OSError):
+    """A request that got no usable HTTP answer: ``reason`` names what the server did (or did not do);
+    ``transient``: another attempt may fare better (a refused or reset connection, a timeout)."""
+
+    def __init__(self, reason: str, transient: bool = True):
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer: ``status``, the body as JSON (None when it is not JSON), the headers, the raw body."""
+
+    status: int
+    obj: Any
+    headers: dict
+    raw: bytes = b""
+
+    def what(self) -> str:
+        """The server's message, or what the body was when it was not JSON."""
+        if self.obj is None and self.raw.strip():
+            return f"a body that is not JSON ({len(self.raw)} bytes: {self.raw[:80]!r})"
+        if self.obj is None:
+            return "an empty body"
+        return _error_text(self.obj)
+
+
+def api_key(env: str | None) -> str | None:
+    """The API key in environment variable ``env`` (read at each request, never stored); a
+    :class:`ServerError` when the variable is not set."""
+    if env is None:
+        return None
+    key = os.environ.get(env, "").strip()
+    if not key:
+        raise ServerError(
+            f"model.api_key_env names ${env}, which is not set here: export {env}=<your key> "
+            f"(or {setting_hint('api_key_env', 'OTHER_VARIABLE')}); the key is never stored"
+        )
+    return key
+
+
+def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadline: float) -> Reply:
+    """One HTTP exchange that ends by ``deadline`` (``time.monotonic()``): a watchdog closes the socket
+    then, so that a server that never answers, or drips its answer, cannot hold the request longer
+    (a socket timeout alone restarts with every byte); a body longer than :data:`MAX_RESPONSE_BYTES` is
+    refused.  Raises :class:`NoAnswer`."""
+    parts = urlsplit(url)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise NoAnswer("no time left", transient=False)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    try:
+        conn = cls(parts.hostname or "", parts.port, timeout=left)
+    except (http.client.HTTPException, ValueError) as exc:  # InvalidURL
+        raise NoAnswer(f"an invalid URL ({exc})", transient=False) from None
+    fired = threading.Event()
+    got: dict[str, Any] = {"bytes": 0, "status": None}
+
+    def expire() -> None:
+        fired.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(left, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request(method, target, body=data, headers=headers)
+        resp = conn.getresponse()
+        got["status"] = resp.status
+        length = resp.getheader("Content-Length")
+        if length and length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
+            raise NoAnswer(
+                f"it announced a body of {int(length):,} bytes, over the {MAX_RESPONSE_BYTES:,}-byte cap",
+                transient=False,
+            )
+        chunks = []
+        while True:
+            chunk = resp.read1(65536)
+            if not chunk:
+                break
+            got["bytes"] += len(chunk)
+            if got["bytes"] > MAX_RESPONSE_BYTES:
+                raise NoAnswer(f"it sent more than the {MAX_RESPONSE_BYTES:,}-byte cap of a body", transient=False)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        return Reply(resp.status, _json(raw), dict(resp.headers), raw)
+    except NoAnswer:
+        raise
+    except (http.client.HTTPException, OSError) as exc:
+        if fired.is_set():
+            sent = (
+                "no status line"
+                if got["status"] is None
+                else f"HTTP {got['status']} and {got['bytes']:,} bytes of its body, unfinished"
+            )
+            raise NoAnswer(f"no complete answer within the {left:g} s deadline (it sent {sent})") from None
+        raise _no_answer(exc) from None
+    finally:
+        timer.cancel()
+        conn.close()
+
+
+def _no_answer(exc: BaseException) -> NoAnswer:
+    """What an ``http.client``/socket error says the server did, in one line."""
+    if isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, http.client.RemoteDisconnected):
+        line = exc.args[0] if exc.args else ""
+        return NoAnswer(f"it did not answer in HTTP (its first line: {str(line)[:80]!r}); is it the right port?", False)
+    if isinstance(exc, http.client.LineTooLong):
+        return NoAnswer(f"it sent an HTTP header line that is too long ({exc})", False)
+    if isinstance(exc, http.client.IncompleteRead):
+        return NoAnswer(f"it closed the connection mid-body ({len(exc.partial)} bytes read)")
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return NoAnswer("it closed the connection without an answer")
+    if isinstance(exc, http.client.HTTPException):
+        return NoAnswer(f"an HTTP error ({type(exc).__name__}: {str(exc)[:120]})", False)
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return NoAnswer("a read timed out")
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return NoAnswer(str(reason)[:200])
+
+
 def _http(
-    method: str, url: str, body: dict | None = None, timeout: float = 60.0, retries: int = 0, backoff: float = 0.5
-) -> tuple:
-    """``(status, json or None, headers)``; retries connection errors, timeouts and 429/5xx with
-    exponential backoff; raises the last ``urllib``/``OSError`` when the attempts run out."""
+    method: str,
+    url: str,
+    body: dict | None = None,
+    timeout: float = 60.0,
+    retries: int = 0,
+    backoff: float = 0.5,
+    key_env: str | None = None,
+) -> Reply:
+    """The server's :class:`Reply` within ``timeout`` seconds in all (every attempt, read and backoff
+    included); retries connection errors, timeouts and HTTP 408/425/429/5xx with exponential backoff,
+    at most ``retries`` times while time is left; raises :class:`NoAnswer` when no attempt got an answer."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    key = api_key(key_env)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    deadline = time.monotonic() + float(timeout)
     for attempt in range(retries + 1):
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                raw = resp.read()
-                return resp.status, _json(raw), dict(resp.headers)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            if exc.code not in _RETRY_STATUS or attempt == retries:
-                return exc.code, _json(raw), dict(exc.headers or {})
-        except (urllib.error.URLError, OSError):
-            if attempt == retries:
+            reply = _send_once(method, url, data, headers, deadline)
+        except NoAnswer as exc:
+            if not exc.transient or attempt == retries or time.monotonic() >= deadline:
                 raise
-        time.sleep(backoff * 2**attempt)
+        else:
+            if key and key.encode() in reply.raw:  # a server that echoes the key: never in a message
+                reply = Reply(reply.status, None, reply.headers, reply.raw.replace(key.encode(), b"***"))
+            if reply.status not in _RETRY_STATUS or attempt == retries:
+                return reply
+        pause = min(backoff * 2**attempt, max(0.0, deadline - time.monotonic()))
+        time.sleep(pause)
+        if time.monotonic() >= deadline:
+            raise NoAnswer(f"no answer within the {timeout:g} s deadline after {attempt + 1} attempts")
     raise AssertionError("unreachable")
 
 
 def _json(raw: bytes):
     try:
         return json.loads(raw or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -190,42 +385,45 @@ def _error_text(obj) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def probe_server(url: str, model: str, timeout: float = 10.0) -> ServerInfo:
+def probe_server(url: str, model: str, timeout: float = 10.0, key_env: str | None = None) -> ServerInfo:
     """Ask the server at ``url`` for its models and version (once per process and ``(url, model)``);
     :class:`ServerError` in one line when it cannot be reached or does not serve ``model``."""
     try:
-        status, obj, headers = _http("GET", _url(url, "/v1/models"), timeout=timeout, retries=1)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ServerError(
-            f"cannot reach the OpenAI-compatible server at {url} ({reason}); start it or pass the right --server-url"
+        reply = _http("GET", _url(url, "/v1/models"), timeout=timeout, retries=1, key_env=key_env)
+    except NoAnswer as exc:
+        raise ServerUnavailable(
+            f"cannot reach the OpenAI-compatible server at {url} ({exc.reason}); start it or pass the right "
+            f"server URL ({setting_hint('server_url', 'URL')})"
         ) from None
-    if status != 200 or not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+    obj = reply.obj
+    if reply.status != 200 or not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
         raise ServerError(
-            f"the server at {url} did not answer GET /v1/models with a model list (HTTP {status}: {_error_text(obj)}); "
-            "is it an OpenAI-compatible server?"
+            f"the server at {url} did not answer GET /v1/models with a model list (HTTP {reply.status}: "
+            f"{reply.what()}); is it an OpenAI-compatible server?"
+            + (f" It wants an API key: {setting_hint('api_key_env', 'NAME')}" if reply.status == 401 else "")
         )
     entries = {str(m.get("id")): m for m in obj["data"] if isinstance(m, dict)}
     if model not in entries:
-        served = ", ".join(repr(m) for m in sorted(entries)) or "none"
+        served = ", ".join(repr(m) for m in sorted(entries)[:20]) or "none"
         raise ServerError(f"the server at {url} does not serve model {model!r}; it serves: {served}")
-    kind, version = _server_kind(url, headers, timeout)
+    kind, version = _server_kind(url, reply.headers, timeout, key_env)
     entry = entries[model]
     keep = ("root", "owned_by", "max_model_len", "quantization", "revision", "parent")
-    details = tuple((k, str(entry[k])) for k in keep if entry.get(k) not in (None, "", model))
+    details = tuple((k, str(entry[k])[:200]) for k in keep if entry.get(k) not in (None, "", model))
     return ServerInfo(url, model, kind, version, details)
 
 
-def _server_kind(url: str, headers: dict, timeout: float) -> tuple:
+def _server_kind(url: str, headers: dict, timeout: float, key_env: str | None = None) -> tuple:
     """``(kind, version)``: vLLM answers ``GET /version``; otherwise the ``Server`` header's name/version."""
     server = str(headers.get("Server") or headers.get("server") or "").split()
     try:
-        status, obj, _ = _http("GET", _url(url, "/version"), timeout=timeout)
-    except (urllib.error.URLError, OSError):
+        reply = _http("GET", _url(url, "/version"), timeout=timeout, key_env=key_env)
+        status, obj = reply.status, reply.obj
+    except NoAnswer:
         status, obj = 0, None
     if status == 200 and isinstance(obj, dict) and obj.get("version"):
         name = server[0].split("/")[0] if server and not server[0].lower().startswith("uvicorn") else "vllm"
-        return name, str(obj["version"])
+        return name, str(obj["version"])[:80]
     if server:
         name, _, ver = server[0].partition("/")
         return name or "unknown", ver or "unknown"
@@ -243,15 +441,16 @@ def transcript(messages: Sequence[dict]) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def supports_prompt_logprobs(url: str, model: str, timeout: float = 30.0) -> bool:
+def supports_prompt_logprobs(url: str, model: str, timeout: float = 30.0, key_env: str | None = None) -> bool:
     """Whether ``POST /v1/completions`` with ``echo`` and ``logprobs`` returns the prompt's token
     log-probabilities (asked once per process)."""
     body = {"model": model, "prompt": "One two three", "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
     try:
-        status, obj, _ = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1)
-    except (urllib.error.URLError, OSError):
+        reply = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1, key_env=key_env)
+    except NoAnswer:
         return False
-    if status != 200 or not isinstance(obj, dict):
+    obj = reply.obj
+    if reply.status != 200 or not isinstance(obj, dict):
         return False
     try:
         lp = obj["choices"][0]["logprobs"]
@@ -262,40 +461,80 @@ def supports_prompt_logprobs(url: str, model: str, timeout: float = 30.0) -> boo
 
 
 @functools.lru_cache(maxsize=32)
-def supports_token_prompts(url: str, model: str, ids: tuple, timeout: float = 60.0) -> tuple:
+def supports_token_prompts(
+    url: str, model: str, ids: tuple, timeout: float = 60.0, key_env: str | None = None
+) -> tuple:
     """``(True, "")`` when ``POST /v1/completions`` takes a prompt of token ids (asked once per process),
     else ``(False, "HTTP <status>: <the server's message>")``."""
     body = {"model": model, "prompt": list(ids), "max_tokens": 1, "temperature": 0}
     try:
-        status, obj, _ = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1)
-    except (urllib.error.URLError, OSError) as exc:
-        return False, f"no answer: {getattr(exc, 'reason', exc)}"
-    if status == 200 and isinstance(obj, dict) and obj.get("choices"):
+        reply = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1, key_env=key_env)
+    except NoAnswer as exc:
+        return False, f"no answer: {exc.reason}"
+    if reply.status == 200 and isinstance(reply.obj, dict) and reply.obj.get("choices"):
         return True, ""
-    return False, f"HTTP {status}: {_error_text(obj)}"
+    return False, f"HTTP {reply.status}: {reply.what()}"
+
+
+def sampling_fields(model_cfg: ModelConfig) -> dict:
+    """The decoding fields a generation request carries beyond OpenAI's ``model``/``messages``/``max_tokens``
+    (the same as :meth:`ServedRecommender._generate` sends)."""
+    out: dict = {"temperature": float(model_cfg.temperature)}
+    if model_cfg.temperature > 0:
+        out["top_p"] = float(model_cfg.top_p)
+    if model_cfg.repetition_penalty != 1.0:
+        out["repetition_penalty"] = float(model_cfg.repetition_penalty)  # vLLM, SGLang, TGI accept it
+    return out
 
 
 @functools.lru_cache(maxsize=32)
-def server_token_ids(url: str, model: str, text: str, timeout: float = 60.0) -> tuple | None:
+def supports_sampling(
+    url: str, model: str, fields: tuple, chat: bool = True, timeout: float = 60.0, key_env: str | None = None
+) -> tuple:
+    """``(ok, why, transient)`` of a one-token generation request with the decoding ``fields``
+    (``(name, value)`` pairs, :func:`sampling_fields`), asked once per process: ``(True, "", False)``
+    when answered (a 5xx included: not this probe's to judge), ``(False, "HTTP <status>: <message>",
+    False)`` for a deterministic refusal (HTTP 4xx other than 408/425/429), ``(False, "no answer ...",
+    True)`` when the server listed the model but did not answer within ``timeout``."""
+    body: dict = {"model": model, "max_tokens": 1, "seed": 0, **dict(fields)}
+    if chat:
+        body["messages"] = [{"role": "user", "content": "Say one word."}]
+    else:
+        body["prompt"] = "Say one word."
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    try:
+        reply = _http("POST", _url(url, path), body, timeout=timeout, retries=1, key_env=key_env)
+    except NoAnswer as exc:
+        return False, f"no answer to a one-token request {path} within {timeout:g} s: {exc.reason}", True
+    if 400 <= reply.status < 500 and reply.status not in _RETRY_STATUS:
+        return False, f"HTTP {reply.status}: {reply.what()}", False
+    return True, "", False
+
+
+@functools.lru_cache(maxsize=32)
+def server_token_ids(
+    url: str, model: str, text: str, timeout: float = 60.0, key_env: str | None = None
+) -> tuple | None:
     """The server's token ids of ``text`` (``POST /tokenize``, as vLLM and SGLang offer, without special
     tokens), asked once per process; None when the server has no such endpoint or gives no ids."""
     body = {"model": model, "prompt": text, "add_special_tokens": False}
     try:
-        status, obj, _ = _http("POST", _url(url, "/tokenize"), body, timeout=timeout, retries=1)
-    except (urllib.error.URLError, OSError):
+        reply = _http("POST", _url(url, "/tokenize"), body, timeout=timeout, retries=1, key_env=key_env)
+    except NoAnswer:
         return None
-    tokens = obj.get("tokens") if status == 200 and isinstance(obj, dict) else None
+    obj = reply.obj
+    tokens = obj.get("tokens") if reply.status == 200 and isinstance(obj, dict) else None
     if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
         return None
     return tuple(tokens)
 
 
-def check_tokenizer(tok, name: str, url: str, model: str) -> bool:
+def check_tokenizer(tok, name: str, url: str, model: str, key_env: str | None = None) -> bool:
     """Raise a :class:`ServerError` when the tokenizer ``tok`` (``model.tokenizer = name``) gives other ids
     than the server for any of :data:`TOKENIZER_PROBES`; True when they agree, False when the server
     cannot say (no ``POST /tokenize``)."""
     for text in TOKENIZER_PROBES:
-        theirs = server_token_ids(url, model, text)
+        theirs = server_token_ids(url, model, text, key_env=key_env)
         if theirs is None:
             return False
         ours = tuple(tok(text, add_special_tokens=False)["input_ids"])
@@ -365,6 +604,47 @@ def server_of(model_cfg: ModelConfig) -> tuple:
     return model_cfg.server_url, model
 
 
+def refusal_hint(name: str, value: Any) -> str:
+    """The hint after a server's refusal of decoding field ``name`` (its default in OpenAI's API is 1)."""
+    return (
+        f" (this server does not take {name}, which the config sets to {value:g}: "
+        f"{setting_hint(name, '1')}, or serve the model with vLLM)"
+    )
+
+
+def check_served(model_cfg: ModelConfig, protocol: str) -> ServerInfo:
+    """Ask the server of ``model_cfg`` (once per process for each question) whether it can answer this
+    config's requests, before any prompt goes out: it serves the model (``GET /v1/models``); it returns
+    prompt log-probabilities, for the likelihood ranker; it takes token-id prompts, with
+    ``model.tokenizer``; it answers a one-token request with the config's decoding fields (``transformers
+    serve`` refuses ``repetition_penalty``), for the generate ranker.  A refusal is a :class:`ServerError`
+    in one line naming the setting to change; a server that lists the model but does not answer is a
+    :class:`ServerUnavailable`.  ``facterlab sweep`` calls it while it plans, once per distinct server
+    and settings; :class:`ServedRecommender` when it is built."""
+    url, model = server_of(model_cfg)
+    key_env = model_cfg.api_key_env
+    api_key(key_env)  # the variable is set, before any request
+    probe_timeout = min(float(model_cfg.timeout), 60.0)
+    info = probe_server(url, model, min(probe_timeout, 10.0), key_env)
+    ranker = model_cfg.ranker_for(protocol)
+    if ranker == "likelihood":
+        if not supports_prompt_logprobs(url, model, probe_timeout, key_env):
+            raise ServerError(NO_LOGPROBS_MSG.format(url=url, kind=info.kind, version=info.version, model=model))
+        return info
+    if model_cfg.tokenizer:  # the token-id probe runs with the tokenizer (ServedRecommender._fitter)
+        return info
+    fields = sampling_fields(model_cfg)
+    ok, why, transient = supports_sampling(url, model, tuple(sorted(fields.items())), True, probe_timeout, key_env)
+    if ok:
+        return info
+    if transient:
+        raise ServerUnavailable(
+            f"the server at {url} lists model {model!r} but gave {why} ({setting_hint('timeout', 'SECONDS')})"
+        )
+    hint = next((refusal_hint(k, v) for k, v in fields.items() if k != "temperature" and k in why), "")
+    raise ServerError(f"the server at {url} refuses this config's decoding settings {fields}: {why}{hint}")
+
+
 class ServedRecommender(Recommender):
     """The recommender of an OpenAI-compatible server (module docstring)."""
 
@@ -372,34 +652,25 @@ class ServedRecommender(Recommender):
         self,
         model_cfg: ModelConfig,
         protocol: str,
-        concurrency: int = 4,
-        timeout: float = 300.0,
-        retries: int = 3,
         backoff: float = 0.5,
         match: Callable | None = None,
         llm_recommender: Callable | None = None,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
-        if not 1 <= int(concurrency) <= 256:
-            raise ValueError(f"concurrency must be an integer in [1, 256], got {concurrency!r}")
-        if not 0 <= int(retries) <= 10:
-            raise ValueError(f"retries must be an integer in [0, 10], got {retries!r}")
         self.url, self.model = server_of(model_cfg)
-        self.info = probe_server(self.url, self.model)
         self.cfg = model_cfg
-        self.protocol = protocol
-        self.ranker = model_cfg.ranker_for(protocol)
-        if self.ranker == "likelihood" and not supports_prompt_logprobs(self.url, self.model):
-            raise ServerError(
-                NO_LOGPROBS_MSG.format(url=self.url, kind=self.info.kind, version=self.info.version, model=self.model)
-            )
+        # the model config's transport settings (bounded there: config.BOUNDS)
         self.concurrency, self.timeout, self.retries, self.backoff = (
-            int(concurrency),
-            float(timeout),
-            int(retries),
+            int(model_cfg.concurrency),
+            float(model_cfg.timeout),
+            int(model_cfg.max_retries),
             backoff,
         )
+        self.key_env = model_cfg.api_key_env
+        self.protocol = protocol
+        self.ranker = model_cfg.ranker_for(protocol)
+        self.info = check_served(model_cfg, protocol)
         self.fingerprint = served_fingerprint(model_cfg, protocol, self.info)
         self.fitter = None  # with a tokenizer: an LLMRecommender over it alone, whose fit_prompt is used
         if model_cfg.tokenizer:
@@ -422,7 +693,11 @@ class ServedRecommender(Recommender):
         if self.ranker == "likelihood":
             window -= 1
         ok, why = supports_token_prompts(
-            self.url, self.model, tuple(tok("One two three", add_special_tokens=False)["input_ids"])
+            self.url,
+            self.model,
+            tuple(tok("One two three", add_special_tokens=False)["input_ids"]),
+            min(self.timeout, 60.0),
+            self.key_env,
         )
         if not ok:
             raise ServerError(
@@ -430,7 +705,7 @@ class ServedRecommender(Recommender):
                     url=self.url, kind=self.info.kind, version=self.info.version, why=why, tokenizer=model_cfg.tokenizer
                 )
             )
-        if not check_tokenizer(tok, model_cfg.tokenizer, self.url, self.model):
+        if not check_tokenizer(tok, model_cfg.tokenizer, self.url, self.model, self.key_env):
             log.info(
                 "served model %s: the server has no POST /tokenize, so facterlab cannot check that "
                 "model.tokenizer=%r is its tokenizer",
@@ -456,10 +731,34 @@ class ServedRecommender(Recommender):
             jobs = [functools.partial(self._one, r, f) for r, f in zip(requests, fitted)]
         else:
             jobs = [functools.partial(self._one, r, None) for r in requests]
-        if len(jobs) <= 1 or self.concurrency == 1:
-            return [job() for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs))) as pool:
-            return list(pool.map(lambda job: job(), jobs))
+        return self._run_jobs(jobs)
+
+    def _run_jobs(self, jobs: list) -> list:
+        """The jobs' answers in order, ``concurrency`` at a time.  The first error ends the batch at once
+        (the jobs not started are cancelled; those in flight end by their own deadline), and while
+        requests wait a progress line comes every :data:`PROGRESS_EVERY` seconds."""
+        if not jobs:
+            return []
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs)), thread_name_prefix="served")
+        futures = [pool.submit(job) for job in jobs]
+        t0 = time.monotonic()
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+                for fut in done:
+                    if fut.exception() is not None:
+                        raise fut.exception()  # type: ignore[misc]
+                if pending:
+                    log.info(
+                        "served model %s at %s: %d of %d requests answered, %d waiting for %s "
+                        "(each ends by its %g s deadline; model.timeout)",
+                        self.model, self.url, len(futures) - len(pending), len(futures),
+                        min(len(pending), self.concurrency), format_seconds(time.monotonic() - t0), self.timeout,
+                    )  # fmt: skip
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _one(self, req: PromptRequest, fitted: tuple | None) -> Prediction:
         if self.ranker == "likelihood":
@@ -468,25 +767,32 @@ class ServedRecommender(Recommender):
 
     def _post(self, path: str, body: dict) -> dict:
         try:
-            status, obj, _ = _http(
-                "POST", _url(self.url, path), body, timeout=self.timeout, retries=self.retries, backoff=self.backoff
+            reply = _http(
+                "POST",
+                _url(self.url, path),
+                body,
+                timeout=self.timeout,
+                retries=self.retries,
+                backoff=self.backoff,
+                key_env=self.key_env,
             )
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ServerError(
-                f"the server at {self.url} stopped answering ({reason}) after {self.retries + 1} attempts"
+        except NoAnswer as exc:
+            cls = ServerUnavailable if exc.transient else ServerError
+            raise cls(
+                f"the server at {self.url} gave no answer to {path}: {exc.reason} "
+                f"(deadline {self.timeout:g} s, {self.retries} retries: "
+                f"{setting_hint('timeout', 'SECONDS')}, {setting_hint('max_retries', 'N')})"
             ) from None
-        if status != 200 or not isinstance(obj, dict):
-            text = _error_text(obj)
+        obj = reply.obj
+        if reply.status != 200 or not isinstance(obj, dict):
+            text = reply.what()
             hint = ""
             if "repetition_penalty" in text and "repetition_penalty" in body:
-                hint = (
-                    f" (this server does not take repetition_penalty, which the config sets to "
-                    f"{body['repetition_penalty']:g}: set model__repetition_penalty=1.0, or serve the model with vLLM)"
-                )
-            elif status == 400 and _TOO_LONG.search(text):
+                hint = refusal_hint("repetition_penalty", body["repetition_penalty"])
+            elif reply.status == 400 and _TOO_LONG.search(text):
                 hint = TOO_LONG_HINT if self.fitter is None else ""
-            raise ServerError(f"the server at {self.url} answered {path} with HTTP {status}: {text}{hint}")
+            cls = ServerUnavailable if reply.status in _RETRY_STATUS else ServerError
+            raise cls(f"the server at {self.url} answered {path} with HTTP {reply.status}: {text}{hint}")
         return obj
 
     def _generate(self, req: PromptRequest, fitted: tuple | None = None) -> Prediction:
@@ -496,15 +802,7 @@ class ServedRecommender(Recommender):
             n_drop = 0
         else:
             body["prompt"], n_drop = list(fitted[0]), fitted[1]
-        body |= {
-            "temperature": float(self.cfg.temperature),
-            "max_tokens": int(self.cfg.max_new_tokens),
-            "seed": int(req.seed),
-        }
-        if self.cfg.temperature > 0:
-            body["top_p"] = float(self.cfg.top_p)
-        if self.cfg.repetition_penalty != 1.0:
-            body["repetition_penalty"] = float(self.cfg.repetition_penalty)  # vLLM, SGLang, TGI accept it
+        body |= {"max_tokens": int(self.cfg.max_new_tokens), "seed": int(req.seed), **sampling_fields(self.cfg)}
         path, field = ("/v1/chat/completions", "message.content") if fitted is None else ("/v1/completions", "text")
         obj = self._post(path, body)
         try:
