@@ -39,6 +39,7 @@ LAYERS: tuple = (
             "facterlab.params",
             "facterlab.paths",
             "facterlab.progress",
+            "facterlab.safeio",
             "facterlab.style",
             "facterlab.threads",
         ]

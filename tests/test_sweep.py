@@ -187,13 +187,13 @@ class _BreaksWhileSubmitting:
     def __init__(self, pool, at: int):
         self.pool, self.at, self.calls = pool, at, 0
 
-    def submit(self, fn, arg):
+    def submit(self, fn, *args):
         from concurrent.futures.process import BrokenProcessPool
 
         self.calls += 1
         if self.calls >= self.at:
             raise BrokenProcessPool("a worker died")
-        return self.pool.submit(fn, arg)
+        return self.pool.submit(fn, *args)
 
     def shutdown(self, **kw):
         self.pool.shutdown(**kw)

@@ -546,6 +546,15 @@ BOUNDS: dict = {
         "prompt_sd": Bound(0, 10, why="score standard deviations"),
         "temperature": Bound(0, 10, why="score standard deviations of a fresh draw per request"),
     },
+    # not a config section: the limits of every JSON and TOML file facterlab reads (facterlab.safeio),
+    # checked before the file is parsed
+    "files": {
+        "max_bytes": Bound(0, 64 * 2**20, integer=True, why="a run's metrics.json and a notebook are well under 1 MiB"),
+        "bias_table_bytes": Bound(
+            0, 2**20, integer=True, why="a bias table names a few values per attribute; the built-in ones are < 1 KiB"
+        ),
+        "depth": Bound(0, 64, integer=True, why="facterlab's own files nest at most 7 levels"),
+    },
 }
 
 #: map_threshold's bound with ``mapping = "rapidfuzz"`` (a 0..100 score)

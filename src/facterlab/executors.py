@@ -13,8 +13,10 @@ Executors (:func:`make_executor`):
 - ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
   (``spawn``ed by default: no inherited torch threads or locks; ``start_method=None``: the platform's
   way, which the Simpson grid keeps).  A worker that dies breaks the whole pool; the pool is rebuilt
-  and every task still pending is submitted again (each counts an attempt, since the pool cannot say
-  which task killed it; a submission the broken pool refused does not count);
+  and every task still pending is submitted again.  A task that had started in a worker counts an
+  attempt (the pool cannot say which of the started tasks killed it); a task that had not started (it
+  was queued behind them, or the broken pool refused it) does not (event ``requeued``), unless no task
+  of that pool had started (a pool that breaks by itself: then every task counts, so retries end);
 - ``dask``: Dask distributed (the ``dask`` extra): a ``LocalCluster`` of ``workers`` processes with one
   thread each, or the scheduler at ``scheduler`` (``tcp://host:8786``, a Slurm cluster from
   dask-jobqueue, ...), or an existing ``Client``.  When a worker dies, Dask's scheduler itself gives its
@@ -22,7 +24,8 @@ Executors (:func:`make_executor`):
   cover exceptions raised by the task.
 
 ``on_event(kind, key, info)`` is called in the driver for ``"start"`` (info: attempt), ``"done"`` (info:
-the :class:`TaskOutcome`), ``"retry"`` (info: the error text) and ``"failed"``; callers turn it into
+the :class:`TaskOutcome`), ``"retry"`` (info: the error text), ``"requeued"`` (the process pool: a
+task that had not started when its pool broke; info: the attempts so far) and ``"failed"``; callers turn it into
 progress lines (``facterlab sweep``, the Simpson grid).  One class, ``_Attempts``, keeps the attempts,
 the retry bound, the timings and the events for every executor.  In a Jupyter kernel the Dask
 executor also shows Dask's own progress widget and the dashboard's link (:class:`DaskExecutor`).
@@ -35,7 +38,10 @@ executor also shows Dask's own progress widget and the dashboard's link (:class:
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -149,6 +155,12 @@ class _Attempts:
         self.on_event("start", key, self.attempts[key])
         return self.tasks[key]
 
+    def withdrawn(self, key: str) -> None:
+        """The last submission of ``key`` never started (its pool broke first): not an attempt (event
+        ``requeued``, info: the attempts counted so far)."""
+        self.attempts[key] -= 1
+        self.on_event("requeued", key, self.attempts[key])
+
     def succeeded(self, key: str, value: Any) -> None:
         self._end(TaskOutcome(key, True, value, attempts=self.attempts[key]))
 
@@ -191,6 +203,16 @@ class SerialExecutor(Executor):
         return book.outcomes()
 
 
+_MARKS = itertools.count()  # marker file names, unique in this process
+
+
+def _marked_call(fn: Callable[[Any], Any], marker: str, arg: Any) -> Any:
+    """``fn(arg)`` in a pool worker, after creating the file ``marker``: the driver then knows that the
+    task had started when the pool broke."""
+    os.close(os.open(marker, os.O_CREAT | os.O_WRONLY, 0o600))
+    return fn(arg)
+
+
 #: what a task's outcome says when its worker process died under it (the pool cannot say which task killed it)
 WORKER_DIED = "a worker process died (killed, or out of memory) while this task was pending"
 
@@ -225,42 +247,52 @@ class ProcessExecutor(Executor):
 
         book = _Attempts(tasks, retries, on_event)
         todo = list(tasks)
-        while todo:  # one pool per round: a dead worker breaks the pool, and its pending tasks come back here
-            pool = self._pool()
-            pending: dict = {}
-            this_round, todo = todo, []
-            try:
-                for key in this_round:
-                    self._submit(pool, fn, key, book, pending, todo)
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        key = pending.pop(fut)
-                        exc = fut.exception()
-                        if exc is None:
-                            book.succeeded(key, fut.result())
-                        elif isinstance(exc, BrokenProcessPool):  # every pending task is lost with the pool
-                            if book.failed(key, WORKER_DIED, _trace(exc)):
-                                todo.append(key)
-                        elif book.failed(key, _error_line(exc), _trace(exc)):
-                            self._submit(pool, fn, key, book, pending, todo)
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+        with tempfile.TemporaryDirectory(prefix="facterlab-pool-") as marks:  # one file per started task
+            while todo:  # one pool per round: a dead worker breaks the pool, and its pending tasks come back here
+                pool = self._pool()
+                pending: dict = {}
+                this_round, todo = todo, []
+                lost: list = []  # (key, marker, error) of the tasks the broken pool lost
+                try:
+                    for key in this_round:
+                        self._submit(pool, fn, key, book, pending, todo, marks)
+                    while pending:
+                        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                        for fut in done:
+                            key, marker = pending.pop(fut)
+                            exc = fut.exception()
+                            if exc is None:
+                                book.succeeded(key, fut.result())
+                            elif isinstance(exc, BrokenProcessPool):  # every pending task is lost with the pool
+                                lost.append((key, marker, exc))
+                            elif book.failed(key, _error_line(exc), _trace(exc)):
+                                self._submit(pool, fn, key, book, pending, todo, marks)
+                finally:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                started = {key for key, marker, _ in lost if os.path.exists(marker)}
+                for key, _, exc in lost:
+                    if started and key not in started:  # queued behind the task that died: no attempt
+                        book.withdrawn(key)
+                        todo.append(key)
+                    elif book.failed(key, WORKER_DIED, _trace(exc)):
+                        todo.append(key)
         return book.outcomes()
 
     @staticmethod
-    def _submit(pool, fn, key: str, book: _Attempts, pending: dict, todo: list) -> None:
+    def _submit(pool, fn, key: str, book: _Attempts, pending: dict, todo: list, marks: str) -> None:
         """Submit ``key`` to ``pool``; a pool that broke meanwhile (a worker died) refuses it: then the
-        next pool takes it, and this refused submission is no attempt."""
+        next pool takes it, and this refused submission is no attempt.  The worker creates a marker file
+        in ``marks`` when it starts the task (:func:`_marked_call`)."""
         from concurrent.futures.process import BrokenProcessPool
 
+        marker = os.path.join(marks, str(next(_MARKS)))
         try:
-            fut = pool.submit(fn, book.tasks[key])
+            fut = pool.submit(_marked_call, fn, marker, book.tasks[key])
         except BrokenProcessPool:
             todo.append(key)
             return
         book.start(key)
-        pending[fut] = key
+        pending[fut] = (key, marker)
 
 
 def _importable(name: str) -> bool:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from facterlab.config import cache_dir
+from facterlab.safeio import read_json
 
 __all__ = ["file_sha256"]
 
@@ -27,7 +28,7 @@ def _hash_store_path() -> Path:
 
 def _load_hash_store() -> dict:
     try:
-        data = json.loads(_hash_store_path().read_text())
+        data = read_json(_hash_store_path(), what="hash store")
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.data.dataset import AGE_LABELS, AGE_ORDER, GENDERS, OCCUPATION_LABELS, Dataset
+from facterlab.safeio import loads_json
 
 REVIEWS_FILE = "Movies_and_TV_5.json.gz"
 META_FILE = "meta_Movies_and_TV.json.gz"
@@ -75,7 +76,7 @@ def _lines(path: Path):
 
 def _parse(path: Path, lineno: int, line: str) -> dict:
     try:
-        rec = json.loads(line)
+        rec = loads_json(line, f"{path}: line {lineno}")
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: malformed line {lineno}: not a JSON object ({exc.msg})") from None
     if not isinstance(rec, dict):

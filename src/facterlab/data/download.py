@@ -35,6 +35,7 @@ from pathlib import Path
 
 from facterlab.config import data_dir as _data_dir
 from facterlab.filehash import file_sha256 as _memo_sha256  # remembered by path, size, mtime
+from facterlab.safeio import read_json
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ class DownloadError(ValueError):
 
 def _recorded_sums(directory: Path) -> dict:
     try:
-        data = json.loads((directory / RECORDED_SUMS).read_text())
+        data = read_json(directory / RECORDED_SUMS, what="recorded checksums")
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}

@@ -37,6 +37,7 @@ from facterlab.config import cache_dir as _cache_dir
 from facterlab.data import load_dataset, resolve_dataset
 from facterlab.data.dataset import PROTECTED, Dataset
 from facterlab.paths import locked, remove_dead_temps
+from facterlab.safeio import read_json
 
 PROTOCOL_VERSION = 1
 DEFAULT_N_ROWS = {"ml-1m": 2500, "amazon": 3750}
@@ -343,7 +344,7 @@ def _cached_interactions(d: Path, h: str, dataset: Dataset, eff: DataConfig) -> 
     if not ((d / "rows.parquet").is_file() and (d / "config.json").is_file()):
         return None
     try:
-        meta = json.loads((d / "config.json").read_text())
+        meta = read_json(d / "config.json", what="interactions cache sidecar")
     except (OSError, ValueError):
         return None
     if meta.get("content_hash") != h:

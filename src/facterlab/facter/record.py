@@ -38,6 +38,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from facterlab.config import ADDED_FIELDS, saved_setting
 from facterlab.datatypes import MissingValue
+from facterlab.safeio import FileLimitError, read_json
 
 #: a metric value: a number, an explicit missing value, or None (NaN/inf written as null, or not recorded)
 Value = float | int | MissingValue | None
@@ -617,7 +618,9 @@ class RunRecord:
                     raise RecordError(f"{p}: missing (not a complete run folder)")
                 continue
             try:
-                objs[name] = json.loads(p.read_text())
+                objs[name] = read_json(p, what="run record file")
+            except FileLimitError as exc:  # names the file and the limit itself
+                raise RecordError(str(exc)) from None
             except (OSError, ValueError) as exc:
                 raise RecordError(f"{p}: does not load ({type(exc).__name__}: {str(exc)[:120]})") from exc
             if not isinstance(objs[name], dict):

@@ -26,7 +26,6 @@ missing values with the reason instead.  Recall and NDCG stay numbers (an empty 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -46,6 +45,7 @@ from facterlab.facter.record import (
     RunRecord,
 )
 from facterlab.paths import locked, remove_dead_temps
+from facterlab.safeio import FileLimitError, read_json
 
 __all__ = [
     "METHODS",
@@ -166,7 +166,9 @@ def run_folder_problem(path: Path) -> str | None:
         return f"{path} lacks {', '.join(missing)} (an interrupted or partial run)"
     for f in ("config.json", "metrics.json"):
         try:
-            obj = json.loads((path / f).read_text())
+            obj = read_json(path / f, what="run record file")
+        except FileLimitError as exc:  # names the file and the limit itself
+            return str(exc)
         except (OSError, ValueError) as exc:
             return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
         if not isinstance(obj, dict):

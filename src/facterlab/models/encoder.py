@@ -19,7 +19,6 @@ embeddings do not depend on the batching beyond float32 rounding (tests/test_mod
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from facterlab.models.cache import EmbeddingCache, text_key
 from facterlab.models.device import resolve_device
 from facterlab.models.registry import ResolvedModel, resolve_encoder
 from facterlab.progress import Progress, loading
+from facterlab.safeio import read_json
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class SentenceEncoder:
         self.n_batches = 0  # model.encode calls (one forward batch each, unless max_batch_tokens is None)
         pool = Path(resolved.source) / "1_Pooling" / "config.json"
         if resolved.is_local and pool.is_file():
-            self._dim = int(json.loads(pool.read_text())["word_embedding_dimension"])
+            self._dim = int(read_json(pool, what="encoder pooling config")["word_embedding_dimension"])
 
     @property
     def loaded(self) -> bool:

@@ -59,6 +59,7 @@ import pandas as pd
 from facterlab.config import SimulatorConfig
 from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 from facterlab.models.fake import parse_avoid_rules
+from facterlab.safeio import read_json
 
 __all__ = [
     "BIAS_TABLE",
@@ -197,7 +198,7 @@ def load_bias_table(spec: str | Mapping | None = None) -> dict:
             f"sim.bias_table {spec!r} is neither {' nor '.join(map(repr, NAMED_BIAS_TABLES))} nor an existing JSON file"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, what="bias table", kind="bias_table_bytes")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"bias table {path}: cannot be read as JSON ({e})") from None
     return normalise_bias_table(data, str(path))

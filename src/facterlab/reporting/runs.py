@@ -17,7 +17,6 @@ Formatting only: the record is read by :mod:`facterlab.facter.record`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from facterlab.config import SimulatorConfig, config_to_dict, results_dir
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import RecordError, RunRecord
 from facterlab.facter.runfolder import resolve_prefix, run_folder_problem, run_folders
+from facterlab.safeio import read_json
 
 LIST_COLUMNS = ("run_id", "started", "dataset", "model", "sim", "protocol", "n", "seed", "code", "notebooks", "status")
 #: what ``--model``, ``--dataset`` and ``--notebook`` match (a case-insensitive substring)
@@ -77,7 +77,7 @@ def notebooks_of(results: os.PathLike | str) -> dict:
         return out
     for mj in sorted(base.glob("*/metrics.json")):
         try:
-            ids = json.loads(mj.read_text()).get("run_ids") or []
+            ids = read_json(mj, what="notebook metrics").get("run_ids") or []
         except (OSError, ValueError, AttributeError):
             continue
         for rid in ids if isinstance(ids, list) else []:

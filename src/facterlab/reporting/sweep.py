@@ -66,6 +66,7 @@ from facterlab.paths import ENV_CACHE, runs_dir
 from facterlab.progress import format_seconds
 from facterlab.reporting.experiments import expected_fingerprints
 from facterlab.reporting.runs import text_table
+from facterlab.safeio import FileLimitError, read_json, read_toml
 
 __all__ = [
     "parse_grid",
@@ -135,15 +136,13 @@ def load_sweep_file(path: os.PathLike | str) -> dict:
         raise FileNotFoundError(f"sweep file {str(p)!r} does not exist")
     try:
         if p.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(p.read_text())
+            data = read_toml(p, what="sweep file")
         elif p.suffix == ".json":
-            data = json.loads(p.read_text())
+            data = read_json(p, what="sweep file")
         else:
             raise ValueError(f"sweep file {str(p)!r}: use a .json or .toml file")
     except (json.JSONDecodeError, ValueError) as exc:
-        if isinstance(exc, ParameterError):
+        if isinstance(exc, (ParameterError, FileLimitError)):
             raise
         raise ValueError(f"sweep file {str(p)!r} does not parse: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
