@@ -39,6 +39,7 @@ from facterlab.models.served import (
     probe_server,
     server_token_ids,
     supports_prompt_logprobs,
+    supports_sampling,
     supports_token_prompts,
     transcript,
 )
@@ -49,10 +50,10 @@ TITLES = ["Heat (1995)", "Fargo (1996)", "Toy Story (1995)", "Casino (1995)", "B
 
 @pytest.fixture(autouse=True)
 def _fresh_probes():
-    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts):
+    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts, supports_sampling):
         probe.cache_clear()
     yield
-    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts):
+    for probe in (probe_server, supports_prompt_logprobs, supports_token_prompts, supports_sampling):
         probe.cache_clear()
 
 

@@ -20,8 +20,9 @@ Executors (:func:`make_executor`):
 - ``dask``: Dask distributed (the ``dask`` extra): a ``LocalCluster`` of ``workers`` processes with one
   thread each, or the scheduler at ``scheduler`` (``tcp://host:8786``, a Slurm cluster from
   dask-jobqueue, ...), or an existing ``Client``.  When a worker dies, Dask's scheduler itself gives its
-  task to another worker (up to ``distributed.scheduler.allowed-failures`` times); our retries then
-  cover exceptions raised by the task.
+  task to another worker (up to ``distributed.scheduler.allowed-failures`` times); each such rerun
+  counts an attempt (event ``rescheduled``); our retries then cover exceptions raised by the task.
+  A ``LocalCluster`` listens on 127.0.0.1 only, its dashboard included (its link is logged).
 
 ``on_event(kind, key, info)`` is called in the driver for ``"start"`` (info: attempt), ``"done"`` (info:
 the :class:`TaskOutcome`), ``"retry"`` (info: the error text), ``"requeued"`` (the process pool: a
@@ -105,6 +106,13 @@ def _noop(kind: str, key: str, info: Any) -> None:
     return None
 
 
+def permanent(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says that another attempt would fail the same way: its class sets ``permanent =
+    True`` (a served model's refusal, :class:`facterlab.models.served.ServerError`), so that a
+    deterministic refusal costs one attempt, not ``retries + 1``."""
+    return exc is not None and getattr(type(exc), "permanent", False) is True
+
+
 class Executor:
     """Run keyed tasks (module docstring).  Subclasses implement :meth:`run`."""
 
@@ -155,6 +163,13 @@ class _Attempts:
         self.on_event("start", key, self.attempts[key])
         return self.tasks[key]
 
+    def rescheduled(self, key: str, n: int) -> None:
+        """``n`` more submissions of ``key`` that the executor made by itself (Dask's scheduler reruns a
+        task whose worker died): counted as attempts (event ``rescheduled``, info: ``n``)."""
+        if n > 0:
+            self.attempts[key] += n
+            self.on_event("rescheduled", key, n)
+
     def withdrawn(self, key: str) -> None:
         """The last submission of ``key`` never started (its pool broke first): not an attempt (event
         ``requeued``, info: the attempts counted so far)."""
@@ -164,10 +179,11 @@ class _Attempts:
     def succeeded(self, key: str, value: Any) -> None:
         self._end(TaskOutcome(key, True, value, attempts=self.attempts[key]))
 
-    def failed(self, key: str, error: str, trace: str = "") -> bool:
+    def failed(self, key: str, error: str, trace: str = "", exc: BaseException | None = None) -> bool:
         """A failed attempt of ``key``: True (event ``retry``) when it may be submitted again, else its
-        outcome is the failure (event ``failed``) and False."""
-        if self.attempts[key] <= self.retries:
+        outcome is the failure (event ``failed``) and False.  An exception ``exc`` that is
+        :func:`permanent` (the same task would fail the same way) is never retried."""
+        if self.attempts[key] <= self.retries and not permanent(exc):
             self.on_event("retry", key, error)
             return True
         self._end(TaskOutcome(key, False, None, error, trace, self.attempts[key]))
@@ -195,7 +211,7 @@ class SerialExecutor(Executor):
                 try:
                     value = fn(arg)
                 except Exception as exc:  # noqa: BLE001 - reported as the task's outcome
-                    if book.failed(key, _error_line(exc), traceback.format_exc()):
+                    if book.failed(key, _error_line(exc), traceback.format_exc(), exc):
                         continue
                 else:
                     book.succeeded(key, value)
@@ -265,7 +281,7 @@ class ProcessExecutor(Executor):
                                 book.succeeded(key, fut.result())
                             elif isinstance(exc, BrokenProcessPool):  # every pending task is lost with the pool
                                 lost.append((key, marker, exc))
-                            elif book.failed(key, _error_line(exc), _trace(exc)):
+                            elif book.failed(key, _error_line(exc), _trace(exc), exc):
                                 self._submit(pool, fn, key, book, pending, todo, marks)
                 finally:
                     pool.shutdown(wait=True, cancel_futures=True)
@@ -344,8 +360,10 @@ class DaskExecutor(Executor):
                 n_workers=int(workers),
                 threads_per_worker=1,
                 processes=True,
-                # a free port: the scheduler's HTTP server starts even without a dashboard, and ":8787" clashes
-                dashboard_address=":0",
+                # this machine only (the scheduler and its HTTP server, which starts even without a
+                # dashboard), on a free port (":8787" clashes)
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
                 scheduler_kwargs={"dashboard": self.widgets and _importable("bokeh")},
                 silence_logs=logging.ERROR,
             )
@@ -360,8 +378,17 @@ class DaskExecutor(Executor):
         self.dashboard = None
         if "dashboard" in info.get("services", {}) and self._scheduler_has_bokeh():
             self.dashboard = self.client.dashboard_link
-        if self.widgets and self.dashboard:
+        if self.dashboard:
             log.info("Dask dashboard: %s", self.dashboard)
+
+    def _rescheduled(self, dask_key: str) -> int:
+        """How many times Dask's scheduler gave task ``dask_key`` to another worker because its worker
+        died (the task's ``suspicious`` count); 0 when the scheduler cannot say."""
+        probe = lambda dask_scheduler, k=dask_key: getattr(dask_scheduler.tasks.get(k), "suspicious", 0)  # noqa: E731
+        try:
+            return int(self.client.run_on_scheduler(probe) or 0)
+        except Exception:  # noqa: BLE001 - a scheduler that runs no functions of ours
+            return 0
 
     def _scheduler_has_bokeh(self) -> bool:
         # a lambda travels by value (cloudpickle): the scheduler needs no facterlab
@@ -389,6 +416,7 @@ class DaskExecutor(Executor):
         queue = as_completed(list(futures))
         for fut in queue:
             key = futures.pop(fut)
+            book.rescheduled(key, self._rescheduled(fut.key))
             if fut.status == "finished":
                 book.succeeded(key, fut.result())
             else:
@@ -396,7 +424,7 @@ class DaskExecutor(Executor):
                     exc = fut.exception()  # a cancelled future (its client lost the scheduler) raises instead
                 except BaseException as raised:  # noqa: BLE001 - reported as the task's outcome
                     exc = raised
-                if book.failed(key, _error_line(exc), _trace(exc)):
+                if book.failed(key, _error_line(exc), _trace(exc), exc):
                     new = submit(key)
                     futures[new] = key
                     queue.add(new)

@@ -115,6 +115,12 @@ PARAMETER_FIELDS: dict = {
     "ALPHAS": ("facter", "alpha"),
     "LAMBDAS": ("facter", "lam"),
     "TAU_RHOS": ("facter", "tau_rho"),
+    # a served model's settings (docs/SCALING.md), for a notebook that declares them
+    "TEMPERATURE": ("model", "temperature"),
+    "REPETITION_PENALTY": ("model", "repetition_penalty"),
+    "TIMEOUT": ("model", "timeout"),
+    "MAX_RETRIES": ("model", "max_retries"),
+    "CONCURRENCY": ("model", "concurrency"),
 }
 _USERS = Bound(1, 10_000_000, integer=True, why="ten million simulated users take hours")
 _REPEATS = Bound(1, 1000, integer=True)

@@ -36,7 +36,7 @@ from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import as_metrics
 from facterlab.facter.validation import check_free_space, validate_config
-from facterlab.models.rankers import expected_fingerprint
+from facterlab.models import served
 from facterlab.models.registry import served_model_id
 
 HEADLINE = ("ndcg@10_multi", "recall@10_multi", "valid@10", "cfr_multi")
@@ -52,6 +52,19 @@ _SIZE_FLAGS = (
 
 def _span(section: str, name: str) -> str:
     return BOUNDS[section][name].span()
+
+
+#: ``run``'s decoding flags (every backend): flag, model field, help
+_DECODING_FLAGS = (
+    ("temperature", "temperature", "sampling temperature (0: greedy, the reproducible choice on a server)"),
+    ("repetition-penalty", "repetition_penalty", "repetition penalty (1: none; transformers serve takes no other)"),
+)
+#: ``run``'s served-model flags: flag, model field, type, help
+_SERVED_FLAGS = (
+    ("timeout", "timeout", float, "seconds each request may take in all, its retries included"),
+    ("retries", "max_retries", int, "extra attempts of a request after a connection error or HTTP 429/5xx"),
+    ("concurrency", "concurrency", int, "requests in flight at once"),
+)
 
 
 def register(subparsers) -> None:
@@ -81,6 +94,17 @@ def register(subparsers) -> None:
         metavar="NAME",
         help="the served model's tokenizer (registry name, local path or hub id): the chat template is rendered "
         "here and token ids are sent, prompts truncated to the server's context (docs/SCALING.md)",
+    )
+    for flag, name, text in _DECODING_FLAGS:
+        p.add_argument(f"--{flag}", type=float, default=None, help=f"{text}, {bound_hint('model', name)}")
+    served = p.add_argument_group("served model (--model openai:<model id>; docs/SCALING.md)")
+    for flag, name, kind, text in _SERVED_FLAGS:
+        served.add_argument(f"--{flag}", type=kind, default=None, help=f"{text}, {bound_hint('model', name)}")
+    served.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable that holds the server's API key (sent as a Bearer token; never stored)",
     )
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
@@ -169,6 +193,9 @@ def config_from_args(args):
         over["model__tokenizer"] = args.tokenizer
     if args.ranker:
         over["model__ranker"] = args.ranker
+    for flag, name, *_ in (*_DECODING_FLAGS, *_SERVED_FLAGS, ("api-key-env", "api_key_env")):
+        if getattr(args, flag.replace("-", "_"), None) is not None:
+            over[f"model__{name}"] = getattr(args, flag.replace("-", "_"))
     if args.n_rows is not None:
         over["data__n_rows"] = args.n_rows
     if args.passes is not None:
@@ -247,11 +274,12 @@ def cmd_run(args) -> int:
     int
         0 on success (errors are raised, for the CLI to report).
     """
+    served.COMMAND = "run"  # hints name run's flags
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
     validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)
-    if served_model_id(cfg.model.llm) is not None:  # the server answers and serves the model, before any work
-        expected_fingerprint(cfg.model, cfg.protocol)
+    if served_model_id(cfg.model.llm) is not None:  # the server can answer this config, before any work
+        served.check_served(cfg.model, cfg.protocol)
     check_free_space(cfg, results_dir(args.out_dir))
     res = run_experiment(
         cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress, fairllm=args.fairllm

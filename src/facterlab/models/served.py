@@ -246,7 +246,9 @@ def api_key(env: str | None) -> str | None:
     return key
 
 
-def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadline: float) -> Reply:
+def _send_once(
+    method: str, url: str, data: bytes | None, headers: dict, deadline: float, total: float | None = None
+) -> Reply:
     """One HTTP exchange that ends by ``deadline`` (``time.monotonic()``): a watchdog closes the socket
     then, so that a server that never answers, or drips its answer, cannot hold the request longer
     (a socket timeout alone restarts with every byte); a body longer than :data:`MAX_RESPONSE_BYTES` is
@@ -261,11 +263,12 @@ def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadlin
     except (http.client.HTTPException, ValueError) as exc:  # InvalidURL
         raise NoAnswer(f"an invalid URL ({exc})", transient=False) from None
     fired = threading.Event()
-    got: dict[str, Any] = {"bytes": 0, "status": None}
+    got: dict[str, Any] = {"bytes": 0, "status": None, "sock": None}
 
     def expire() -> None:
         fired.set()
-        sock = conn.sock
+        # the socket as connected: an HTTP/1.0 answer detaches it from ``conn`` while its body is read
+        sock = got["sock"] or conn.sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -276,9 +279,11 @@ def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadlin
     timer.daemon = True
     timer.start()
     try:
+        conn.connect()
+        got["sock"] = conn.sock
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         conn.request(method, target, body=data, headers=headers)
-        resp = conn.getresponse()
+        resp = got["resp"] = conn.getresponse()
         got["status"] = resp.status
         length = resp.getheader("Content-Length")
         if length and length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
@@ -295,7 +300,11 @@ def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadlin
             if got["bytes"] > MAX_RESPONSE_BYTES:
                 raise NoAnswer(f"it sent more than the {MAX_RESPONSE_BYTES:,}-byte cap of a body", transient=False)
             chunks.append(chunk)
+        if fired.is_set():  # the watchdog ended the body: an end of file, not the server's
+            raise OSError("deadline")
         raw = b"".join(chunks)
+        if length and length.isdigit() and len(raw) < int(length):
+            raise NoAnswer(f"it closed the connection mid-body ({len(raw):,} of {int(length):,} bytes)")
         return Reply(resp.status, _json(raw), dict(resp.headers), raw)
     except NoAnswer:
         raise
@@ -306,11 +315,16 @@ def _send_once(method: str, url: str, data: bytes | None, headers: dict, deadlin
                 if got["status"] is None
                 else f"HTTP {got['status']} and {got['bytes']:,} bytes of its body, unfinished"
             )
-            raise NoAnswer(f"no complete answer within the {left:g} s deadline (it sent {sent})") from None
+            within = f"the {total:g} s deadline" if total is not None else f"{left:.3g} s"
+            raise NoAnswer(f"no complete answer within {within} (it sent {sent})") from None
         raise _no_answer(exc) from None
     finally:
         timer.cancel()
+        if got.get("resp") is not None:
+            got["resp"].close()
         conn.close()
+        if got["sock"] is not None:
+            got["sock"].close()
 
 
 def _no_answer(exc: BaseException) -> NoAnswer:
@@ -352,7 +366,7 @@ def _http(
     deadline = time.monotonic() + float(timeout)
     for attempt in range(retries + 1):
         try:
-            reply = _send_once(method, url, data, headers, deadline)
+            reply = _send_once(method, url, data, headers, deadline, float(timeout))
         except NoAnswer as exc:
             if not exc.transient or attempt == retries or time.monotonic() >= deadline:
                 raise

@@ -51,6 +51,7 @@ from facterlab.config import (
     cache_dir,
     config_to_dict,
     field_default,
+    is_served_name,
     preset,
     results_dir,
 )
@@ -61,6 +62,8 @@ from facterlab.facter.pipeline import run_experiment, run_id_for
 from facterlab.facter.record import RunConfigRecord, RunRecord
 from facterlab.facter.runfolder import find
 from facterlab.facter.validation import validate_config
+from facterlab.models import served
+from facterlab.models.served import ServerError, check_served
 from facterlab.params import ParameterError, coerce, parse_set_items
 from facterlab.paths import ENV_CACHE, runs_dir
 from facterlab.progress import format_seconds
@@ -225,6 +228,7 @@ def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> lis
         validate_config(cfg, out_dir=root, llm=m.llm not in seen_llm, encoder=m.encoder not in seen_enc)
         seen_llm.add(m.llm)
         seen_enc.add(m.encoder)
+    check_servers(configs)
     inters: dict = {}
     plans: dict = {}
     for cfg in configs:
@@ -240,6 +244,32 @@ def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> lis
     return list(plans.values())
 
 
+def check_servers(configs: Sequence[RunConfig]) -> None:
+    """Ask each distinct served model's server once whether it can answer (:func:`facterlab.models.served.
+    check_served`: the model listed, log-probabilities for a likelihood ranker, token-id prompts with a
+    tokenizer, the decoding fields); one line naming every refusal and how many runs it stops, before
+    any run starts."""
+    asked: dict = {}
+    for cfg in configs:
+        if not is_served_name(cfg.model.llm):
+            continue
+        key = json.dumps([config_to_dict(cfg.model), cfg.model.ranker_for(cfg.protocol)], sort_keys=True)
+        if key not in asked:
+            try:
+                check_served(cfg.model, cfg.protocol)
+                asked[key] = [None, 0]
+            except ServerError as exc:
+                asked[key] = [str(exc), 0]
+        asked[key][1] += 1
+    refusals: dict = {}
+    for text, n in asked.values():
+        if text is not None:
+            refusals[text] = refusals.get(text, 0) + n
+    if refusals:
+        parts = [f"{text} ({n} run{'s' * (n != 1)})" for text, n in refusals.items()]
+        raise ServerError(f"the sweep cannot start: {' | '.join(parts)}")
+
+
 # ---------------------------------------------------------------------------------------------
 # the task (runs in a worker)
 
@@ -250,6 +280,7 @@ def run_task(task: SweepTask) -> dict:
     A run folder that is already complete (an earlier attempt finished before its worker died) is
     not redone.  LLM answers and embeddings go to this process's cache shards."""
     t0 = time.perf_counter()
+    served.COMMAND = "sweep"  # a hint from this worker names the sweep's --set
     where = {"host": socket.gethostname(), "pid": os.getpid()}
     if os.environ.get(ENV_CACHE) != task.cache_root:  # a worker reads the interactions the driver built
         os.environ[ENV_CACHE] = task.cache_root
@@ -459,6 +490,8 @@ def run_sweep(
                 )  # fmt: skip
             elif kind == "retry":
                 log.warning("sweep: run %s failed (%s); retrying", key, info)
+            elif kind == "rescheduled":
+                log.warning("sweep: run %s lost its worker; Dask's scheduler ran it again (%d time(s))", key, info)
             if on_event is not None:
                 on_event(kind, key, info)
 
@@ -523,6 +556,7 @@ def configs_from_args(args) -> list:
 
 
 def cmd_sweep(args) -> int:
+    served.COMMAND = "sweep"  # hints name the sweep's --set
     if not 0 <= args.retries <= MAX_RETRIES:
         raise ValueError(f"--retries {args.retries}: must be an integer in [0, {MAX_RETRIES}]")
     if not 1 <= args.workers <= MAX_WORKERS:

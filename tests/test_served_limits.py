@@ -1,0 +1,288 @@
+"""The served backend's settings and limits (issues 31 and 33), against misbehaving servers on 127.0.0.1
+(:mod:`facterlab.testing.server` with ``misbehave=``): a hung, dripping or endless server ends a
+request within its ``model.timeout`` with one line, progress lines come while requests wait, a
+non-HTTP or truncated answer is named, bad server URLs are refused before any request, the API key
+comes from the environment and is never stored, refusals are known before work (``run`` and
+``sweep``) and never retried, and every hint names the flag of the command typed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from facterlab.config import ModelConfig, config_hash, config_to_dict, preset
+from facterlab.datatypes import PromptRequest
+from facterlab.executors import SerialExecutor, permanent
+from facterlab.models import served
+from facterlab.models.served import (
+    ServedRecommender,
+    ServerError,
+    ServerUnavailable,
+    probe_server,
+    setting_hint,
+    supports_prompt_logprobs,
+    supports_sampling,
+    supports_token_prompts,
+)
+from facterlab.testing.server import MODEL, OpenAIServer
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch):
+    probes = (probe_server, supports_prompt_logprobs, supports_token_prompts, supports_sampling)
+    for probe in probes:
+        probe.cache_clear()
+    monkeypatch.setattr(served, "COMMAND", None)
+    yield
+    for probe in probes:
+        probe.cache_clear()
+
+
+def _request(seed: int) -> PromptRequest:
+    user = "Watch history:\n1. Heat (1995)\n2. Fargo (1996)\nRecommend 3 movies."
+    return PromptRequest.from_messages([{"role": "user", "content": user}], seed=seed, k=3)
+
+
+def _cfg(url: str, **kw) -> ModelConfig:
+    return ModelConfig(llm=f"openai:{MODEL}", server_url=url, temperature=0.0, repetition_penalty=1.0, **kw)
+
+
+def _built(srv: OpenAIServer, misbehave: str, **kw) -> ServedRecommender:
+    """A recommender built against a well-behaved server that then misbehaves on every POST."""
+    rec = ServedRecommender(_cfg(srv.url, **kw), "open", backoff=0.05)
+    srv.misbehave = misbehave
+    return rec
+
+
+# ------------------------------------------------------------------------------------------ URLs
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:8000/v1/completions", "names the endpoint '/v1/completions': give the server root"),
+        ("http://h:8000/v1/chat/completions/", "names the endpoint '/v1/chat/completions': give the server root"),
+        ("http://127.0.0.1:8000 /v1", "whitespace or a control character (' ') at position 21"),
+        ("http://127.0.0.1:8000\r\nX-Injected: 1", "whitespace or a control character ('\\r') at position 21"),
+        ("http://127.0.0.1:99999", "is not a valid URL (Port out of range"),
+        ("http://:8000", "has no host"),
+        ("ftp://h:8000", "must be an http:// or https:// URL"),
+        ("http://user:pw@h:8000", "holds credentials; give the API key through api_key_env"),
+        ("http://h:8000/?x=1", "has a query or fragment"),
+    ],
+)
+def test_a_bad_server_url_is_one_line_before_any_request(url, says):
+    with pytest.raises(ValueError) as info:
+        _cfg(url)
+    text = str(info.value)
+    assert says in text and "\n" not in text and "\r" not in text
+
+
+def test_cli_refuses_a_url_with_crlf_in_one_line(tmp_path, monkeypatch, capsys):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    args = ["-q", "run", "--model", f"openai:{MODEL}", "--server-url", "http://127.0.0.1:1/\r\nHost: x"]
+    assert main([*args, "--dataset", "synthetic", "--encoder", "hash-encoder"]) != 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+    assert len(err) == 1 and "whitespace or a control character" in err[0], err
+    assert not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+def test_transport_settings_are_bounded_and_out_of_the_run_id():
+    base = _cfg("http://127.0.0.1:1")
+    other = _cfg("http://127.0.0.1:1", timeout=5, max_retries=0, concurrency=16, api_key_env="MY_KEY")
+    assert config_hash(base) == config_hash(other)
+    full = preset("repro", model__llm=f"openai:{MODEL}", model__server_url="http://127.0.0.1:1")
+    assert config_hash(full) == config_hash(
+        preset("repro", model__llm=f"openai:{MODEL}", model__server_url="http://127.0.0.1:1", model__timeout=9.5)
+    )
+    # at their defaults the fields are not in a saved config: every earlier record stays byte-identical
+    assert not {"timeout", "max_retries", "concurrency", "api_key_env"} & set(config_to_dict(preset())["model"])
+    assert config_to_dict(other)["api_key_env"] == "MY_KEY"  # the variable's name, never its value
+    for bad, says in [
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": float("inf")}, "timeout"),
+        ({"max_retries": 11}, "max_retries"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": 2.5}, "concurrency"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            _cfg("http://127.0.0.1:1", **bad)
+    with pytest.raises(ValueError) as info:
+        _cfg("http://127.0.0.1:1", api_key_env="sk-live-abc123")  # the key itself, pasted by mistake
+    assert "sk-live" not in str(info.value) and "NAME of an environment variable" in str(info.value)
+
+
+def test_run_flags_reach_the_model_config():
+    from facterlab.cli import build_parser
+    from facterlab.facter.commands import config_from_args
+
+    args = ["run", "--model", f"openai:{MODEL}", "--server-url", "http://127.0.0.1:1", "--temperature", "0"]
+    args += ["--repetition-penalty", "1", "--timeout", "7.5", "--concurrency", "3", "--retries", "0"]
+    cfg = config_from_args(build_parser().parse_args([*args, "--api-key-env", "OPENAI_API_KEY"]))
+    m = cfg.model
+    assert (m.temperature, m.repetition_penalty, m.timeout, m.concurrency, m.max_retries, m.api_key_env) == (
+        0.0,
+        1.0,
+        7.5,
+        3,
+        0,
+        "OPENAI_API_KEY",
+    )
+    # every backend takes the decoding flags
+    fake = config_from_args(build_parser().parse_args(["run", "--model", "fake", "--temperature", "0.3"]))
+    assert fake.model.temperature == 0.3
+
+
+def test_hints_name_the_flag_of_the_command_typed(monkeypatch):
+    monkeypatch.setattr(served, "COMMAND", "run")
+    assert setting_hint("repetition_penalty", "1") == "--repetition-penalty 1"
+    assert setting_hint("max_retries", "N") == "--retries N"
+    monkeypatch.setattr(served, "COMMAND", "sweep")
+    assert setting_hint("repetition_penalty", "1") == "--set model__repetition_penalty=1"
+    monkeypatch.setattr(served, "COMMAND", None)
+    assert setting_hint("timeout", "60").startswith("model.timeout=60 (ModelConfig")
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_stored(monkeypatch, tmp_path):
+    with OpenAIServer(api_key="s3cret-key") as srv:
+        with pytest.raises(ServerError, match=r"did not answer GET /v1/models .*HTTP 401.*It wants an API key"):
+            ServedRecommender(_cfg(srv.url), "open")
+        probe_server.cache_clear()
+        with pytest.raises(ServerError, match=r"names \$FACTERLAB_TEST_KEY, which is not set here") as info:
+            ServedRecommender(_cfg(srv.url, api_key_env="FACTERLAB_TEST_KEY"), "open")
+        assert "\n" not in str(info.value)
+        monkeypatch.setenv("FACTERLAB_TEST_KEY", "s3cret-key")
+        rec = ServedRecommender(_cfg(srv.url, api_key_env="FACTERLAB_TEST_KEY"), "open")
+        assert rec.predict([_request(0)])[0].parse_status == "ok"
+        assert srv.auth[-1] == "Bearer s3cret-key"
+    assert "s3cret" not in json.dumps(config_to_dict(rec.cfg)) and "s3cret" not in rec.fingerprint
+
+
+# ------------------------------------------------------------------------------------------ limits
+
+
+def test_a_hung_server_ends_the_batch_within_one_timeout_with_progress_lines(monkeypatch, caplog):
+    monkeypatch.setattr(served, "PROGRESS_EVERY", 0.5)
+    with OpenAIServer() as srv:
+        rec = _built(srv, "hang", timeout=2.0, max_retries=3, concurrency=2)
+        caplog.set_level(logging.INFO, logger="facterlab.models.served")
+        t0 = time.monotonic()
+        with pytest.raises(ServerUnavailable) as info:
+            rec.predict([_request(s) for s in range(6)])
+        took = time.monotonic() - t0
+    # one deadline covers every attempt of a request; the 4 queued requests are cancelled, not waited for
+    assert took < 2.0 + 1.5, took
+    assert "no complete answer within the 2 s deadline (it sent no status line)" in str(info.value)
+    assert "model.timeout=SECONDS" in str(info.value)
+    waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert waiting and "0 of 6 requests answered, 2 waiting" in waiting[0]
+
+
+def test_a_hung_server_is_found_before_any_prompt_in_one_timeout():
+    with OpenAIServer(misbehave="hang") as srv:
+        t0 = time.monotonic()
+        with pytest.raises(ServerUnavailable, match=r"lists model 'test-model' but gave no answer to a one-token"):
+            ServedRecommender(_cfg(srv.url, timeout=1.5), "open")
+        assert time.monotonic() - t0 < 1.5 + 1.5
+
+
+def test_a_dripping_server_ends_within_the_deadline_and_says_what_it_sent():
+    with OpenAIServer() as srv:
+        rec = _built(srv, "drip", timeout=2.5, max_retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(ServerError, match=r"within the 2.5 s deadline \(it sent HTTP 200 and \d+ bytes of its"):
+            rec.predict([_request(0)])
+        assert time.monotonic() - t0 < 2.5 + 1.5
+
+
+def test_an_endless_body_stops_at_the_size_cap(monkeypatch):
+    monkeypatch.setattr(served, "MAX_RESPONSE_BYTES", 2**20)
+    with OpenAIServer() as srv:
+        rec = _built(srv, "huge", timeout=30, max_retries=2)
+        t0 = time.monotonic()
+        with pytest.raises(ServerError, match=r"sent more than the 1,048,576-byte cap of a body") as info:
+            rec.predict([_request(0)])
+        assert time.monotonic() - t0 < 10
+        assert not isinstance(info.value, ServerUnavailable)  # the same request gets the same: not retried
+        assert len(srv.requests) == 2  # the probe of the decoding settings, then one attempt
+
+
+def test_a_non_http_answer_and_a_truncated_body_are_named_in_one_line():
+    with OpenAIServer() as srv:
+        rec = _built(srv, "garbage", max_retries=2)
+        with pytest.raises(ServerError, match=r"did not answer in HTTP \(its first line: .*this is not HTTP"):
+            rec.predict([_request(0)])
+        srv.misbehave = "truncated"
+        with pytest.raises(ServerError, match=r"HTTP 200: a body that is not JSON \(\d+ bytes: b'\{\"choices"):
+            rec.predict([_request(0)])
+
+
+def test_a_refusal_is_permanent_and_the_executor_does_not_retry_it():
+    assert permanent(ServerError("refused")) and not permanent(ServerUnavailable("down")) and not permanent(None)
+    out = SerialExecutor().run(_refuse, {"a": 1}, retries=3)
+    assert out["a"].attempts == 1 and "ServerError: HTTP 422" in out["a"].error
+    out = SerialExecutor().run(_down, {"a": 1}, retries=2)
+    assert out["a"].attempts == 3
+
+
+def _refuse(_):
+    raise ServerError("HTTP 422")
+
+
+def _down(_):
+    raise ServerUnavailable("no answer")
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def _run_args(url: str) -> list:
+    args = ["-q", "run", "--model", f"openai:{MODEL}", "--server-url", url, "--encoder", "hash-encoder"]
+    return args + ["--dataset", "synthetic", "--n-rows", "40", "--passes", "1", "--cfr-rows", "4", "--json"]
+
+
+def test_run_audits_a_strict_server_greedily_and_names_its_flag_when_refused(tmp_path, monkeypatch, capsys):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    with OpenAIServer(strict=True) as srv:  # refuses repetition_penalty with HTTP 422, as transformers serve
+        assert main([*_run_args(srv.url), "--max-new-tokens", "32"]) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+        assert len(err) == 1 and "HTTP 422" in err[0] and "--repetition-penalty 1," in err[0], err
+        assert not (tmp_path / "results" / "runs").exists()  # refused before any work
+        n_refused = len(srv.requests)
+        flags = ["--temperature", "0", "--repetition-penalty", "1", "--timeout", "30", "--concurrency", "2"]
+        assert main([*_run_args(srv.url), *flags, "--max-new-tokens", "32"]) == 0
+        metrics = json.loads(capsys.readouterr().out)
+        bodies = [b for p, b in srv.requests[n_refused:] if p == "/v1/chat/completions"]
+    assert n_refused == 1 and metrics["model"].startswith(f"openai:{MODEL}:open:generate:")
+    assert bodies and all(b["temperature"] == 0.0 and "repetition_penalty" not in b for b in bodies)
+
+
+def test_a_sweep_with_an_incapable_server_is_refused_before_any_run_in_one_line(tmp_path, monkeypatch, capsys):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    base = ["-q", "sweep", "--executor", "serial", "--out-dir", str(tmp_path / "out"), "--grid", "seed=0,1,2"]
+    base += ["--set", "model__encoder=hash-encoder", "--set", "data__dataset=synthetic", "--set", "data__n_rows=40"]
+    with OpenAIServer(strict=True, no_logprobs=True) as srv:
+        args = [*base, "--set", f"model__llm=openai:{MODEL}", "--server-url", srv.url]
+        assert main(args) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+        assert len(err) == 1 and "the sweep cannot start" in err[0] and "(3 runs)" in err[0], err
+        assert "--set model__repetition_penalty=1" in err[0]
+        # the likelihood ranker on a server without prompt log-probabilities: refused, pointing to the ranker
+        assert main([*args, "--set", "protocol=rank", "--set", "model__ranker=likelihood"]) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+        assert len(err) == 1 and "no prompt log-probabilities" in err[0] and "(3 runs)" in err[0], err
+        assert {p for p, _ in srv.requests} <= {"/v1/chat/completions", "/v1/completions"} and len(srv.requests) == 2
+    assert not (tmp_path / "out" / "runs").exists()
