@@ -256,6 +256,8 @@ def test_dask_cluster_survives_a_killed_worker_and_matches_the_serial_run_byte_f
     assert res.n_failed == 0 and res.n_started == 4
     victim = next(k for k in res.outcomes if k in killed["key"])
     assert res.outcomes[victim].value["pid"] != killed["pid"]  # the killed worker's run was redone elsewhere
+    assert res.outcomes[victim].attempts >= 2  # Dask's own rerun counts an attempt (issue 31)
+    assert next(r for r in res.rows if r["run_id"] == victim)["attempts"] >= 2
     got, ref = _files(tmp_path), _files(ref_out)
     for run_id in ref:
         assert got[run_id] == ref[run_id], f"run {run_id} differs from the serial run"
@@ -476,3 +478,22 @@ def test_a_run_that_keeps_failing_is_reported_and_the_others_finish(cache_root, 
     assert res.n_failed == 1 and [r["status"] for r in res.rows if r["run_id"] != bad] == ["ran"]
     assert f"{bad}: RuntimeError: the GPU node went away" in res.table()
     assert not (tmp_path / "runs" / bad).exists()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_local_dask_cluster_listens_on_this_machine_only(caplog):
+    pytest.importorskip("distributed", reason=NO_DASK)
+    import logging
+
+    import psutil
+
+    caplog.set_level(logging.INFO, logger="facterlab.executors")
+    with make_executor("dask", workers=1) as ex:
+        assert ex.address.startswith("tcp://127.0.0.1:")
+        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        listening = {
+            c.laddr.ip for p in procs for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+        }
+    assert listening and listening <= {"127.0.0.1"}, listening
+    if ex.dashboard:
+        assert "127.0.0.1" in ex.dashboard and any(ex.dashboard in r.getMessage() for r in caplog.records)
