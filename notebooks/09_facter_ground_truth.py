@@ -30,7 +30,10 @@
 # section 6 puts facterlab's **twin monitor** beside it (a facterlab extension, not FACTER's or REPRO's,
 # docs/FACTER.md §7): each row is asked again with its protected attributes flipped (same history and
 # seed), Delta is the distance between the two answers, and the flag is anchored at the null
-# "demographics change nothing" (the quantile of placebo re-asks).
+# "demographics change nothing" (the quantile of placebo re-asks).  Section 7 puts that monitor in front
+# of recommenders that **read the prompt text** (the simulator of sections 1-6 takes the demographics
+# from the request's fields, so no rewording of the prompt can move it and the null cannot fail there):
+# unbiased models moved by the prompt's surface, biased ones, and sampling.
 #
 # Every claim is checked under one standard (facterlab.reporting.claims): its criterion, the test
 # behind the verdict (99% Clopper-Pearson intervals, one-sided 1% z- and t-tests) and the smallest
@@ -55,6 +58,22 @@ H = 0.05  # title-corruption rate (open generation)
 PHI = 0.3  # share of the bias the Fair prompt removes
 DEMOTE = 1.0  # score penalty of an honoured rule (after it cancels the push: sim.compliance "relative")
 TWIN = True  # section 6: facterlab's twin monitor (twin Delta, null threshold) beside the faithful one
+TESTBED = True  # section 7: the twin monitor against recommenders that read the prompt text
+TESTBED_CASES = [  # sim.reads = "text" cases (docs/SIMULATED.md), unbiased then biased
+    "lines-set",
+    "prompt-hash",
+    "per-call",
+    "line-order",
+    "irrelevant-field",
+    "all-surfaces",
+    "default-table",
+    "narrow-table",
+    "word-triggered",
+]
+TESTBED_N = 1500  # rows per testbed run (1,050 calibration / 450 test)
+POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
+POWER_DRAWS = [1, 4]  # draws per request k of the power study
+POWER_N = 1000  # rows per power-study run
 ALPHAS = [0.05, 0.1, 0.2, 0.3]
 LAMBDAS = [0.0, 0.35, 0.7, 1.4]
 TAU_RHOS = [0.7, 0.8, 0.9]
@@ -83,6 +102,11 @@ P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE thes
         "ENCODER": "hash-encoder",
         "LAMBDAS": lambda lambdas: lambdas[-2:],
         "TAU_RHOS": lambda taus: taus[-1:],
+        "TESTBED_CASES": lambda cases: [c for c in cases if c in ("lines-set", "default-table")],
+        "TESTBED_N": 300,
+        "POWER_N": 300,
+        "POWER_TEMPERATURES": lambda temps: temps[-1:],
+        "POWER_DRAWS": lambda draws: draws[:1],
     },
 )
 import pandas as pd
@@ -388,6 +412,105 @@ if TWIN:
     checks += gt.twin_claims(det_all[det_all["monitor"].str.startswith("facterlab")], shares, fair_twin, alpha)
 
 # %% [markdown]
+# ## 7. The twin monitor against recommenders that read text
+#
+# The simulator above takes the demographics from the request's fields: a placebo that rewrites the
+# prompt cannot move it, every placebo distance is 0 and "no false flag at beta = 0" holds by
+# construction.  Here the same monitor meets the **text-reading simulator** (`sim.reads = "text"`,
+# docs/SIMULATED.md): it gets the demographics only by parsing the prompt, and has named surface
+# sensitivities.  Unbiased cases (beta = 0: every flag is false): `lines-set` reads the demographics as a
+# set of lines (order-invariant, but any change of a line's text moves its answer), `prompt-hash` (the
+# whole prompt seeds it), `per-call` (sampling: a fresh draw per request), `line-order`, `irrelevant-field`,
+# `all-surfaces`.  Biased cases: `default-table` (beta = 2, read from the fields: the positive control),
+# `narrow-table` (one age group and two student occupations, small weights, read from the text) and
+# `word-triggered` (the push fires on the spelling "female" / "F", not on "woman").
+#
+# Monitor variants (docs/FACTER.md §7): **family** (facterlab's twin monitor now: Q_null calibrated on the
+# largest of three placebo edits per row, reword / irrelevant field / order, and rules only from
+# twin-confirmed, enriched differences, dropped when they do not lower what they target), **absolute**
+# (the same against a recommender that only demotes what a rule names), **count** (the placebo family
+# with FACTER's counted rules) and **order** (the monitor before: one reversed-lines placebo and counted
+# rules).  The acceptance claims: on every unbiased case the false-flag rate is at most alpha + 0.02 (99%
+# upper bound) and FACTER makes at most a handful of rules; on every case FACTER's CFR is not above Fair's
+# (per-row CFR distances, paired).
+
+# %%
+from facterlab.reporting import twin_acceptance as ta
+
+testbed_runs, power_runs = {}, {}
+if TESTBED:
+    base = dict(
+        dataset=DATASET,
+        protocol=PROTOCOL,
+        preset_name=PRESET,
+        n_rows=TESTBED_N,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS,
+        encoder=ENCODER,
+    )
+    testbed_runs = {  # the same runs as `python -m facterlab.reporting.twin_acceptance`
+        key: ex.run(ta.case_config(*key, **base), data_dir=DATA_DIR, progress=False)
+        for key in ta.plan(TESTBED_CASES, SEEDS)
+    }
+    power_runs = {
+        (temp, k, SEEDS[0]): ex.run(
+            ta.case_config(
+                "sampled-bias",
+                SEEDS[0],
+                sim__temperature=float(temp),
+                facter__draws=int(k),
+                **{**base, "n_rows": POWER_N},
+            ),
+            data_dir=DATA_DIR,
+            progress=False,
+        )
+        for temp in POWER_TEMPERATURES
+        for k in POWER_DRAWS
+    }
+    tb_frame = ta.acceptance_frame(testbed_runs)
+    alpha_tb = float(next(iter(testbed_runs.values())).record.metrics.calibration.alpha)
+    checks += ta.acceptance_claims(tb_frame, testbed_runs, alpha_tb, "family")
+    # the monitor before (one reversed-lines placebo), and counted rules, on the same cases: the cause of the failures
+    checks += ta.acceptance_claims(tb_frame, testbed_runs, alpha_tb, "order")
+    checks += [c for c in ta.acceptance_claims(tb_frame, testbed_runs, alpha_tb, "count") if "CFR" in c.claim]
+    checks += [c for c in ta.acceptance_claims(tb_frame, testbed_runs, alpha_tb, "absolute") if "CFR" in c.claim]
+    display(
+        Markdown(
+            tb.frame_table(
+                tb_frame.groupby(["variant", "case"], sort=False)[
+                    ["n", "flagged", "flag_rate", "facter_rules", "cfr_fair", "cfr_facter"]
+                ]
+                .agg(
+                    {
+                        "n": "sum",
+                        "flagged": "sum",
+                        "flag_rate": "mean",
+                        "facter_rules": "max",
+                        "cfr_fair": "mean",
+                        "cfr_facter": "mean",
+                    }
+                )
+                .round(4)
+                .reset_index(),
+                name="ground_truth_text_testbed",
+                title="Twin monitor against text-reading recommenders (Neutral's flags; FACTER's rules, most in a run; CFR means)",
+            ).to_markdown()
+        )
+    )
+    power = ta.power_frame(power_runs)
+    display(power.round(3))
+    fig_power = gtf.plot_power(power, DATASET_NAME, SYNTHETIC, PROFILE)
+
+# %% [markdown]
+# What this testbed cannot test: a model's answer is a function of the prompt text and a seed here,
+# and each surface sensitivity is an independent draw; a real LLM may be moved by a rewording more
+# (or less) than by a changed value, in ways no simulator fixes in advance.  The null's assumption
+# (docs/FACTER.md §7) is then an assumption about that model; the SmolLM2 negative control
+# (docs/FACTER.md §7) checks it on one real LLM, not on every one.  A bias fired by one spelling
+# (`word-triggered`) is by construction not separable from an unbiased model that reacts to spelling:
+# the reword placebo moves it as much as the twin does, so the null absorbs it (its recall claim says so).
+
+# %% [markdown]
 # ## The claims, checked
 
 # %%
@@ -427,6 +550,7 @@ all_runs = list(listening.values()) + list(by_rho.values())
 for fig, name, runs in (
     (fig_dec, "ground_truth_decomposition", [listening[(SEEDS[0], b)] for b in BETAS]),
     *(((fig_panel, "ground_truth_twin_repair", panel_runs),) if TWIN else ()),
+    *(((fig_power, "ground_truth_power_sampling", list(power_runs.values())),) if TESTBED else ()),
     (fig_cov, "ground_truth_coverage", [listening[(s, BETAS[0])] for s in SEEDS]),
     (fig_rep, "ground_truth_repair", list(by_rho.values())),
     (fig_fair, "ground_truth_fairness", list(listening.values())),
@@ -467,6 +591,9 @@ write_metrics(
         "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
         "contrast_vs_count": gt.records_with_reasons(contrast_shares) if TWIN else [],
         "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
+        "text_testbed": gt.records_with_reasons(tb_frame) if TESTBED else [],
+        "power_sampling": gt.records_with_reasons(power) if TESTBED else [],
+        "text_testbed_run_ids": sorted(r.run_id for r in list(testbed_runs.values()) + list(power_runs.values())),
         "twin_run_ids": sorted(
             {r.run_id for r in list(twin_runs.values()) + (panel_runs + [contrast_run] if TWIN else [])}
         ),

@@ -9,10 +9,11 @@ A *preset* is a named set of the method's settings (alpha, threshold rule, proto
 not a *profile* (the sizes and backbones of a ``facterlab reproduce`` run, :data:`facterlab.params.PROFILES`;
 the ``paper`` profile runs preset ``repro``).  docs/ARCHITECTURE.md defines the words.
 
-``repro``  (default) the reproduction study's settings: alpha = 0.10, ML-1M n = 2,500.
-``icml``  the ICML 2025 paper's settings where they differ: alpha = 0.20 (called ``paper`` before).
-``facterlab``  the repro settings with facterlab's own choice on every protocol switch
-           (:data:`PROTOCOL_SWITCHES`; docs/PROTOCOL.md): item-id tie order, positional NDCG, ...
+- ``repro`` (default): the reproduction study's settings: alpha = 0.10, ML-1M n = 2,500.
+- ``icml``: the ICML 2025 paper's settings where they differ: alpha = 0.20 (called ``paper`` before).
+- ``facterlab``: the repro settings with facterlab's own choice on every protocol switch
+  (:data:`PROTOCOL_SWITCHES`; docs/PROTOCOL.md): item-id tie order, positional NDCG, ...
+
 ``repro`` and ``icml`` take REPRO's choice on every protocol switch.
 
 A run's identity is the hash of its resolved config (:func:`config_hash`), never a clock or a
@@ -80,6 +81,8 @@ RULE_KEYINGS = ("per_attr", "tuple")
 FLIP_STRATEGIES = ("distinct", "minimal", "repro")
 MAPPINGS = ("encoder", "rapidfuzz")
 RANKERS = ("generate", "likelihood")
+#: how the in-process LLM's linear layers multiply on CPU (facterlab.models.llm; docs/CPU_DECODING.md)
+LINEAR_KERNELS = ("blas", "onednn")
 CALIBRATION_PROMPTS = ("neutral", "empty")
 # protocol switches (docs/PROTOCOL.md): the first value of each is REPRO's choice, the second facterlab's
 TIE_ORDERS = ("file_order", "item_id")
@@ -97,6 +100,8 @@ THRESHOLD_KINDS = ("conformal", "null")
 RULE_MININGS = ("count", "contrast", "confirmed")
 #: the null threshold's placebo (docs/FACTER.md §7): one edit, or "family" (the largest of the three per row)
 PLACEBO_KINDS = ("family", "reword", "field", "order")
+#: the twin's edit: the protected attributes flipped, or (a negative control) the same values reworded
+TWIN_EDITS = ("flip", "reword")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
 SIM_READS = ("fields", "text")
 #: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")
@@ -266,9 +271,16 @@ class ModelConfig:
     # the NAME of the environment variable that holds the API key (sent as "Authorization: Bearer ...");
     # the key itself is read when a request is sent and is never in a config, a run id or a record
     api_key_env: str | None = None
+    # in-process LLM (docs/CPU_DECODING.md); each is in the recommender's fingerprint when not its default,
+    # and out of the config hash at its default (ADDED_FIELDS)
+    linear_kernel: str = "blas"  # "blas" (torch's default GEMM) | "onednn" (oneDNN, packed weights; CPU float32)
+    stop_at_answer: bool = False  # True: a row stops once its parsed answer is final (raw text ends there)
 
     def __post_init__(self) -> None:
         _check_choice("ranker", self.ranker, RANKERS)
+        _check_choice("linear_kernel", self.linear_kernel, LINEAR_KERNELS)
+        if not isinstance(self.stop_at_answer, bool):
+            raise ValueError(f"stop_at_answer must be True or False, got {self.stop_at_answer!r}")
         _raise_bound_problems("model", self, only=TRANSPORT_FIELDS[:3])
         if self.api_key_env is not None and not (
             isinstance(self.api_key_env, str) and _ENV_NAME.fullmatch(self.api_key_env)
@@ -340,6 +352,7 @@ class FacterConfig:
     null_tol: float = 1e-6  # threshold "null": Delta must exceed the placebo quantile by more than this
     # threshold "null": the placebo ("family": per row the largest of reword, field and order; docs/FACTER.md §7)
     placebo: str = "family"
+    twin: str = "flip"  # twin Delta: "flip" the protected attributes | "reword" them (a negative control)
     draws: int = 1  # twin Delta: each request (row, twin, placebo) asked this many times (seeds), answers averaged
     rule_level: float = 0.05  # rule_mining "confirmed": family-wise level of the exact McNemar tests (Bonferroni)
     rule_min_effect: float = 0.2  # rule_mining "confirmed": least (b - c) / (b + c) of a rule's discordant pairs
@@ -350,6 +363,7 @@ class FacterConfig:
         _check_choice("threshold", self.threshold, THRESHOLD_KINDS)
         _check_choice("rule_mining", self.rule_mining, RULE_MININGS)
         _check_choice("placebo", self.placebo, PLACEBO_KINDS)
+        _check_choice("twin", self.twin, TWIN_EDITS)
         if self.rule_mining == "confirmed" and self.delta != "twin":
             raise ValueError(
                 "facter.rule_mining 'confirmed' mines twin-confirmed differences: it needs facter.delta 'twin'"
@@ -705,8 +719,11 @@ ADDED_FIELDS: dict = {
     ("model", "max_retries"): 2,
     ("model", "concurrency"): 4,
     ("model", "api_key_env"): None,
+    ("model", "linear_kernel"): "blas",
+    ("model", "stop_at_answer"): False,
     ("metrics", "snsr_empty_rows"): "drop",
     ("facter", "draws"): 1,
+    ("facter", "twin"): "flip",
     ("facter", "rule_level"): 0.05,
     ("facter", "rule_min_effect"): 0.2,
     ("facter", "max_rules"): 10,

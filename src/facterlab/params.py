@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from facterlab.config import BOUNDS, THREADS, Bound
+from facterlab.safeio import read_json
 
 PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
 
@@ -115,6 +116,10 @@ PARAMETER_FIELDS: dict = {
     "ALPHAS": ("facter", "alpha"),
     "LAMBDAS": ("facter", "lam"),
     "TAU_RHOS": ("facter", "tau_rho"),
+    "TESTBED_N": ("data", "n_rows"),
+    "POWER_N": ("data", "n_rows"),
+    "POWER_DRAWS": ("facter", "draws"),
+    "POWER_TEMPERATURES": ("sim", "temperature"),
     # a served model's settings (docs/SCALING.md), for a notebook that declares them
     "TEMPERATURE": ("model", "temperature"),
     "REPETITION_PENALTY": ("model", "repetition_penalty"),
@@ -254,15 +259,14 @@ def parameters_cell_of(path: Path | str) -> str:
     """The source of the ``parameters``-tagged cell of a notebook (``.ipynb``) or of its py:percent
     text source (``.py``); ParameterError when there is none."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
-        for cell in json.loads(text).get("cells", []):
+        for cell in read_json(path, what="notebook").get("cells", []):
             if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
                 src = cell.get("source", "")
                 return "".join(src) if isinstance(src, list) else src
     else:
         lines, inside = [], False
-        for line in text.splitlines():
+        for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("# %%"):
                 if inside:
                     break

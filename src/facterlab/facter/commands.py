@@ -22,12 +22,14 @@ from facterlab.config import (
     DELTA_KINDS,
     FAKE_LLM,
     HASH_ENCODER,
+    PLACEBO_KINDS,
     PRESETS,
     PROTOCOLS,
     RANKERS,
     RULE_MININGS,
     SIM_COMPLIANCE,
     THRESHOLD_KINDS,
+    TWIN_EDITS,
     bound_hint,
     preset,
     results_dir,
@@ -154,7 +156,25 @@ def register(subparsers) -> None:
         help="flag: conformal (S > Q_t, FACTER) | null (twin Delta above the placebo quantile; needs --delta twin)",
     )
     ext.add_argument(
-        "--rule-mining", default=None, choices=RULE_MININGS, help="count (FACTER) | contrast (enrichment; ours)"
+        "--rule-mining",
+        default=None,
+        choices=RULE_MININGS,
+        help="count (FACTER) | contrast (enrichment; ours) | confirmed (twin-confirmed McNemar rules; ours)",
+    )
+    ext.add_argument(
+        "--placebo",
+        default=None,
+        choices=PLACEBO_KINDS,
+        help="the null threshold's placebo: family (largest of reword, field, order; default) | one of them",
+    )
+    ext.add_argument(
+        "--twin",
+        default=None,
+        choices=TWIN_EDITS,
+        help="the twin: flip (the protected attributes; default) | reword (the same values: a negative control)",
+    )
+    ext.add_argument(
+        "--draws", type=int, default=None, help=f"draws per request for the twin Delta, {bound_hint('facter', 'draws')}"
     )
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     p.add_argument("--out-dir", default=None, help="results root (default: $FACTERLAB_RESULTS or ./results)")
@@ -206,7 +226,7 @@ def config_from_args(args):
     for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed", "compliance", "bias_table"):
         if getattr(args, f"sim_{name}", None) is not None:
             over[f"sim__{name}"] = getattr(args, f"sim_{name}")
-    for name in ("delta", "threshold", "rule_mining"):
+    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws"):
         if getattr(args, name, None) is not None:
             over[f"facter__{name}"] = getattr(args, name)
     return preset(args.preset, **over)

@@ -53,10 +53,10 @@ from facterlab.datatypes import Recommender
 from facterlab.facter import prompts as _prompts
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
-from facterlab.facter.repair import ViolationBuffer, mine_rules, mine_value_rules
+from facterlab.facter.repair import ConfirmedRules, ViolationBuffer, mine_rules, mine_value_rules
 from facterlab.facter.scores import top1_distance
 from facterlab.facter.threshold import OnlineThreshold
-from facterlab.facter.twins import twin_distance, twin_row
+from facterlab.facter.twins import mean_over_draws, twin_distance, twin_row, with_draws
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -484,6 +484,14 @@ class FacterMonitor:
         self.contrast = cfg.rule_mining == "contrast"
         ref_size = cfg.buffer_size if self.twin else REFERENCE_FACTOR * cfg.buffer_size
         self.reference = ViolationBuffer(ref_size) if self.contrast else None
+        # confirmed mining (twin only): rules from twin-confirmed, enriched differences, changed between passes
+        self.confirmed = (
+            ConfirmedRules(
+                cfg.rule_level, cfg.rule_min_effect, cfg.rule_min_count, cfg.max_rules, cfg.max_rules_per_attr
+            )
+            if self.repair and self.twin and cfg.rule_mining == "confirmed"
+            else None
+        )
         self._unflagged: list = []
         self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
         self._rules_memo: dict = {}
@@ -536,6 +544,8 @@ class FacterMonitor:
         """
         if not self.repair:
             return ()
+        if self.confirmed is not None:
+            return self.confirmed.rules_for(attrs)
         if self.cfg.rule_keying == "per_attr":  # memoised per attribute value: many users share each
             out: tuple = ()
             for a in PROTECTED:
@@ -647,12 +657,13 @@ class FacterMonitor:
             post = self.postprocess([self.row_dicts[p] for p in positions], preds)
             vecs = self.represent([x[1] for x in post], [x[2] for x in post])
             return {p: (rq, ru, pr, po, v) for p, rq, ru, pr, po, v in zip(positions, keys, rules, preds, post, vecs)}
-        n = len(positions)
-        both = self._predict([k[0] for k in keys] + [k[1] for k in keys])
-        self.n_twin_predicted += n
+        n, draws = len(positions), int(self.cfg.draws)
+        # with facter.draws > 1 every request is asked once per draw; f(yhat) is the mean over the draws
+        both = self._predict(with_draws([k[0] for k in keys] + [k[1] for k in keys], draws))
+        self.n_twin_predicted += n * draws
         dicts = [self.row_dicts[p] for p in positions] + [self.twin_dicts[p] for p in positions]
-        post = self.postprocess(dicts, both)
-        vecs = self.represent([x[1] for x in post], [x[2] for x in post])
+        post = self.postprocess(dicts * draws, both)
+        vecs = mean_over_draws(self.represent([x[1] for x in post], [x[2] for x in post]), draws)
         return {
             p: (keys[i], rules[i], both[i], post[i], vecs[i], both[n + i], post[n + i], vecs[n + i])
             for i, p in enumerate(positions)
@@ -726,6 +737,14 @@ class FacterMonitor:
             self.buffer.push(attrs, title, feats)
         elif self.reference is not None and not self.twin:
             self._unflagged.append((attrs, *self._top1_title_features(top1, raw)))
+        if self.confirmed is not None:
+            self.confirmed.observe(
+                attrs,
+                bool(v_adapt),
+                self._top1_title_features(top1, raw)[1],
+                self._top1_title_features(pending[6][1], pending[6][2])[1],
+                ruled=bool(rules) or bool(self.confirmed.rules_for(self.twin_attrs[pos])),
+            )
         row = self.row_dicts[pos]
         twin_cols = {}
         if self.twin:
@@ -827,6 +846,8 @@ class FacterMonitor:
                 bar.close()
             path.append(self.thr.q)
             self.passes_run = t + 1
+            if self.confirmed is not None:
+                self.confirmed.end_pass(t + 1)
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
         # the final bar against the flag's own statistic (S, or the twin Delta with the null threshold)

@@ -80,7 +80,17 @@ from facterlab.facter.record import (
 from facterlab.facter.runfolder import RunResult, mark_degenerate, write_run_folder
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
 from facterlab.facter.truth import detector_summary
-from facterlab.facter.twins import null_threshold, placebo_request, twin_attributes, twin_distance, twin_row
+from facterlab.facter.twins import (
+    PLACEBO_EDITS,
+    mean_over_draws,
+    null_threshold,
+    placebo_request,
+    reworded_twins,
+    twin_attributes,
+    twin_distance,
+    twin_row,
+    with_draws,
+)
 from facterlab.facter.validation import check_split, validate_config
 from facterlab.metrics import (
     CatalogueMapper,
@@ -438,11 +448,17 @@ def calibrate(
     ]
     batch = max(1, cfg.model.batch_size) * 8
 
+    draws = int(fc.draws) if fc.delta == "twin" else 1
+
     def answers(requests: list, dicts: list, desc: str) -> tuple:
-        """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``."""
-        got = _predict_all(recommender, requests, batch, progress, desc)
-        done = postprocess(dicts, got)
-        return got, done, represent.predictions([p[1] for p in done], [p[2] for p in done])
+        """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``; with
+        ``facter.draws`` > 1 each request is asked once per draw and f(yhat) is the mean over its draws
+        (predictions and postprocessed answers: draw 0's)."""
+        got = _predict_all(recommender, with_draws(requests, draws), batch, progress, desc)
+        done = postprocess(list(dicts) * draws, got)
+        emb = mean_over_draws(represent.predictions([p[1] for p in done], [p[2] for p in done]), draws)
+        n = len(requests)
+        return got[:n], done[:n], emb
 
     preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
     target_emb = represent.items(rows["target"].tolist())
@@ -452,7 +468,7 @@ def calibrate(
     if fc.delta == "twin":
         if attribute_values is None:
             raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
-        flips = twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+        flips = _twins_of(rows, attribute_values, cfg)
         twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
         twin_reqs = [
             prompts.build_request(t, pitems, system, cfg.protocol, cfg.metrics.k, domain, rq.seed)
@@ -470,10 +486,21 @@ def calibrate(
             "twin_raw": [str(p.raw or "") for p in twin_preds],
         }
         if fc.threshold == "null":
-            plc_emb = answers([placebo_request(r) for r in reqs], row_dicts, "calibration placebos")[2]
-            plc_delta = twin_distance(pred_emb, plc_emb)
+            # the placebo family (docs/FACTER.md §7): per row the largest distance over the edits asked
+            kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
+            per_kind = {
+                kind: twin_distance(
+                    pred_emb,
+                    answers([placebo_request(r, kind) for r in reqs], row_dicts, f"calibration placebos ({kind})")[2],
+                )
+                for kind in kinds
+            }
+            plc_delta = np.max(np.vstack(list(per_kind.values())), axis=0)
             q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
             twin_cols["placebo_delta"] = plc_delta
+            if len(kinds) > 1:
+                for kind, dist in per_kind.items():
+                    twin_cols[f"placebo_delta_{kind}"] = dist
     else:
         ctx = context_embeddings(rows, items, encoder, prompts)
         index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
@@ -540,7 +567,8 @@ def _cfr_block(
     for i, (name, attrs) in enumerate(flips.items()):
         rng = np.random.default_rng([int(cfg.seed), 7, i])
         cf = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
-        out[name] = cfr_summary(orig, vecs_for(cf))
+        # the twin monitor's runs keep each pair's distance of CFR multi (paired comparisons of methods)
+        out[name] = cfr_summary(orig, vecs_for(cf), rows=name == "multi" and cfg.facter.delta == "twin")
     multi = out.pop("multi")
     return multi, out
 
@@ -681,6 +709,14 @@ def _load_data(cfg: RunConfig, data_dir, dataset):
     return dataset, inter
 
 
+def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig) -> list:
+    """Each row's twin attributes: flipped (``facter.twin = "flip"``) or the row's own reworded
+    (``"reword"``: the negative control, docs/FACTER.md §7.2)."""
+    if cfg.facter.twin == "reword":
+        return reworded_twins(rows)
+    return twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+
+
 def _run_record(
     cfg: RunConfig, run_id, inter, fingerprints, mapper, state, scorer, calib_df, test_rows, methods, rows, fairllm
 ) -> RunRecord:
@@ -704,8 +740,12 @@ def _run_record(
         share_placebo_nonzero=float((calib_df["placebo_delta"] > 0).mean())
         if placebo
         else MissingValue("no placebo: facter.threshold is not 'null'"),
-        n_twin_predictions=int(len(calib_df)) if twin else 0,
-        n_placebo_predictions=int(len(calib_df)) if placebo else 0,
+        n_twin_predictions=int(len(calib_df)) * int(cfg.facter.draws) if twin else 0,
+        n_placebo_predictions=int(len(calib_df))
+        * int(cfg.facter.draws)
+        * (len(PLACEBO_EDITS) if cfg.facter.placebo == "family" else 1)
+        if placebo
+        else 0,
     )
     floor = None
     if cfg.protocol == "rank":
@@ -879,7 +919,7 @@ def run_experiment(
     scorer: OnlineScorer | TwinScorer
     if cfg.facter.delta == "twin":
         scorer = TwinScorer(state, target_emb, cfg.facter.lam)
-        twins = twin_attributes(test_rows, ds.attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+        twins = _twins_of(test_rows, ds.attribute_values, cfg)
     else:
         test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(

@@ -322,3 +322,216 @@ def mine_value_rules(
         return tuple(_attr_rules(sel, attr, value, min_count, max_per_attr, tie_order))
     ref_sel = [e for e in reference.entries if e.attrs[i][1] == value]
     return tuple(_contrast_rules(sel, ref_sel, attr, value, min_count, max_per_attr))
+
+
+# ---------------------------------------------------------------------- confirmed mining
+def mcnemar_exact(b: int, c: int) -> float:
+    """One-sided exact McNemar p-value that the b discordant pairs of one kind outnumber the c of the
+    other by chance: P(X >= b) for X ~ Binomial(b + c, 1/2); 1.0 when there is no discordant pair.
+
+    Parameters
+    ----------
+    b : int
+        Pairs where the row's answer carries the feature and its twin's does not.
+    c : int
+        Pairs where the twin's answer carries it and the row's does not.
+
+    Returns
+    -------
+    float
+        The p-value, in (0, 1].
+
+    Examples
+    --------
+    >>> round(mcnemar_exact(8, 0), 5), mcnemar_exact(0, 0), round(mcnemar_exact(3, 3), 3)
+    (0.00391, 1.0, 0.656)
+    """
+    from scipy.stats import binom
+
+    n = int(b) + int(c)
+    if n == 0:
+        return 1.0
+    return float(binom.sf(int(b) - 1, n, 0.5))
+
+
+@dataclass(frozen=True)
+class RuleEvidence:
+    """Why a confirmed rule was made, or dropped: its discordant pairs, test and its group's flag rates.
+
+    Parameters
+    ----------
+    rule : Rule
+        The rule.
+    made_after_pass : int
+        1-based pass at whose end it was mined (in force from the next pass).
+    b, c : int
+        Discordant flagged pairs of the group: feature in the row's top-1 only (b), in the twin's only (c).
+    p_value : float
+        One-sided exact McNemar p-value (:func:`mcnemar_exact`).
+    level : float
+        The level it passed (``rule_level`` / the testable hypotheses at that pass: Tarone's Bonferroni).
+    rate_before : float
+        The rule's violations per row of its group in the pass it was mined from: (b - c) / group rows.
+    rate_after : float or None
+        The same in the next pass, with the rule in force (None until that pass ends).
+    dropped : bool
+        True when ``rate_after > rate_before / 2`` (the rule did not halve the violations it targets).
+    """
+
+    rule: Rule
+    made_after_pass: int
+    b: int
+    c: int
+    p_value: float
+    level: float
+    rate_before: float
+    rate_after: float | None = None
+    dropped: bool = False
+
+
+class ConfirmedRules:
+    """Repair rules from twin-confirmed differences (``facter.rule_mining = "confirmed"``; a facterlab
+    extension, docs/FACTER.md §7).  Rules change only between passes:
+
+    1. During pass t every FACTER row is observed: its group, whether it was flagged, the features of
+       its top-1 item and of its twin's, and whether either prompt held a rule.
+    2. At the end of pass t, for each group value ``attr = v`` and feature f seen in the group's flagged
+       *rule-free* pairs (neither the row's nor its twin's prompt held a rule: a rule makes its group's
+       answers differ from the twin's, and mining that difference would make rules out of rules), b counts
+       the flagged pairs whose row's top-1 carries f and whose twin's does not, c the reverse.  A rule ``AVOID: (attr=v) -> (f-only)`` needs all of: the exact one-sided McNemar test
+       (:func:`mcnemar_exact`) at ``level / m``, an effect ``(b - c) / (b + c) >= min_effect`` and
+       ``b - c >= min_count``.  m is Tarone's count of *testable* pairs: a pair with N = b + c discordant
+       rows cannot reach a p-value below 2^-N, so only the pairs with 2^-N <= level / m are counted (the
+       least such m; Tarone 1990), which keeps the family-wise level of Bonferroni with fewer tests.  Rules
+       are taken by p-value while fewer than ``max_rules`` are in force (and ``max_per_attr`` per group).
+    3. At the end of pass t + 1, a rule made after pass t is dropped for good when the violations it
+       targets did not fall by half: (b - c) per row of its group, in pass t + 1 (with the rule), above
+       half of pass t's (a noisy "lower" would keep a rule that does nothing one time in two).
+
+    Under an unbiased model the twin's and the row's features are exchangeable, so given N each b is
+    Binomial(N, 1/2) and each test rejects with probability <= level / m: the chance that any rule is
+    made at a pass is at most ``level``.
+
+    Parameters
+    ----------
+    level : float
+        Family-wise level of the tests at each pass.
+    min_effect : float
+        Least (b - c) / (b + c).
+    min_count : int
+        Least b - c.
+    max_rules : int
+        The most rules in force at once.
+    max_per_attr : int
+        The most rules in force per group value.
+
+    Examples
+    --------
+    >>> cr = ConfirmedRules(level=0.05, min_effect=0.2, min_count=3, max_rules=10, max_per_attr=5)
+    >>> for i in range(12):
+    ...     cr.observe({"gender": "F", "age": "a", "occupation": "o"}, True, ("Romance",), ("Action",))
+    ...     cr.observe({"gender": "M", "age": "a", "occupation": "o"}, True, ("Action",), ("Romance",))
+    >>> [r.text() for r in cr.end_pass(1)]
+    ['AVOID: (gender=F) -> (Romance-only)', 'AVOID: (gender=M) -> (Action-only)']
+    """
+
+    def __init__(self, level: float, min_effect: float, min_count: int, max_rules: int, max_per_attr: int):
+        self.level, self.min_effect = float(level), float(min_effect)
+        self.min_count, self.max_rules, self.max_per_attr = int(min_count), int(max_rules), int(max_per_attr)
+        self.active: list = []  # RuleEvidence in force
+        self.retired: set = set()  # rules dropped for good
+        self.log: list = []  # every RuleEvidence made or dropped, in order
+        self._obs: list = []  # this pass: (attrs, flagged, row features, twin features)
+        self._group_rows: dict = {}  # (attr, value) -> rows in the pass just closed
+
+    def observe(
+        self,
+        attrs: Mapping,
+        flagged: bool,
+        row_features: Sequence[str],
+        twin_features: Sequence[str],
+        ruled: bool = False,
+    ) -> None:
+        """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule)."""
+        self._obs.append(
+            ({a: str(attrs[a]) for a in PROTECTED}, bool(flagged), set(row_features), set(twin_features), bool(ruled))
+        )
+
+    def rules_for(self, attrs: Mapping) -> tuple:
+        """The rules in force for a user with ``attrs`` (group values in :data:`PROTECTED` order)."""
+        return tuple(
+            e.rule for a in PROTECTED for e in self.active if e.rule.attr == a and e.rule.value == str(attrs[a])
+        )
+
+    @staticmethod
+    def tarone_m(sizes: Sequence[int], level: float) -> int:
+        """Tarone's number of testable hypotheses: the least m >= 1 such that at most m of the tests
+        (each with N discordant rows, smallest attainable p-value 2^-N) can reach ``level / m``.
+
+        >>> ConfirmedRules.tarone_m([1, 1, 1, 2, 10, 12], 0.05)
+        2
+        """
+        mins = sorted(0.5 ** int(n) for n in sizes)
+        for m in range(1, len(mins) + 1):
+            if sum(1 for x in mins if x <= level / m) <= m:
+                return m
+        return max(1, len(mins))
+
+    def end_pass(self, pass_number: int) -> tuple:
+        """Close pass ``pass_number`` (1-based): drop the rules that did not lower the violations they
+        target, mine new ones; returns the rules in force for the next pass."""
+        rows: dict = {}
+        disc: dict = {}  # (attr, value, feature) -> [b, c] over the pass's flagged pairs (judging rules)
+        free: dict = {}  # the same over the flagged rule-free pairs (mining rules)
+        for attrs, flagged, rf, tf, ruled in self._obs:
+            for a in PROTECTED:
+                rows[(a, attrs[a])] = rows.get((a, attrs[a]), 0) + 1
+            if not flagged:
+                continue
+            for f in rf ^ tf:
+                for a in PROTECTED:
+                    for table in (disc, free) if not ruled else (disc,):
+                        bc = table.setdefault((a, attrs[a], f), [0, 0])
+                        bc[0 if f in rf else 1] += 1
+
+        def targeted(rule: Rule) -> float:
+            b, c = disc.get((rule.attr, rule.value, rule.feature), (0, 0))
+            n = rows.get((rule.attr, rule.value), 0)
+            return (b - c) / n if n else float("nan")
+
+        kept = []
+        for e in self.active:
+            if e.made_after_pass == pass_number - 1:  # its first pass in force: judge it
+                after = targeted(e.rule)
+                dropped = not (after <= e.rate_before / 2)
+                e = RuleEvidence(**{**e.__dict__, "rate_after": after, "dropped": dropped})
+                if dropped:
+                    self.retired.add(e.rule)
+                    self.log.append(e)
+                    continue
+            kept.append(e)
+        self.active = kept
+        tested = [(key, b, c) for key, (b, c) in free.items() if b + c > 0]
+        if tested:
+            lvl = self.level / self.tarone_m([b + c for _, b, c in tested], self.level)
+            found = []
+            for (a, v, f), b, c in tested:
+                rule = Rule(a, v, f, "feature")
+                if rule in self.retired or any(e.rule == rule for e in self.active):
+                    continue
+                if b - c < self.min_count or (b - c) / (b + c) < self.min_effect:
+                    continue
+                p = mcnemar_exact(b, c)
+                if p <= lvl:
+                    found.append(RuleEvidence(rule, pass_number, b, c, p, lvl, targeted(rule)))
+            for e in sorted(found, key=lambda e: (e.p_value, -(e.b - e.c), e.rule.text())):
+                if len(self.active) >= self.max_rules:
+                    break
+                if sum(1 for x in self.active if (x.rule.attr, x.rule.value) == (e.rule.attr, e.rule.value)) >= (
+                    self.max_per_attr
+                ):
+                    continue
+                self.active.append(e)
+                self.log.append(e)
+        self._obs = []
+        return tuple(e.rule for e in self.active)

@@ -35,6 +35,7 @@ threshold: twin and placebo); the pipeline counts and reports them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.data.dataset import PROTECTED
+from facterlab.data.wording import ATTRIBUTE_LABELS, reword
 from facterlab.datatypes import PromptRequest
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.metrics import flip_attributes
@@ -50,7 +52,13 @@ from facterlab.metrics import flip_attributes
 __all__ = [
     "twin_attributes",
     "twin_row",
+    "reworded_twins",
     "placebo_request",
+    "placebo_requests",
+    "PLACEBO_EDITS",
+    "draw_seed",
+    "with_draws",
+    "mean_over_draws",
     "twin_distance",
     "NullThreshold",
     "null_threshold",
@@ -98,6 +106,17 @@ def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str
     return [{a: str(r[a]) for a in PROTECTED} for r in flipped.to_dict("records")]
 
 
+def reworded_twins(rows: pd.DataFrame) -> list:
+    """The negative control's twins (``facter.twin = "reword"``): each row's own protected values
+    written in other words (:func:`facterlab.data.wording.reword`, style 2: "a woman", "between 25 and
+    34", "a writer"), so that the twin's demographics mean the same as the row's.
+
+    >>> reworded_twins(pd.DataFrame({"gender": ["F"], "age": ["25-34"], "occupation": ["writer"]}))
+    [{'gender': 'a woman', 'age': 'between 25 and 34', 'occupation': 'a writer'}]
+    """
+    return [{a: reword(a, str(r[a]), 2) for a in PROTECTED} for r in rows[list(PROTECTED)].to_dict("records")]
+
+
 def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
     """The row as its twin: the same row with the protected attributes replaced.
 
@@ -118,37 +137,125 @@ def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
 
 _DEMO_BLOCK = re.compile(r"(User demographics:\n)((?:- [^\n]*\n?)+)")
 
+#: the placebo family of ``facter.placebo = "family"``: each an irrelevant edit of the demographics block
+PLACEBO_EDITS = ("reword", "field", "order")
+#: the irrelevant field the ``"field"`` placebo adds (its value drawn per request)
+PLACEBO_FIELD = "Member number"
 
-def placebo_request(req: PromptRequest) -> PromptRequest:
-    """The same request with the lines of its "User demographics" block in reverse order: the same
-    information on another prompt surface (the null threshold's placebo).  A request without the block
-    is returned unchanged.
+
+def _reword_line(line: str) -> str:
+    label, sep, value = line[2:].partition(":")
+    attr = ATTRIBUTE_LABELS.get(label.strip().lower())
+    if not sep or attr is None:
+        return line
+    return f"- {label}: {reword(attr, value.strip())}"
+
+
+def placebo_request(req: PromptRequest, kind: str = "order") -> PromptRequest:
+    """The request with its "User demographics" block changed in a way that keeps every value's
+    meaning (the null threshold's placebo; docs/FACTER.md §7):
+
+    - ``"reword"``: every protected value written in other words (:func:`facterlab.data.wording.reword`:
+      "F" -> "woman", "25-34" -> "25 to 34", "writer" -> "Writer"): the same lines change as in the twin,
+      each to a new text of the same meaning (the edit matched to the twin's);
+    - ``"field"``: an irrelevant line added, ``- Member number: NNNNN`` (drawn from the request seed);
+    - ``"order"``: the lines in reverse order (the placebo of facterlab before the family).
+
+    A request without the block is returned unchanged.
 
     Parameters
     ----------
     req : PromptRequest
         The request; only its ``user`` messages are changed (the first block in each).
+    kind : {"reword", "field", "order"}, default "order"
+        The edit.
 
     Returns
     -------
     PromptRequest
-        A copy with the demographic lines reversed; other fields unchanged.
+        A copy with the block edited; other fields unchanged.
 
     Examples
     --------
     >>> r = PromptRequest(messages=(("system", "s"), ("user", "User demographics:\\n- Gender: F\\n- Age: 25-34\\n\\nHistory")))
     >>> placebo_request(r).messages[1][1]
     'User demographics:\\n- Age: 25-34\\n- Gender: F\\n\\nHistory'
+    >>> placebo_request(r, "reword").messages[1][1]
+    'User demographics:\\n- Gender: woman\\n- Age: 25 to 34\\n\\nHistory'
+    >>> placebo_request(r, "field").messages[1][1].splitlines()[3].startswith("- Member number: ")
+    True
     """
+    if kind not in PLACEBO_EDITS:
+        raise ValueError(f"unknown placebo {kind!r}; choose one of {', '.join(map(repr, PLACEBO_EDITS))}")
 
-    def swap(m: re.Match) -> str:
+    def edit(m: re.Match) -> str:
         body = m.group(2)
         tail = "\n" if body.endswith("\n") else ""
         lines = body.rstrip("\n").split("\n")
-        return m.group(1) + "\n".join(reversed(lines)) + tail
+        if kind == "order":
+            lines = list(reversed(lines))
+        elif kind == "reword":
+            lines = [_reword_line(x) for x in lines]
+        else:
+            member = 10_000 + int(hashlib.blake2b(f"field:{req.seed}".encode(), digest_size=4).hexdigest(), 16) % 90_000
+            lines = [*lines, f"- {PLACEBO_FIELD}: {member}"]
+        return m.group(1) + "\n".join(lines) + tail
 
-    msgs = tuple((r, _DEMO_BLOCK.sub(swap, c, count=1) if r == "user" else c) for r, c in req.messages)
+    msgs = tuple((r, _DEMO_BLOCK.sub(edit, c, count=1) if r == "user" else c) for r, c in req.messages)
     return replace(req, messages=msgs)
+
+
+def placebo_requests(req: PromptRequest, placebo: str = "family") -> list:
+    """The placebo requests of ``facter.placebo``: the three of :data:`PLACEBO_EDITS` for ``"family"``,
+    else the one edit.
+
+    >>> r = PromptRequest(messages=(("user", "User demographics:\\n- Gender: F\\n\\nHistory"),))
+    >>> len(placebo_requests(r)), len(placebo_requests(r, "reword"))
+    (3, 1)
+    """
+    kinds = PLACEBO_EDITS if placebo == "family" else (placebo,)
+    return [placebo_request(req, k) for k in kinds]
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """The request seed of draw ``draw`` (0-based) of a request with seed ``seed``: draw 0 keeps the seed
+    (so ``facter.draws = 1`` asks exactly what it asked before), later draws a hash of both.
+
+    >>> draw_seed(123, 0), draw_seed(123, 1) == draw_seed(123, 1), draw_seed(123, 1) != draw_seed(123, 2)
+    (123, True, True)
+    """
+    if int(draw) == 0:
+        return int(seed)
+    h = hashlib.blake2b(f"draw:{int(seed)}:{int(draw)}".encode(), digest_size=4).hexdigest()
+    return int(h, 16) % (2**31 - 1)
+
+
+def with_draws(requests: Sequence[PromptRequest], draws: int) -> list:
+    """``requests`` repeated ``draws`` times, draw by draw (all of draw 0, then draw 1, ...), each with
+    its :func:`draw_seed`.
+
+    >>> rs = with_draws([PromptRequest(messages=(), seed=5)], 2)
+    >>> [r.seed for r in rs][0], len(rs)
+    (5, 2)
+    """
+    if draws == 1:
+        return list(requests)
+    return [replace(r, seed=draw_seed(r.seed, j)) for j in range(int(draws)) for r in requests]
+
+
+def mean_over_draws(vectors: np.ndarray, draws: int) -> np.ndarray:
+    """The mean representation of each request over its draws (rows laid out as :func:`with_draws`):
+    with ``draws`` > 1 the twin Delta is the distance of the two means, a linear-kernel MMD between the
+    row's and the twin's k answers.
+
+    >>> mean_over_draws(np.array([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0], [3.0, 3.0]]), 2).tolist()
+    [[1.0, 1.0], [2.0, 2.0]]
+    """
+    v = np.asarray(vectors, dtype=np.float64)
+    if draws == 1:
+        return v
+    n = len(v) // int(draws)
+    return v.reshape(int(draws), n, -1).mean(axis=0)
 
 
 def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:

@@ -193,8 +193,11 @@ def cfr_summary(
     cf_embeddings: np.ndarray,
     orig_mask: np.ndarray | None = None,
     cf_mask: np.ndarray | None = None,
+    rows: bool = False,
 ) -> dict:
-    """CFR with its bookkeeping: ``{"value", "n_pairs", "n_dropped"}``, or a missing value with its reason.
+    """CFR with its bookkeeping: ``{"value", "n_pairs", "n_dropped"}``, or a missing value with its reason;
+    with ``rows=True`` also ``row_distances`` (each pair's distance, None for a dropped pair), so that two
+    methods audited on the same rows can be compared pair by pair.
 
     Pairs where either side has no item embedding (NaN row mean) are dropped and counted.
 
@@ -204,6 +207,8 @@ def cfr_summary(
         (n, d) per-row vectors or (n, k, d) item embeddings of the original and counterfactual outputs.
     orig_mask, cf_mask : numpy.ndarray of bool, optional
         (n, k) masks of the positions that exist, for item embeddings.
+    rows : bool, default False
+        Add ``row_distances``.
 
     Returns
     -------
@@ -220,8 +225,10 @@ def cfr_summary(
     """
     d = _pair_distances(orig_embeddings, cf_embeddings, orig_mask, cf_mask)
     ok = ~np.isnan(d)
+    per_row = {"row_distances": [None if np.isnan(x) else float(x) for x in d]} if rows else {}
     if not ok.any():
         return {
+            **per_row,
             "value": None,
             "missing_reason": (
                 f"cfr: none of the {len(d)} row pairs has an item embedding on both sides "
@@ -230,7 +237,7 @@ def cfr_summary(
             "n_pairs": 0,
             "n_dropped": int(len(d)),
         }
-    return {"value": float(d[ok].mean()), "n_pairs": int(ok.sum()), "n_dropped": int((~ok).sum())}
+    return {"value": float(d[ok].mean()), "n_pairs": int(ok.sum()), "n_dropped": int((~ok).sum()), **per_row}
 
 
 def cfr(

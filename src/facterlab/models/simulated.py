@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.config import SimulatorConfig
+from facterlab.data.wording import ATTRIBUTE_LABELS, canonical, is_default_spelling
 from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 from facterlab.models.fake import parse_avoid_rules
 from facterlab.safeio import read_json
@@ -72,6 +73,9 @@ __all__ = [
     "SIM_VERSION",
     "RARE_BIAS_TABLE",
     "load_bias_table",
+    "TEXT_CASES",
+    "NARROW_BIAS_TABLE",
+    "demographic_lines",
 ]
 
 SIMULATED_MODEL = "simulated"
@@ -124,11 +128,51 @@ RARE_BIAS_TABLE: dict = {
     },
 }
 
+#: a narrow bias: one age group and one occupation, small weights (a held-out style of table: the repair
+#: must not do harm where the bias touches few users; notebook 09 section 7)
+NARROW_BIAS_TABLE: dict = {
+    "age": {"25-34": {"Drama": 0.5, "Romance": 0.5}},
+    "occupation": {"student": {"Sci-Fi": 0.7}, "college/grad student": {"Sci-Fi": 0.7}},
+}
+
+#: the named cases of the text-reading simulator (``sim.reads = "text"``; docs/SIMULATED.md): sim section
+#: overrides.  The unbiased ones have beta = 0 (no demographic logic at all): every flag on them is false.
+TEXT_CASES: dict = {
+    # reads the demographics as a set of lines: order-invariant, but any change of a line's text moves it
+    "lines-set": {"reads": "text", "beta": 0.0, "wording_sd": 1.0},
+    # the whole prompt text seeds its answer (order, wording, fields, rules)
+    "prompt-hash": {"reads": "text", "beta": 0.0, "prompt_sd": 1.0},
+    # sampling noise: a fresh draw per request (temperature), nothing else
+    "per-call": {"reads": "text", "beta": 0.0, "temperature": 1.0},
+    # moved by the order of the lines only
+    "line-order": {"reads": "text", "beta": 0.0, "order_sd": 1.0},
+    # moved by irrelevant fields only
+    "irrelevant-field": {"reads": "text", "beta": 0.0, "field_sd": 1.0},
+    # every surface sensitivity at once, and sampling
+    "all-surfaces": {
+        "reads": "text",
+        "beta": 0.0,
+        "order_sd": 0.5,
+        "wording_sd": 0.5,
+        "field_sd": 0.5,
+        "temperature": 0.5,
+    },
+    # biased: the push fires on the literal spelling ("female", "F", "25-34"), not on "woman" / "25 to 34"
+    "word-triggered": {"reads": "text", "trigger": "literal", "beta": 2.0},
+    # biased on the meaning, read from the text, with sampling noise (the power-under-sampling study)
+    "sampled-bias": {"reads": "text", "beta": 2.0, "temperature": 1.0},
+}
+
 #: the hand-built world's table (facterlab.data.handbuilt; the tests and notebook 09's positive control)
 ROMANCE_BIAS_TABLE: dict = {"gender": {"F": ("Romance",)}}
 
 #: the tables a config may name (``sim.bias_table``); anything else is read as a JSON file
-NAMED_BIAS_TABLES = {"default": BIAS_TABLE, "rare": RARE_BIAS_TABLE, "romance": ROMANCE_BIAS_TABLE}
+NAMED_BIAS_TABLES = {
+    "default": BIAS_TABLE,
+    "rare": RARE_BIAS_TABLE,
+    "romance": ROMANCE_BIAS_TABLE,
+    "narrow": NARROW_BIAS_TABLE,
+}
 #: the largest weight a bias table may give a feature (in units of beta)
 MAX_BIAS_WEIGHT = 100.0
 
@@ -297,6 +341,31 @@ def fit_preferences(
     return np.ascontiguousarray(svd.components_.T, dtype=np.float64)  # (n_items, f)
 
 
+_BLOCK = re.compile(r"User demographics:\n((?:- [^\n]*\n?)+)")
+
+
+def demographic_lines(req: PromptRequest) -> list:
+    """``(label, value)`` of each line of the first "User demographics" block of the request's user
+    messages, in prompt order (empty when there is none): what a model that reads the text sees.
+
+    >>> r = PromptRequest(messages=(("user", "User demographics:\\n- Gender: female\\n- Age: 25-34\\n\\nHistory"),))
+    >>> demographic_lines(r)
+    [('Gender', 'female'), ('Age', '25-34')]
+    """
+    for role, content in req.messages:
+        if role != "user":
+            continue
+        m = _BLOCK.search(content)
+        if m is None:
+            continue
+        out = []
+        for line in m.group(1).rstrip("\n").split("\n"):
+            label, _, value = line[2:].partition(":")
+            out.append((label.strip(), value.strip()))
+        return out
+    return []
+
+
 @dataclass(frozen=True)
 class _Parsed:
     rules: tuple  # (attr, value, target, kind)
@@ -340,6 +409,13 @@ class SimulatedRecommender(Recommender):
         seed: int = _SIM_DEFAULTS.seed,
         bias_table: Mapping | str | None = None,
         compliance: str = _SIM_DEFAULTS.compliance,
+        reads: str = _SIM_DEFAULTS.reads,
+        trigger: str = _SIM_DEFAULTS.trigger,
+        order_sd: float = _SIM_DEFAULTS.order_sd,
+        wording_sd: float = _SIM_DEFAULTS.wording_sd,
+        field_sd: float = _SIM_DEFAULTS.field_sd,
+        prompt_sd: float = _SIM_DEFAULTS.prompt_sd,
+        temperature: float = _SIM_DEFAULTS.temperature,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
@@ -354,7 +430,22 @@ class SimulatedRecommender(Recommender):
             n_factors=int(n_factors),
             seed=int(seed),
             compliance=compliance,
+            reads=reads,
+            trigger=trigger,
+            order_sd=order_sd,
+            wording_sd=wording_sd,
+            field_sd=field_sd,
+            prompt_sd=prompt_sd,
+            temperature=temperature,
         )
+        self.reads, self.trigger = str(reads), str(trigger)
+        self.surface = {
+            "order": float(order_sd),
+            "wording": float(wording_sd),
+            "field": float(field_sd),
+            "prompt": float(prompt_sd),
+            "temperature": float(temperature),
+        }
         tbl = items.reset_index() if "item_id" not in items.columns else items
         self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
         self.titles = tbl["title"].astype(str).tolist()
@@ -394,6 +485,11 @@ class SimulatedRecommender(Recommender):
             f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-c{self.compliance[0]}-f{self.n_factors}-seed{self.seed}"
             f"-bt{table_tag}-train{data_tag}"
         )
+        if self.reads == "text":  # the text-reading variant (sim-v2 fingerprints unchanged)
+            tags = "".join(f"-{k[0]}{v:g}" for k, v in self.surface.items() if v)
+            self.fingerprint += f"-text-{self.trigger}{tags}"
+            if self.trigger == "semantic":  # the table's values as a reader who understands every wording takes them
+                self._push = {(a, canonical(a, v)): m for (a, v), m in self._push.items()}
         self._parsed: dict = {}
         self._push_memo: dict = {}
         self._mask_memo: dict = {}
@@ -425,19 +521,66 @@ class SimulatedRecommender(Recommender):
             self._parsed[system] = got
         return got
 
-    @staticmethod
-    def _shown_attrs(req: PromptRequest, meta: Mapping) -> dict:
-        """The protected attributes the prompt shows (none when the demographics block is dropped)."""
+    def _shown_attrs(self, req: PromptRequest, meta: Mapping) -> dict:
+        """The protected attributes the prompt shows (none when the demographics block is dropped).
+
+        With ``reads = "text"`` they are parsed from the prompt text alone (the request's fields are
+        never read): every wording (``trigger = "semantic"``) or only facterlab's default spelling
+        (``"literal"``: a reworded value is not understood), as canonical values."""
+        if self.reads == "text":
+            out = {}
+            for label, text in demographic_lines(req):
+                attr = ATTRIBUTE_LABELS.get(label.lower())
+                if attr is None or attr in out:
+                    continue
+                if self.trigger == "semantic":
+                    out[attr] = canonical(attr, text)
+                elif attr == "gender":  # literal: the code or facterlab's word, nothing else
+                    code = canonical(attr, text)
+                    if is_default_spelling(attr, text, code):
+                        out[attr] = code
+                else:  # literal: the value as facterlab spells it (a reworded value matches nothing)
+                    out[attr] = text
+            return out
         user = "\n".join(c for r, c in req.messages if r == "user")
         if "User demographics" not in user:
             return {}
         return {a: str(meta[a]) for a in ("gender", "age", "occupation") if a in meta}
 
     def _rule_applies(self, attr: str, value: str, attrs: Mapping) -> bool:
+        text = self.reads == "text" and self.trigger == "semantic"
         if attr == "tuple":  # "gender=F, age=25-34, occupation=writer"
             want = dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv)
-            return all(str(attrs.get(a)) == v for a, v in want.items())
-        return str(attrs.get(attr)) == value
+            return all(str(attrs.get(a)) == (canonical(a, v) if text else v) for a, v in want.items())
+        return str(attrs.get(attr)) == (canonical(attr, value) if text else value)
+
+    def _surface_noise(self, req: PromptRequest, key: tuple, n: int) -> np.ndarray | None:
+        """The text-reading simulator's surface terms (docs/SIMULATED.md): per named sensitivity an
+        N(0, sd^2) draw per pool item, seeded by that aspect of the prompt text (line order, the set of
+        the demographic lines' texts, the irrelevant lines, the whole prompt) and the request's history
+        and candidates; ``temperature`` by the whole prompt and the request seed (a fresh draw per request).
+        None when every sensitivity is 0."""
+        sd = self.surface
+        if not any(sd.values()):
+            return None
+        lines = demographic_lines(req)
+        prot = [(lab, v) for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS]
+        aspects = {
+            "order": tuple(lab for lab, _ in lines),
+            "wording": tuple(sorted(f"{lab}: {v}" for lab, v in prot)),
+            "field": tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() not in ATTRIBUTE_LABELS)),
+            "prompt": tuple(req.messages),
+        }
+        out = np.zeros(n)
+        for name, scale in sd.items():
+            if not scale:
+                continue
+            if name == "temperature":
+                seed = _hash64("temperature", self.seed, int(req.seed), tuple(req.messages), *key[2:])
+            else:
+                seed = _hash64("surface", name, self.seed, aspects[name], *key[2:])
+            out += scale * np.random.default_rng(seed).standard_normal(n)
+        return out
 
     def _pool(self, req: PromptRequest, meta: Mapping, hist_pos: list) -> np.ndarray:
         if self.protocol == "rank":
@@ -506,6 +649,10 @@ class SimulatedRecommender(Recommender):
         sd = pref.std()
         pref = (pref - pref.mean()) / sd if sd > 0 else pref - pref.mean()
         base = pref + rng.standard_normal(len(pool)) * self.sigma if self.sigma > 0 else pref
+        if self.reads == "text":
+            surface = self._surface_noise(req, key, len(pool))
+            if surface is not None:
+                base = base + surface
         # bias
         attrs = self._shown_attrs(req, meta)
         system = "\n".join(c for r, c in req.messages if r == "system")
@@ -654,4 +801,11 @@ def simulated_from_config(cfg, inter) -> SimulatedRecommender:
         seed=s.seed,
         bias_table=s.bias_table,
         compliance=s.compliance,
+        reads=s.reads,
+        trigger=s.trigger,
+        order_sd=s.order_sd,
+        wording_sd=s.wording_sd,
+        field_sd=s.field_sd,
+        prompt_sd=s.prompt_sd,
+        temperature=s.temperature,
     )

@@ -9,8 +9,11 @@ detect at the sample size it had, and ends in one of three verdicts:
   detectable effect says how far off the criterion the truth would have to be to decide).
 
 One standard for all: a rate against a bound uses the exact Clopper-Pearson interval at 99%; a
-difference of two rates a two-proportion z-test at one-sided 1% (z = 2.33); a difference of per-seed
-means a paired one-sided t-test at 1%.
+difference of two independent rates a two-proportion z-test at one-sided 1% (z = 2.33), or Fisher's exact
+test when a cell has fewer than :data:`SMALL_COUNT` rows; a difference of two rates on the *same* rows
+(paired flags) the exact McNemar test on the discordant pairs (:func:`paired_rate_claim`); a difference
+of per-seed means a paired one-sided t-test at 1%, or, when the differences have zero spread, the exact
+sign-flip test (which needs 7 seeds to reach 1%).
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ __all__ = [
     "rate_claim",
     "two_rate_claim",
     "paired_claim",
+    "paired_rate_claim",
     "claims_frame",
 ]
 
 HOLDS, FAILS, TOO_SMALL = "holds", "fails", "too small to tell"
 LEVEL = 0.99
 Z_ONE_SIDED = 2.326  # one-sided 1%
+#: below this many rows in a cell of the 2 x 2 table, two_rate_claim uses Fisher's exact test
+SMALL_COUNT = 10
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,8 @@ def two_rate_claim(claim: str, k1: int, n1: int, k2: int, n2: int, factor: float
     """
     if n1 <= 0 or n2 <= 0:
         return Claim(claim, f"p1 < {factor:g} p2", "no rows", "two-proportion z", "n/a", TOO_SMALL)
+    if factor == 1 and min(k1, n1 - k1, k2, n2 - k2) < SMALL_COUNT:
+        return _fisher_claim(claim, int(k1), int(n1), int(k2), int(n2))
     p1, p2 = k1 / n1, k2 / n2
     se = math.sqrt(p1 * (1 - p1) / n1 + factor**2 * p2 * (1 - p2) / n2)
     se = max(se, 1.0 / max(n1, n2))  # no zero standard error when both rates are 0 or 1
@@ -120,6 +128,55 @@ def two_rate_claim(claim: str, k1: int, n1: int, k2: int, n2: int, factor: float
         f"p1 = {k1}/{n1} = {p1:.3f}, p2 = {k2}/{n2} = {p2:.3f}, z = {z:.2f}",
         "one-sided two-proportion z-test at 1% (z >= 2.33)",
         f"{Z_ONE_SIDED * se:.3f} (difference detectable at this n)",
+        verdict,
+    )
+
+
+def _fisher_claim(claim: str, k1: int, n1: int, k2: int, n2: int) -> Claim:
+    """p1 < p2 by Fisher's exact test, one-sided at 1% each way (small counts)."""
+    from scipy.stats import fisher_exact
+
+    table = [[k1, n1 - k1], [k2, n2 - k2]]
+    p_less = float(fisher_exact(table, alternative="less")[1])
+    p_greater = float(fisher_exact(table, alternative="greater")[1])
+    verdict = HOLDS if p_less <= 1 - LEVEL else (FAILS if p_greater <= 1 - LEVEL else TOO_SMALL)
+    lo1, hi1 = clopper_pearson(k1, n1)
+    lo2, hi2 = clopper_pearson(k2, n2)
+    return Claim(
+        claim,
+        "p1 < p2",
+        f"p1 = {k1}/{n1} = {k1 / n1:.3f}, p2 = {k2}/{n2} = {k2 / n2:.3f}, one-sided p = {p_less:.2g}",
+        f"Fisher's exact test, one-sided at 1% (a cell under {SMALL_COUNT} rows)",
+        f"99% intervals p1 [{lo1:.3f}, {hi1:.3f}], p2 [{lo2:.3f}, {hi2:.3f}]",
+        verdict,
+    )
+
+
+def paired_rate_claim(claim: str, b: int, c: int, n: int) -> Claim:
+    """On the same n rows, condition A holds less often than condition B (p_A < p_B): the exact
+    McNemar test on the discordant rows, one-sided at 1% each way; ``b`` rows have A and not B, ``c``
+    rows B and not A.
+
+    >>> paired_rate_claim("x", 1, 30, 500).verdict, paired_rate_claim("x", 30, 1, 500).verdict
+    ('holds', 'fails')
+    >>> paired_rate_claim("x", 3, 5, 500).verdict
+    'too small to tell'
+    """
+    from scipy.stats import binom
+
+    b, c = int(b), int(c)
+    m = b + c
+    p_less = float(binom.cdf(b, m, 0.5)) if m else 1.0
+    p_greater = float(binom.sf(b - 1, m, 0.5)) if m else 1.0
+    verdict = HOLDS if p_less <= 1 - LEVEL else (FAILS if p_greater <= 1 - LEVEL else TOO_SMALL)
+    # the smallest imbalance detectable with m discordant rows: the least b - c such that P <= 1%
+    need = next((m - 2 * j for j in range(m + 1) if m and binom.cdf(j, m, 0.5) > 1 - LEVEL), None)
+    return Claim(
+        claim,
+        "p_A < p_B (paired rows)",
+        f"{n} rows: A only {b}, B only {c} (p_A - p_B = {(b - c) / max(n, 1):+.3f}), one-sided p = {p_less:.2g}",
+        "exact McNemar test on the discordant rows, one-sided at 1%",
+        f"c - b >= {need + 2 if need is not None else 'n/a'} of {m} discordant rows" if m else "no discordant row",
         verdict,
     )
 
@@ -140,10 +197,20 @@ def paired_claim(claim: str, a: Sequence[float], b: Sequence[float]) -> Claim:
         return Claim(claim, "mean(a) < mean(b)", f"{n} pair(s)", "paired t-test", "n/a", TOO_SMALL)
     sd = float(x.std(ddof=1))
     tcrit = float(stats.t.ppf(0.99, n - 1))
-    if sd == 0:
-        t = -math.inf if x.mean() < 0 else (math.inf if x.mean() > 0 else 0.0)
-    else:
-        t = float(x.mean() / (sd / math.sqrt(n)))
+    if (
+        sd <= 1e-12 * max(1.0, abs(float(x.mean())))
+    ):  # zero spread (up to rounding): t is undefined: the exact sign-flip test (all n differences of one sign: p = 2^-n)
+        p_sign = 0.5**n if x.mean() != 0 else 1.0
+        verdict = (HOLDS if x.mean() < 0 else FAILS) if p_sign <= 1 - LEVEL else TOO_SMALL
+        return Claim(
+            claim,
+            "mean(a) < mean(b)",
+            f"a {np.mean(a):.3f}, b {np.mean(b):.3f}, every paired difference {x.mean():+.3f} ({n} seeds, zero spread)",
+            f"exact sign-flip test, one-sided at 1% (zero spread: t undefined; p = 2^-{n} = {0.5**n:.3g})",
+            "any difference of one sign in 7 or more seeds",
+            verdict,
+        )
+    t = float(x.mean() / (sd / math.sqrt(n)))
     verdict = HOLDS if t <= -tcrit else (FAILS if t >= tcrit else TOO_SMALL)
     return Claim(
         claim,

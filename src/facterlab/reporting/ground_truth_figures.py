@@ -21,6 +21,7 @@ __all__ = [
     "plot_detector",
     "plot_decomposition",
     "plot_twin_repair",
+    "plot_power",
 ]
 
 
@@ -335,3 +336,38 @@ def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, pro
     seeds = ", ".join(str(x) for x in sorted(shares["seed"].unique()))
     title = f"Repair by monitor and rule compliance (beta = {betas}, seed {seeds})"
     return _finish(fig, title, dataset, is_synthetic, profile)
+
+
+def plot_power(power: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
+    """Recall of the twin monitor against the draws per request k, one line per sampling temperature,
+    under both labels (the demographics changed the row's answer / the row's or its twin's), with 95%
+    Clopper-Pearson bars; the requests each test row costs on the top axis
+    (:func:`facterlab.reporting.twin_acceptance.power_frame`)."""
+    import matplotlib.pyplot as plt
+
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for ax, label, words in (
+        (axes[0], "row", "label: the demographics changed the row's answer"),
+        (axes[1], "either", "label: ... the row's or its twin's answer"),
+    ):
+        for i, (temp, g) in enumerate(power.groupby("temperature", sort=True)):
+            g = g.sort_values("draws")
+            rate = g[f"recall_{label}"].to_numpy(dtype=float)
+            err = _cp_err(g[f"true_pos_{label}"], g[f"positives_{label}"], rate)
+            ax.errorbar(
+                g["draws"],
+                rate,
+                yerr=err,
+                marker="o",
+                capsize=3,
+                color=list(PALETTE.values())[(i + 1) % len(PALETTE)],
+                label=f"temperature {temp:g}",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("draws per request k (requests per test row: 2k)")
+        ax.set_title(words, fontsize=8)
+        ax.set_ylim(0, 1.05)
+    axes[0].set_ylabel("recall (Neutral rows, last pass)")
+    axes[0].legend(fontsize=7)
+    return _finish(fig, "Twin monitor under sampling: recall against draws per request", dataset, is_synthetic, profile)

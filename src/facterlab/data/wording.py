@@ -1,0 +1,168 @@
+"""The same demographic value in other words (docs/FACTER.md §7, docs/SIMULATED.md).
+
+Two users of one vocabulary:
+
+- the twin monitor's **reword placebo** (:func:`facterlab.facter.twins.placebo_request`) writes each
+  value of the prompt's "User demographics" block in other words (:func:`reword`): the same meaning on
+  another prompt surface, an edit of the same size as the twin's (every line's value text changes);
+- the **text-reading simulator** (``sim.reads = "text"``) reads the values back from the prompt text;
+  with ``sim.trigger = "semantic"`` it understands every wording (:func:`canonical`), with
+  ``"literal"`` only the spelling facterlab writes by default (:func:`is_default_spelling`).
+
+``canonical(attr, reword(attr, v)) == canonical(attr, v)`` for every value of the vocabularies
+(tested), and ``reword(attr, v) != v``.
+
+>>> reword("gender", "F"), reword("age", "25-34"), reword("age", "56+"), reword("occupation", "college/grad student")
+('woman', '25 to 34', '56 or older', 'college or grad student')
+>>> canonical("gender", "woman"), canonical("age", "25 to 34"), canonical("occupation", "College or grad student")
+('F', '25-34', 'college/grad student')
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["reword", "canonical", "is_default_spelling", "GENDER_FORMS", "ATTRIBUTE_LABELS"]
+
+#: every spelling of a gender code, the code first, then facterlab's word (``gender_in_prompt = "word"``), then the reword
+GENDER_FORMS = {"F": ("F", "female", "woman"), "M": ("M", "male", "man")}
+#: line label of the demographics block -> protected attribute (other labels are irrelevant fields)
+ATTRIBUTE_LABELS = {"gender": "gender", "sex": "gender", "age": "age", "occupation": "occupation", "job": "occupation"}
+
+_GENDER_OF = {form.lower(): code for code, forms in GENDER_FORMS.items() for form in forms}
+
+
+def reword(attr: str, value: str, style: int = 1) -> str:
+    """``value`` of ``attr`` written in other words (the same meaning, different text).
+
+    Style 1 (the reword placebo): gender: the code or word becomes "woman" / "man"; age: "25-34" ->
+    "25 to 34", "56+" -> "56 or older", "Under 18" -> "younger than 18", anything else gets " years";
+    occupation: "a/b" -> "a or b", otherwise the first letter's case is flipped.  Style 2 (the negative
+    control's twin, ``facter.twin = "reword"``): "a woman" / "a man"; "between 25 and 34", "56 and over",
+    "below 18", "aged X"; "a " before the occupation.
+
+    Parameters
+    ----------
+    attr : {"gender", "age", "occupation"}
+        The protected attribute.
+    value : str
+        The value as the prompt shows it.
+    style : {1, 2}, default 1
+        Which rewording.
+
+    Returns
+    -------
+    str
+        The reworded value; never equal to ``value``.
+
+    Examples
+    --------
+    >>> reword("occupation", "writer"), reword("age", "Under 18"), reword("gender", "male")
+    ('Writer', 'younger than 18', 'man')
+    """
+    v = str(value)
+    if style == 2:
+        return _reword2(attr, v)
+    if attr == "gender":
+        code = _GENDER_OF.get(v.strip().lower())
+        if code is not None:
+            word = GENDER_FORMS[code][2]
+            return word if word != v else GENDER_FORMS[code][1]
+        return v + " (gender)"
+    if attr == "age":
+        if re.fullmatch(r"\d+-\d+", v):
+            a, b = v.split("-")
+            return f"{a} to {b}"
+        if re.fullmatch(r"\d+\+", v):
+            return f"{v[:-1]} or older"
+        if v.lower().startswith("under "):
+            return "younger than " + v[len("under ") :]
+        return v + " years"
+    if "/" in v:
+        return v.replace("/", " or ")
+    if v[:1].isalpha():
+        first = v[0].lower() if v[0].isupper() else v[0].upper()
+        return first + v[1:]
+    return v + " (occupation)"
+
+
+def _reword2(attr: str, v: str) -> str:
+    if attr == "gender":
+        code = _GENDER_OF.get(v.strip().lower())
+        return f"a {GENDER_FORMS[code][2]}" if code is not None else f"gender {v}"
+    if attr == "age":
+        if re.fullmatch(r"\d+-\d+", v):
+            a, b = v.split("-")
+            return f"between {a} and {b}"
+        if re.fullmatch(r"\d+\+", v):
+            return f"{v[:-1]} and over"
+        if v.lower().startswith("under "):
+            return "below " + v[len("under ") :]
+        return "aged " + v
+    return "a " + v
+
+
+def canonical(attr: str, text: str) -> str:
+    """The value that ``text`` writes, in one spelling: what a reader who understands every wording of
+    :func:`reword` takes from the prompt (gender as its code; age and occupation as facterlab's labels,
+    occupation in lower case).
+
+    Parameters
+    ----------
+    attr : {"gender", "age", "occupation"}
+        The protected attribute.
+    text : str
+        The value's text in the prompt.
+
+    Returns
+    -------
+    str
+        The canonical value.
+
+    Examples
+    --------
+    >>> canonical("gender", "Female"), canonical("age", "younger than 18"), canonical("age", "40 years")
+    ('F', 'Under 18', '40')
+    """
+    t = re.sub(r"\s+", " ", str(text).strip())
+    if attr == "gender":
+        t = t[2:] if t.lower().startswith("a ") else t[len("gender ") :] if t.startswith("gender ") else t
+        return _GENDER_OF.get(t.lower(), t)
+    if attr == "age":
+        m = re.fullmatch(r"between (\d+) and (\d+)", t)
+        if m:
+            return f"{m.group(1)}-{m.group(2)}"
+        m = re.fullmatch(r"(\d+) and over", t)
+        if m:
+            return f"{m.group(1)}+"
+        if t.lower().startswith("below "):
+            return "Under " + t[len("below ") :]
+        if t.startswith("aged "):
+            t = t[len("aged ") :]
+        m = re.fullmatch(r"(\d+) to (\d+)", t)
+        if m:
+            return f"{m.group(1)}-{m.group(2)}"
+        m = re.fullmatch(r"(\d+) or older", t)
+        if m:
+            return f"{m.group(1)}+"
+        if t.lower().startswith("younger than "):
+            return "Under " + t[len("younger than ") :]
+        if t.lower().startswith("under "):
+            return "Under " + t[len("under ") :]
+        return t[: -len(" years")] if t.endswith(" years") else t
+    t = t[: -len(" (occupation)")] if t.endswith(" (occupation)") else t
+    t = t[2:] if t.startswith("a ") else t
+    return t.replace(" or ", "/").lower()
+
+
+def is_default_spelling(attr: str, text: str, value: str) -> bool:
+    """Whether ``text`` is the spelling facterlab writes for ``value`` by default (its label, or for
+    gender the code or the word): what a ``"literal"`` reader recognises.
+
+    >>> is_default_spelling("gender", "female", "F"), is_default_spelling("gender", "woman", "F")
+    (True, False)
+    """
+    t = str(text).strip()
+    if attr == "gender":
+        return t in GENDER_FORMS.get(str(value), (str(value),))[:2]
+    return t == str(value)

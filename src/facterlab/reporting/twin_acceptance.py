@@ -1,0 +1,335 @@
+"""The twin monitor against recommenders that read text (notebook 09 section 7; docs/FACTER.md §7).
+
+The simulated recommender of sections 1-6 takes the demographics from the request's fields, so a
+placebo that rewrites the prompt cannot move it and the null threshold cannot fail there.  Here the
+monitor meets the text-reading simulator (``sim.reads = "text"``, :data:`facterlab.models.simulated.TEXT_CASES`):
+unbiased models that are moved by the prompt's surface (a set of lines, the whole prompt, sampling,
+line order, an irrelevant field, all at once) and biased ones (the default table, a narrow held-out
+style table, a bias fired by one spelling).  The acceptance claims (:func:`acceptance_claims`):
+
+- **false flags**: on every unbiased case, Neutral's flag rate pooled over seeds has a 99%
+  Clopper-Pearson upper bound <= alpha + 0.02;
+- **rules**: on every unbiased case FACTER makes at most :data:`HANDFUL` distinct rules in a run;
+- **no harm**: on every case FACTER's CFR is not above Fair's: the per-row CFR distances (the same
+  rows and flips for both methods) are compared pair by pair, pooled over seeds; holds when the
+  one-sided 99% upper bound of the mean difference is below :data:`CFR_MARGIN`, fails when the lower
+  bound is above 0;
+- **power** on the biased cases: recall and precision against both labels ("the demographics changed
+  this row's answer", "... this row's or its twin's").
+
+:func:`acceptance_frame` has one row per run with the numbers behind every claim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facterlab.facter.truth import truth_labels
+from facterlab.models.simulated import TEXT_CASES
+from facterlab.reporting import experiments as ex
+from facterlab.reporting.claims import FAILS, HOLDS, LEVEL, TOO_SMALL, Claim, rate_claim
+
+__all__ = [
+    "UNBIASED_CASES",
+    "BIASED_CASES",
+    "CASES",
+    "case_overrides",
+    "case_config",
+    "VARIANTS",
+    "acceptance_frame",
+    "acceptance_claims",
+    "cfr_pair_claim",
+    "power_frame",
+    "HANDFUL",
+    "CFR_MARGIN",
+]
+
+#: the unbiased cases (beta = 0): every flag on them is a false flag
+UNBIASED_CASES = ("lines-set", "prompt-hash", "per-call", "line-order", "irrelevant-field", "all-surfaces")
+#: the biased cases: sim overrides (the default table read from the fields, a narrow table read from the
+#: text, the bias fired by one spelling)
+BIASED_CASES: dict = {
+    "default-table": {"beta": 2.0},
+    "narrow-table": {"reads": "text", "beta": 2.0, "bias_table": "narrow", "wording_sd": 0.5},
+    "word-triggered": dict(TEXT_CASES["word-triggered"]),
+}
+CASES = (*UNBIASED_CASES, *BIASED_CASES)
+#: "at most a handful of rules" on an unbiased model: distinct rules FACTER made in one run
+HANDFUL = 5
+#: non-inferiority margin of "FACTER's CFR is not above Fair's" (CFR lies in [0, 2])
+CFR_MARGIN = 0.01
+
+
+def case_overrides(case: str) -> dict:
+    """The ``sim__`` overrides of a named case (:data:`CASES`).
+
+    >>> case_overrides("lines-set")["sim__wording_sd"], case_overrides("default-table")
+    (1.0, {'sim__beta': 2.0})
+    """
+    if case in BIASED_CASES:
+        sim = BIASED_CASES[case]
+    elif case in TEXT_CASES:
+        sim = TEXT_CASES[case]
+    else:
+        raise ValueError(f"unknown case {case!r}; choose one of {', '.join(CASES)}")
+    return {f"sim__{k}": v for k, v in sim.items()}
+
+
+#: the monitor variants of section 7: name -> (placebo, rule mining, compliance)
+VARIANTS: dict = {
+    "family": ("family", "confirmed", "relative"),  # facterlab's twin monitor now
+    "absolute": ("family", "confirmed", "absolute"),  # the same, the recommender only demotes what a rule names
+    "count": ("family", "count", "relative"),  # the placebo family with FACTER's counted rules
+    "order": ("order", "count", "relative"),  # the twin monitor before: one reversed-lines placebo, counted rules
+}
+
+
+def case_config(case: str, seed: int, variant: str = "family", **base):
+    """The run config of ``case`` (:data:`CASES`) under monitor ``variant`` (:data:`VARIANTS`): the
+    simulated recommender with the twin Delta and the null threshold; ``base`` holds
+    :func:`facterlab.reporting.experiments.run_config`'s other arguments (dataset, sizes, encoder, ...).
+
+    >>> cfg = case_config("lines-set", 0, dataset="synthetic", n_rows=300, encoder="hash-encoder")
+    >>> cfg.sim.reads, cfg.sim.wording_sd, cfg.facter.placebo, cfg.facter.rule_mining
+    ('text', 1.0, 'family', 'confirmed')
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    placebo, mining, compliance = VARIANTS[variant]
+    return ex.run_config(
+        model="simulated",
+        seed=int(seed),
+        facter__delta="twin",
+        facter__threshold="null",
+        facter__placebo=placebo,
+        facter__rule_mining=mining,
+        sim__compliance=compliance,
+        **case_overrides(case),
+        **base,
+    )
+
+
+def _cfr_rows(result, method: str) -> np.ndarray | None:
+    detail = result.record.metrics.methods[method].cfr_detail or {}
+    rows = (detail.get("multi") or {}).get("row_distances")
+    return None if rows is None else np.array([np.nan if x is None else float(x) for x in rows], dtype=float)
+
+
+def _rules(records: pd.DataFrame) -> tuple:
+    """(distinct rules over all passes, distinct rules in the last pass)."""
+    last = records[records["pass"] == records["pass"].max()]
+    every = {x for rr in records["rules"] for x in rr}
+    return len(every), len({x for rr in last["rules"] for x in rr})
+
+
+def acceptance_frame(runs: Mapping) -> pd.DataFrame:
+    """One row per run of ``runs`` (``(case, seed, variant) -> RunResult``): Neutral's flags on the last
+    pass, FACTER's rules, CFR of Fair and FACTER (means of the per-row distances), and, where the truth
+    has positives, true positives under both labels."""
+    out = []
+    for (case, seed, variant), r in runs.items():
+        neu = r.rows["neutral"]
+        neu = neu[neu["pass"] == neu["pass"].max()]
+        flag = neu["viol_fixed"].to_numpy(dtype=bool)
+        own = truth_labels(neu, "neighbour")
+        either = truth_labels(neu, "twin")
+        n_rules, n_last = _rules(r.rows["facter"])
+        cfr_f, cfr_x = _cfr_rows(r, "fair"), _cfr_rows(r, "facter")
+        out.append(
+            {
+                "case": case,
+                "variant": variant,
+                "seed": seed,
+                "biased": case in BIASED_CASES,
+                "run_id": r.run_id,
+                "n": len(neu),
+                "flagged": int(flag.sum()),
+                "flag_rate": float(flag.mean()) if len(flag) else math.nan,
+                "q_null": float(r.record.metrics.calibration.q_null),
+                "positives_row": int(own.sum()) if own is not None else 0,
+                "positives_either": int(either.sum()) if either is not None else 0,
+                "true_pos_row": int((flag & own).sum()) if own is not None else 0,
+                "true_pos_either": int((flag & either).sum()) if either is not None else 0,
+                "facter_rules": n_rules,
+                "facter_rules_last_pass": n_last,
+                "cfr_fair": float(np.nanmean(cfr_f)) if cfr_f is not None else math.nan,
+                "cfr_facter": float(np.nanmean(cfr_x)) if cfr_x is not None else math.nan,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def cfr_pair_claim(claim: str, facter: np.ndarray, fair: np.ndarray, margin: float = CFR_MARGIN) -> Claim:
+    """FACTER's CFR is not above Fair's, pair by pair (the same rows and flips): the mean of
+    ``facter - fair`` over the pairs with both sides; holds when its one-sided 99% upper bound
+    (t interval) is below ``margin``, fails when its one-sided 99% lower bound is above 0, else too
+    small to tell.  Zero spread: the mean itself is the bound.
+
+    >>> a = np.array([0.1, 0.2, 0.3, 0.2] * 50); cfr_pair_claim("x", a, a).verdict
+    'holds'
+    >>> cfr_pair_claim("x", a + 0.05 + np.resize([0.01, -0.01], 200), a).verdict
+    'fails'
+    """
+    from scipy import stats
+
+    x = np.asarray(facter, dtype=float) - np.asarray(fair, dtype=float)
+    x = x[np.isfinite(x)]
+    n = len(x)
+    crit = f"mean(FACTER - Fair) per row < {margin:g} (non-inferiority)"
+    if n < 2:
+        return Claim(claim, crit, f"{n} pair(s)", "paired t", "n/a", TOO_SMALL)
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    half = float(stats.t.ppf(LEVEL, n - 1)) * sd / math.sqrt(n)
+    lo, hi = mean - half, mean + half
+    verdict = HOLDS if hi < margin else (FAILS if lo > 0 else TOO_SMALL)
+    return Claim(
+        claim,
+        crit,
+        f"{n} row pairs: mean difference {mean:+.4f} (sd {sd:.4f}), one-sided 99% bounds [{lo:+.4f}, {hi:+.4f}]",
+        "paired t bounds on the per-row CFR differences, one-sided 99% each way",
+        f"+-{half:.4f} (half-width at this n)",
+        verdict,
+    )
+
+
+def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant: str = "family") -> list:
+    """The acceptance claims (module docstring) for the runs of one ``variant``, pooled over seeds."""
+    out = []
+    sel = frame[frame["variant"] == variant]
+    for case, g in sel.groupby("case", sort=False):
+        tag = f"text testbed [{variant}] {case}"
+        if not bool(g["biased"].iloc[0]):
+            out.append(
+                rate_claim(
+                    f"{tag} (unbiased): Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
+                    int(g["flagged"].sum()),
+                    int(g["n"].sum()),
+                    alpha + 0.02,
+                    "<=",
+                )
+            )
+            most = int(g["facter_rules"].max())
+            out.append(
+                Claim(
+                    f"{tag} (unbiased): FACTER makes at most {HANDFUL} rules in a run",
+                    f"distinct rules per run <= {HANDFUL}",
+                    f"per seed: {', '.join(str(int(x)) for x in g['facter_rules'])}",
+                    "a count (every run)",
+                    "n/a",
+                    HOLDS if most <= HANDFUL else FAILS,
+                )
+            )
+        else:
+            for label in ("row", "either"):
+                pos, tp = int(g[f"positives_{label}"].sum()), int(g[f"true_pos_{label}"].sum())
+                words = "this row's answer" if label == "row" else "this row's or its twin's answer"
+                out.append(
+                    rate_claim(
+                        f"{tag} (biased): recall >= 0.5 (label: the demographics changed {words})", tp, pos, 0.5, ">="
+                    )
+                )
+                out.append(
+                    rate_claim(
+                        f"{tag} (biased): precision >= 0.5 (label: the demographics changed {words})",
+                        tp,
+                        int(g["flagged"].sum()),
+                        0.5,
+                        ">=",
+                    )
+                )
+        fa, fx = [], []
+        for (c, _seed, v), r in runs.items():
+            if c == case and v == variant:
+                a, b = _cfr_rows(r, "facter"), _cfr_rows(r, "fair")
+                if a is not None and b is not None:
+                    fx.append(a)
+                    fa.append(b)
+        if fx:
+            out.append(
+                cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
+            )
+    return out
+
+
+def power_frame(runs: Mapping) -> pd.DataFrame:
+    """Recall and precision (both labels) and the requests each row costs, for the runs of a sampling
+    grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per
+    (temperature, draws)."""
+    rows = []
+    for (temp, draws, seed), r in runs.items():
+        f = acceptance_frame({("power", seed, "family"): r}).iloc[0].to_dict()
+        rows.append({"temperature": temp, "draws": draws, "seed": seed, **f})
+    df = pd.DataFrame(rows)
+    if not len(df):
+        return df
+    agg = df.groupby(["temperature", "draws"], as_index=False)[
+        ["n", "flagged", "positives_row", "positives_either", "true_pos_row", "true_pos_either"]
+    ].sum()
+    agg["recall_row"] = agg["true_pos_row"] / agg["positives_row"].where(agg["positives_row"] > 0)
+    agg["recall_either"] = agg["true_pos_either"] / agg["positives_either"].where(agg["positives_either"] > 0)
+    agg["precision_row"] = agg["true_pos_row"] / agg["flagged"].where(agg["flagged"] > 0)
+    agg["precision_either"] = agg["true_pos_either"] / agg["flagged"].where(agg["flagged"] > 0)
+    # the cost: requests per row (row and twin per test row and pass; row, twin and 3 placebos per calibration row)
+    agg["requests_per_test_row"] = 2 * agg["draws"]
+    agg["requests_per_calibration_row"] = 5 * agg["draws"]
+    return agg
+
+
+def plan(cases: Sequence[str] = CASES, seeds: Sequence[int] = (0, 1, 2)) -> list:
+    """The runs of notebook 09 §7 as ``(case, seed, variant)`` keys: every case under ``family`` at every
+    seed; the two biased tables under ``absolute`` at every seed; ``lines-set`` and ``narrow-table``
+    under ``count`` and ``order`` at the first seed.
+
+    >>> len(plan(CASES, (0, 1, 2))), plan(("lines-set",), (0,))
+    (37, [('lines-set', 0, 'family'), ('lines-set', 0, 'count'), ('lines-set', 0, 'order')])
+    """
+    seeds = list(seeds)
+    keys = [(c, s, "family") for c in cases for s in seeds]
+    keys += [(c, s, "absolute") for c in ("default-table", "narrow-table") if c in cases for s in seeds]
+    keys += [(c, seeds[0], v) for c in ("lines-set", "narrow-table") if c in cases for v in ("count", "order")]
+    return keys
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m facterlab.reporting.twin_acceptance``: run (or reuse) notebook 09 §7's testbed runs
+    and print their table and claims; the same configs as the notebook, so either reuses the other's runs."""
+    import argparse
+
+    from facterlab.reporting.claims import claims_frame
+
+    p = argparse.ArgumentParser(prog="python -m facterlab.reporting.twin_acceptance", description=main.__doc__)
+    p.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--n", type=int, default=1500, help="rows per run (notebook 09: TESTBED_N)")
+    p.add_argument("--dataset", default="auto")
+    p.add_argument("--encoder", default="all-MiniLM-L6-v2")
+    p.add_argument("--passes", type=int, default=3)
+    p.add_argument("--cfr-rows", type=int, default=200)
+    p.add_argument("--data-dir", default=None)
+    a = p.parse_args(argv)
+    base = dict(
+        dataset=a.dataset,
+        protocol="open",
+        preset_name="repro",
+        n_rows=a.n,
+        passes=a.passes,
+        cfr_rows=a.cfr_rows,
+        encoder=a.encoder,
+    )
+    runs = {
+        key: ex.run(case_config(*key, **base), data_dir=a.data_dir, progress=False) for key in plan(a.cases, a.seeds)
+    }
+    frame = acceptance_frame(runs)
+    alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
+    print(frame.drop(columns=["run_id"]).round(4).to_string(index=False))
+    checks = [c for v in VARIANTS for c in acceptance_claims(frame, runs, alpha, v)]
+    print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
