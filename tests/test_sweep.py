@@ -497,3 +497,36 @@ def test_the_local_dask_cluster_listens_on_this_machine_only(caplog):
     assert listening and listening <= {"127.0.0.1"}, listening
     if ex.dashboard:
         assert "127.0.0.1" in ex.dashboard and any(ex.dashboard in r.getMessage() for r in caplog.records)
+
+
+def test_run_ids_and_metrics_are_the_same_in_another_environment(tmp_path):
+    """Issue 31: the same sweep in two environments (another working directory, HOME, hash seed, locale,
+    cache folder, and a process pool against serial) prints the same run ids and the same numbers: a run
+    id hashes only the config, the data's content and the model files."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "facterlab.cli", "-q", "sweep", "--grid", "seed=0,1", "--set", "model__llm=fake"]
+    cmd += ["--set", "data__dataset=synthetic", "--set", "data__n_rows=60", "--set", "facter__passes=1", "--json"]
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("FACTERLAB_", "LC_", "LANG", "PYTHONHASHSEED"))}
+    envs = {
+        "serial": (
+            {"HOME": str(tmp_path / "h1"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"},
+            ["--executor", "serial"],
+        ),
+        "process": ({"HOME": str(tmp_path / "h2"), "PYTHONHASHSEED": "4242", "LC_ALL": "C"}, ["--workers", "2"]),
+    }
+    rows = {}
+    for i, (name, (extra, flags)) in enumerate(envs.items()):
+        cwd = tmp_path / f"cwd{i}"
+        cwd.mkdir()
+        env = {**keep, **extra, "FACTERLAB_CACHE": str(tmp_path / f"cache{i}"), "FACTERLAB_LOG": "WARNING"}
+        out = subprocess.run(
+            [*cmd, *flags, "--out-dir", str(tmp_path / f"out{i}")], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        rows[name] = [{k: v for k, v in r.items() if k not in ("seconds", "attempts")} for r in json.loads(out.stdout)]
+    assert rows["serial"] == rows["process"]
+    assert len({r["run_id"] for r in rows["serial"]}) == 2
+    files = [_files(tmp_path / f"out{i}") for i in range(2)]
+    assert files[0] == files[1]  # every run folder's content, byte for byte
