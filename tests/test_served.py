@@ -234,7 +234,7 @@ def test_sweep_over_a_served_model_merges_its_cache_shards(tmp_path, monkeypatch
         res = run_sweep(cfgs, executor="serial", out_dir=tmp_path / "a")
         n = len(srv.requests)
         assert res.n_failed == 0 and res.merged["llm"] > 0
-        assert not list((tmp_path / "cache" / "shards").glob("*.sqlite"))
+        assert not list((tmp_path / "cache" / "shards").rglob("*.sqlite"))
         res_b = run_sweep(cfgs, executor="serial", out_dir=tmp_path / "b")  # new results folder, same cache
         assert res_b.n_started == 2 and len(srv.requests) == n  # every answer came from the merged cache
     for a, b in zip(sorted((tmp_path / "a" / "runs").iterdir()), sorted((tmp_path / "b" / "runs").iterdir())):

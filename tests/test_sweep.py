@@ -530,3 +530,41 @@ def test_run_ids_and_metrics_are_the_same_in_another_environment(tmp_path):
     assert len({r["run_id"] for r in rows["serial"]}) == 2
     files = [_files(tmp_path / f"out{i}") for i in range(2)]
     assert files[0] == files[1]  # every run folder's content, byte for byte
+
+
+def test_a_sweep_merges_only_its_own_shards_and_those_of_dead_sweeps(tmp_path, monkeypatch):
+    """Issue 31: a sweep of the same run ids running beside this one keeps its shards (the final merge
+    takes this sweep's folder only); a killed sweep's folder (its driver gone) is merged at the start."""
+    import subprocess
+    import sys
+
+    from facterlab.reporting.sweep import sweep_shard_dir
+
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    (cfg,) = _configs((0,))
+    (planned,) = plan_sweep([cfg], out_dir=tmp_path / "out")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    try:
+        folders = {}
+        for name, pid in (("live", live.pid), ("dead", int(dead.stdout))):
+            monkeypatch.setattr(os, "getpid", lambda pid=pid: pid)
+            folders[name] = sweep_shard_dir(tmp_path / "cache")
+            folders[name].mkdir(parents=True)
+            shard = ShardedPredictionCache(
+                shard_path(folders[name], "llm", planned.run_id), tmp_path / "cache" / "llm_cache.sqlite"
+            )
+            shard.put_predictions([(f"k-{name}", _pred(name))])
+            shard.close()
+        monkeypatch.undo()
+        monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+        res = run_sweep([cfg], executor="serial", out_dir=tmp_path / "out")
+        assert res.n_failed == 0
+        assert len(list(folders["live"].glob("*.sqlite"))) == 1  # the running sweep's shard is untouched
+        assert not folders["dead"].exists()  # merged, then removed
+        merged = PredictionCache(tmp_path / "cache" / "llm_cache.sqlite")
+        assert set(merged.get_predictions(["k-live", "k-dead"])) == {"k-dead"}
+        merged.close()
+    finally:
+        live.kill()
+        live.wait()

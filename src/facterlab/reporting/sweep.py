@@ -65,7 +65,7 @@ from facterlab.facter.validation import validate_config
 from facterlab.models import served
 from facterlab.models.served import ServerError, check_served
 from facterlab.params import ParameterError, coerce, parse_set_items
-from facterlab.paths import ENV_CACHE, runs_dir
+from facterlab.paths import ENV_CACHE, pid_alive, runs_dir
 from facterlab.progress import format_seconds
 from facterlab.reporting.experiments import expected_fingerprints
 from facterlab.reporting.runs import text_table
@@ -338,6 +338,40 @@ def _set_threads(n: int) -> None:
 # the sweep
 
 
+def _host() -> str:
+    return "".join(c if c.isalnum() or c == "." else "_" for c in socket.gethostname())[:40]
+
+
+def sweep_shard_dir(cache_root: Path) -> Path:
+    """This sweep's own folder of cache shards, ``<cache>/shards/sweep-<host>-<pid>/``: the driver merges
+    only it at the end, so that a sweep of the same run ids running beside it keeps its shards."""
+    return Path(cache_root) / "shards" / f"sweep-{_host()}-{os.getpid()}"
+
+
+def merge_leftover_shards(cache_root: Path, run_ids: Sequence[str]) -> dict:
+    """Merge what killed sweeps left: the shards of ``run_ids`` in the old flat ``<cache>/shards/``, and
+    every shard folder of a sweep of this host whose driver process is gone (another host's
+    folders are left alone: its driver cannot be asked)."""
+    from facterlab.models.shards import merge_shards
+
+    base = Path(cache_root) / "shards"
+    merged = merge_shards(base, cache_root, run_ids)
+    for d in sorted(base.glob(f"sweep-{_host()}-*")) if base.is_dir() else ():
+        pid = d.name.rsplit("-", 1)[-1]
+        if d.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
+            for kind, n in merge_shards(d, cache_root).items():
+                merged[kind] = merged.get(kind, 0) + n
+            _rmdir(d)
+    return merged
+
+
+def _rmdir(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:  # not empty (a shard that could not be read stays for the next sweep), or gone
+        pass
+
+
 @dataclass
 class SweepResult:
     """Per run id (plan order): the plan, the task outcome (None for a reused run) and the summary rows."""
@@ -445,9 +479,9 @@ def run_sweep(
         len(configs), len(planned), n_dup, len(planned) - len(todo), len(todo),
     )  # fmt: skip
     croot = cache_dir()
-    shard_dir = croot / "shards"
+    shard_dir = sweep_shard_dir(croot)
     run_ids = [p.run_id for p in planned]
-    merge_shards(shard_dir, croot, run_ids)  # leftovers of a killed sweep of these runs
+    merge_leftover_shards(croot, run_ids)  # of killed sweeps
     outcomes: dict = {}
     desc = "nothing to run"
     if todo:
@@ -500,7 +534,8 @@ def run_sweep(
         finally:
             if isinstance(executor, str):
                 ex.close()
-            merged = merge_shards(shard_dir, croot, run_ids)
+            merged = merge_shards(shard_dir, croot)  # this sweep's own writers only
+            _rmdir(shard_dir)
     else:
         merged = {}
     result = SweepResult(planned, outcomes, _rows(planned, outcomes, root), desc, time.perf_counter() - t0, merged)
