@@ -378,6 +378,7 @@ def test_cli_run_whose_prompts_overflow_the_servers_context_stops_in_one_line(tm
     [line] = [ln for ln in err.splitlines() if ln.startswith("facterlab run: error:")]
     assert line.startswith("facterlab run: error: the server at http://127.0.0.1:")
     assert "HTTP 400: This model's maximum context length is 60 tokens." in line and "set model.tokenizer" in line
+    assert "(--tokenizer NAME)" in line  # the flag of the command typed
 
 
 @pytest.mark.slow

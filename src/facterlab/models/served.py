@@ -20,9 +20,19 @@ own template; a prompt longer than its context is the server's HTTP 400, reporte
 Generation: the prompt, the config's decoding
 (``temperature``, ``top_p``, ``max_tokens``; ``temperature = 0`` is greedy, the reproducible choice
 on a server) and the request's ``seed``.  Titles are parsed, and for the rank protocol matched to the
-candidates, exactly as for the in-process model.  Requests run ``concurrency`` at a time; each has a
-``timeout`` and is retried with exponential backoff (connection errors, HTTP 429 and 5xx), at most
-``retries`` times.
+candidates, exactly as for the in-process model.
+
+Transport (``ModelConfig.timeout``, ``max_retries``, ``concurrency``, ``api_key_env``; ``run``'s
+``--timeout``, ``--retries``, ``--concurrency``, ``--api-key-env``): requests run ``concurrency`` at a
+time; each has one total deadline of ``timeout`` seconds, its retries (connection errors, HTTP
+408/425/429/5xx, exponential backoff, at most ``max_retries``) and every read included, enforced by a
+watchdog that closes the socket (a server that drips its answer cannot hold it); a body over
+:data:`MAX_RESPONSE_BYTES` is refused; a non-HTTP or truncated answer is one line naming what the
+server sent.  While requests wait a progress line comes every :data:`PROGRESS_EVERY` seconds; the
+first error ends the batch.  With ``api_key_env`` the key is read from that environment variable for
+each request and sent as ``Authorization: Bearer``; it is in no config, run id, record or message.
+Refusals, asked before any prompt (:func:`check_served`), are :class:`ServerError` (no
+executor retries them); a server that does not answer is a :class:`ServerUnavailable`.
 
 Likelihood ranker (rank protocol): ``POST /v1/completions`` with ``echo`` and ``logprobs``, one prompt
 per candidate (``prompt + candidate``).  With a tokenizer the prompt is the chat-templated token ids
@@ -610,6 +620,7 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
 
 
 def server_of(model_cfg: ModelConfig) -> tuple:
+    """``(server URL, model id)`` of a served model's config; a clear error when either is missing."""
     model = served_model_id(model_cfg.llm)
     if model is None:
         raise ValueError(f"model {model_cfg.llm!r} is not a served model ('{SERVED_PREFIX}<model id>')")
@@ -803,8 +814,10 @@ class ServedRecommender(Recommender):
             hint = ""
             if "repetition_penalty" in text and "repetition_penalty" in body:
                 hint = refusal_hint("repetition_penalty", body["repetition_penalty"])
-            elif reply.status == 400 and _TOO_LONG.search(text):
-                hint = TOO_LONG_HINT if self.fitter is None else ""
+            elif reply.status == 400 and _TOO_LONG.search(text) and self.fitter is None:
+                hint = TOO_LONG_HINT.replace(
+                    "model__tokenizer=NAME in a sweep's --set or in run_config", setting_hint("tokenizer", "NAME")
+                )
             cls = ServerUnavailable if reply.status in _RETRY_STATUS else ServerError
             raise cls(f"the server at {self.url} answered {path} with HTTP {reply.status}: {text}{hint}")
         return obj
