@@ -8,6 +8,12 @@
 - :func:`open_notebook`, :func:`run_all_and_wait`, :func:`notebook_outputs` work on the notebook
   panel through ``window.jupyterapp`` (``--LabApp.expose_app_in_browser``), i.e. on JupyterLab's own
   model, not on the DOM (JupyterLab may virtualise cells that are off screen).
+
+Every wait here waits on the condition the test checks (the server answers, the kernel is idle, the
+session has settled, a cell ran, a file was written), never on a fixed sleep, with one generous
+deadline, :data:`DEADLINE_S` (``$FACTERLAB_BROWSER_DEADLINE_S``, default 600 s): on a loaded machine
+(load 15 on 2 cores) JupyterLab takes tens of seconds to start and to answer, and a deadline is only
+there to end a test that hangs.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+#: the one deadline of every wait (seconds): generous, since it only ends a test that hangs
+DEADLINE_S = float(os.environ.get("FACTERLAB_BROWSER_DEADLINE_S", "600"))
+DEADLINE_MS = int(DEADLINE_S * 1000)
+#: one HTTP request to the Jupyter server (a loaded server answers slowly, never this slowly)
+REQUEST_S = min(DEADLINE_S, 180.0)
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -92,18 +103,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_server(url: str, proc: subprocess.Popen, timeout: float = 40.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
+def wait_until(condition, what: str, timeout: float | None = None, every: float = 0.2):
+    """Call ``condition()`` until it returns a true value (returned), at most ``timeout`` seconds
+    (default :data:`DEADLINE_S`); the pause between calls grows from ``every`` to 2 s.  TimeoutError
+    naming ``what`` after the deadline."""
+    end = time.monotonic() + (DEADLINE_S if timeout is None else timeout)
+    pause = every
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what}: not after {DEADLINE_S if timeout is None else timeout:.0f} s")
+        time.sleep(pause)  # a poll interval, not a wait for something to happen
+        pause = min(2.0, pause * 1.5)
+
+
+def wait_server(url: str, proc: subprocess.Popen, timeout: float | None = None) -> None:
+    """Until ``url`` answers 200 (JupyterLab is up); RuntimeError when the server exits first."""
+
+    def answered() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"JupyterLab exited early with code {proc.returncode}; see its log")
         try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
+            with urllib.request.urlopen(url, timeout=REQUEST_S) as r:
+                return r.status == 200
         except OSError:
-            time.sleep(0.5)
-    raise TimeoutError("JupyterLab did not answer in time")
+            return False
+
+    wait_until(answered, "JupyterLab answering api/status", timeout)
 
 
 @dataclass
@@ -122,8 +150,15 @@ class Lab:
 
     def api(self, path: str) -> dict:
         """GET a JSON endpoint of the server (e.g. ``lab/api/settings/<plugin>``)."""
-        with urllib.request.urlopen(self.url(path), timeout=10) as r:
+        with urllib.request.urlopen(self.url(path), timeout=REQUEST_S) as r:
             return json.loads(r.read().decode())
+
+    def put(self, path: str, body: dict) -> int:
+        """PUT ``body`` as JSON to an endpoint (a contents-API save, as JupyterLab sends it); the status."""
+        req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(), method="PUT")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=REQUEST_S) as r:
+            return r.status
 
 
 @contextmanager
@@ -202,13 +237,38 @@ def chromium_page(sync_api, width: int = 1400, height: int = 1000):
                 pass
 
 
-def open_notebook(page, lab: Lab, path: str, timeout_ms: int = 60_000) -> None:
+def open_notebook(page, lab: Lab, path: str, timeout_ms: int = DEADLINE_MS) -> None:
     """Open ``path`` (relative to the server root) and wait until its kernel is idle."""
-    page.goto(lab.url(f"lab/tree/{path}"))
+    page.goto(lab.url(f"lab/tree/{path}"), timeout=timeout_ms)
     page.wait_for_function(KERNEL_IDLE, timeout=timeout_ms)
 
 
-def run_all_and_wait(page, timeout_ms: int = 300_000) -> None:
+# the session has settled: JupyterLab's session is ready, the kernel answered kernel_info and is idle,
+# and no iopub status message came for ``quiet`` ms (the start-up requests, comm_info included, are over)
+HOOK_SETTLED = """() => {
+  const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  window._facterlabLastStatus = Date.now(); window._facterlabInfo = false;
+  k.info.then(() => { window._facterlabInfo = true; });
+  k.iopubMessage.connect((_, m) => { if (m.header.msg_type === 'status') window._facterlabLastStatus = Date.now(); });
+  return true;
+}"""
+SETTLED = """(quiet) => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  return w.sessionContext.isReady && window._facterlabInfo && !!k && k.status === 'idle'
+    && Date.now() - window._facterlabLastStatus >= quiet;
+}"""
+
+
+def wait_kernel_settled(page, quiet_ms: int = 1000, timeout_ms: int = DEADLINE_MS) -> None:
+    """After :func:`open_notebook`: until the session's start-up messages are over (:data:`SETTLED`), so
+    that what a test records next is the cells' own messages; on a loaded machine this waits longer."""
+    page.wait_for_function(KERNEL_IDLE, timeout=timeout_ms)
+    page.evaluate(HOOK_SETTLED)
+    page.wait_for_function(SETTLED, arg=quiet_ms, timeout=timeout_ms, polling=100)
+
+
+def run_all_and_wait(page, timeout_ms: int = DEADLINE_MS) -> None:
     """Run all cells and wait until every code cell ran (or one failed) and the kernel is idle."""
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(RUN_ALL_DONE, timeout=timeout_ms, polling=500)
@@ -235,13 +295,17 @@ def start_run_all(page) -> None:
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }")
 
 
-def poll_kernel_status(page, seconds: float, every: float = 0.5) -> list:
-    """``[(ms, kernel status, status bar text)]`` polled every ``every`` seconds for ``seconds``."""
-    polls = []
-    end = time.time() + seconds
-    while time.time() < end:
+def poll_kernel_status(page, until: str, every: float = 0.5, timeout: float | None = None) -> list:
+    """``[(ms, kernel status, status bar text)]`` polled every ``every`` seconds until the JavaScript
+    condition ``until`` holds (e.g. the cell's idle message came), at most ``timeout`` seconds
+    (default :data:`DEADLINE_S`)."""
+    polls: list = []
+    end = time.monotonic() + (DEADLINE_S if timeout is None else timeout)
+    while not page.evaluate(until):
+        if time.monotonic() > end:
+            raise TimeoutError(f"kernel status polls: {until!r} not true before the deadline")
         polls.append(tuple(page.evaluate(KERNEL_STATUS)))
-        time.sleep(every)
+        time.sleep(every)  # the polling interval (what the test samples), not a wait for something
     return polls
 
 

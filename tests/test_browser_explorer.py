@@ -24,12 +24,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jupyterlab_helpers import (  # noqa: E402
+    DEADLINE_MS,
     KERNEL_IDLE,
     REPO,
     RUN_ALL_DONE,
     chromium_page,
     jupyterlab,
     require_browser,
+    wait_kernel_settled,
 )
 
 NOTEBOOK = REPO / "notebooks" / "15_simpson_explorer.ipynb"
@@ -69,21 +71,20 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
     server_extension(tmp_path, True)
 
     with jupyterlab(tmp_path, root) as lab, chromium_page(sync_api) as page:
-        page.goto(lab.url("lab/tree/explorer.ipynb"))
-        page.wait_for_function(KERNEL_IDLE, timeout=45_000)
-        page.wait_for_timeout(2000)  # the session's start-up messages are over
+        page.goto(lab.url("lab/tree/explorer.ipynb"), timeout=DEADLINE_MS)
+        wait_kernel_settled(page)  # the session's start-up messages are over
         assert "create_subshell_request" in page_untracked(page)  # the extension is loaded
         page.evaluate(RECORD_STATUS)
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         status = page.locator(".simpson-status")
-        status.filter(has_text="updated (1)").wait_for(timeout=45_000)
-        page.wait_for_function(RUN_ALL_DONE, timeout=120_000, polling=500)
+        status.filter(has_text="updated (1)").wait_for(timeout=DEADLINE_MS)
+        page.wait_for_function(RUN_ALL_DONE, timeout=DEADLINE_MS, polling=500)
         messages = page.evaluate("() => window._messages")
         changes = page.evaluate("() => window._statusChanges")
         check_busy_through_every_cell(messages, changes)
         numbers = page.locator(".simpson-numbers")
         image = page.locator("img.simpson-figure")
-        image.wait_for(timeout=10_000)
+        image.wait_for(timeout=DEADLINE_MS)
         before_text = numbers.inner_text()
         before_src = image.get_attribute("src")
         assert "d_1=1.50" in before_text and "PerUserGap" in before_text
@@ -95,9 +96,9 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
         for _ in range(6):  # 1.50 -> 3.00 in steps of 0.25; each key press is a change event
             page.keyboard.press("ArrowRight")
         page.wait_for_function(
-            "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=3.00')", timeout=45_000
+            "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=3.00')", timeout=DEADLINE_MS
         )
-        page.wait_for_function(KERNEL_IDLE, timeout=30_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=DEADLINE_MS)
         after_text = numbers.inner_text()
         after_src = image.get_attribute("src")
         assert after_text != before_text
@@ -189,15 +190,14 @@ def test_status_bar_after_a_widget_opens_in_a_running_cell(tmp_path, config):
     # the environment may enable the extension too (make install does): switch it off there for "without"
     env = {**os.environ, "FACTERLAB_JUPYTER_STATUS": "1" if config == "facterlab" else "0"}
     with jupyterlab(tmp_path, root, env=env) as lab, chromium_page(sync_api) as page:
-        page.goto(lab.url("lab/tree/widget.ipynb"))
-        page.wait_for_function(KERNEL_IDLE, timeout=45_000)
-        page.wait_for_timeout(2000)
+        page.goto(lab.url("lab/tree/widget.ipynb"), timeout=DEADLINE_MS)
+        wait_kernel_settled(page)
         assert ("create_subshell_request" in page_untracked(page)) == (config == "facterlab")
         page.evaluate(RECORD_STATUS)
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }")
         # the cell's own idle (the kernel status may read idle earlier: that is the point)
-        page.wait_for_function(CELL_DONE, timeout=60_000)
-        page.wait_for_timeout(500)
+        page.wait_for_function(CELL_DONE, timeout=DEADLINE_MS)
+        page.wait_for_function(KERNEL_IDLE, timeout=DEADLINE_MS)  # JupyterLab's status followed the idle
         messages = page.evaluate("() => window._messages")
         changes = page.evaluate("() => window._statusChanges")
     (busy, idle), *more = cell_windows(messages).values()

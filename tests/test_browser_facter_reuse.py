@@ -51,6 +51,7 @@ from jupyterlab_helpers import (  # noqa: E402
     require_browser,
     run_all_and_wait,
     start_run_all,
+    wait_kernel_settled,
 )
 
 NOTEBOOK = "06_fig1_violations_by_pass"
@@ -177,6 +178,8 @@ def test_facter_notebook_reuses_the_reproduce_run_and_writes_no_tracked_file(tmp
     assert {p: v for p, v in after.items() if p not in checkpoints} == notebooks0, "files were written into notebooks/"
 
 
+# the cell's own idle message came (HOOK_STATUS_MESSAGES records it)
+CELL_IDLE = "() => window._facterlabStatus.some(m => m[1] === 'idle' && m[2] === 'execute_request')"
 LONG_PHASE = """import logging, time
 from facterlab.progress import Progress
 with Progress("demo phase", total=24, log=logging.getLogger("facterlab.demo"), every=2) as p:
@@ -207,11 +210,11 @@ def test_status_bar_says_busy_and_progress_lines_come_during_a_long_phase(tmp_pa
     with jupyterlab(tmp_path, root, env=env) as lab:
         with chromium_page(sync_api) as page:
             open_notebook(page, lab, "long.ipynb")
-            page.wait_for_timeout(3000)  # the session's start-up messages are over
+            wait_kernel_settled(page)  # the session's start-up messages are over
             page.evaluate(HOOK_STATUS_MESSAGES)
             start_run_all(page)
-            polls = poll_kernel_status(page, 10.0)
-            run_all_and_wait(page, timeout_ms=120_000)
+            polls = poll_kernel_status(page, until=CELL_IDLE)  # through the whole cell, however slow
+            run_all_and_wait(page)
             messages = page.evaluate("() => window._facterlabStatus")
             cells = notebook_outputs(page)
     busy_at = next(t for t, state, parent in messages if state == "busy" and parent == "execute_request")

@@ -888,3 +888,175 @@ def test_a_default_is_written_in_one_place_only():
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
     ]
     assert not [t for t in texts if re.search(r"e\.g\. -?\d", t)], "validation.py writes an example by hand"
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 33: hostile JSON and TOML files (one reader, facterlab.safeio), the process pool's queued runs,
+# one owner of the method names
+
+DEEP = 100_000  # deeper than any interpreter's recursion limit
+
+
+def _deep_json(kind: str) -> str:
+    return "[" * DEEP + "]" * DEEP if kind == "array" else '{"gender": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"
+
+
+@pytest.mark.parametrize("kind", ["array", "object"])
+def test_a_deeply_nested_bias_table_is_one_line_before_any_work(kind, capsys, monkeypatch, tmp_path):
+    import facterlab.facter.commands as cmds
+
+    monkeypatch.setattr(cmds, "run_experiment", lambda *a, **k: pytest.fail("run_experiment was reached"))
+    table = tmp_path / f"deep_{kind}.json"
+    table.write_text(_deep_json(kind))
+    argv = ["run", "--dataset", "synthetic", "--model", "simulated", "--sim-bias-table", str(table)]
+    rc = main([*argv, "--no-progress", "--out-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    _one_error_line(err)
+    assert rc == 1 and f"bias table {table}: nests deeper than 64 levels" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_10_mb_bias_table_is_refused_by_the_size_limit_before_any_work(capsys, monkeypatch, tmp_path):
+    """Chosen over "allowed, with a line saying why it is slow": a real table names at most a few dozen
+    values and features (the built-in ones are under 1 KiB); 10 MB only makes a run slow (the trial:
+    still running after 153 s on 200 rows)."""
+    import facterlab.facter.commands as cmds
+    from facterlab.models.simulated import BIAS_TABLE, load_bias_table
+
+    monkeypatch.setattr(cmds, "run_experiment", lambda *a, **k: pytest.fail("run_experiment was reached"))
+    table = tmp_path / "big.json"
+    table.write_text('{"gender": {"F": ["' + "x" * 10_000_000 + '"]}}')
+    argv = ["run", "--dataset", "synthetic", "--model", "simulated", "--sim-bias-table", str(table)]
+    rc = main([*argv, "--no-progress", "--out-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    _one_error_line(err)
+    assert rc == 1 and f"bias table {table}: 9.5 MiB, more than the 1.0 MiB limit" in err, err
+    # a valid table under the limit reads exactly as before
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({a: {v: list(f) for v, f in vals.items()} for a, vals in BIAS_TABLE.items()}))
+    assert load_bias_table(str(ok)) == load_bias_table("default")
+
+
+def _hostile_run_folder(runs: Path, run_id: str) -> Path:
+    folder = runs / run_id
+    folder.mkdir(parents=True)
+    for f in RUN_FILES:
+        (folder / f).write_text(_deep_json("array") if f.endswith(".json") else "")
+    return folder
+
+
+def test_runs_compare_and_list_over_nested_run_json_are_one_line_each(capsys, tmp_path):
+    results = tmp_path / "results"
+    a = _hostile_run_folder(results / "runs", "aaaa00000000-1")
+    _hostile_run_folder(results / "runs", "bbbb00000000-1")
+    notebook = results / "09_notebook"
+    notebook.mkdir()
+    (notebook / "metrics.json").write_text('{"run_ids": ' + _deep_json("array") + "}")
+    assert main(["runs", "compare", "aaaa", "bbbb", "--results", str(results)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"run record file {a / 'config.json'}: nests deeper than 64 levels" in line, line
+    assert main(["runs", "list", "--results", str(results)]) == 0  # the list shows why each does not load
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and out.count("nests deeper than 64 levels") == 2, out
+
+
+SWEEP_FILES = {
+    "deep.json": '{"grid": ' + "[" * DEEP + "]" * DEEP + "}",
+    "deep.toml": "grid = " + "[" * DEEP + "]" * DEEP + "\n",
+    "dotted.toml": "[set]\n" + ".".join(["a"] * DEEP) + " = 1\n",  # nests without brackets; tomllib is slow on it
+}
+
+
+@pytest.mark.parametrize("name", list(SWEEP_FILES))
+def test_a_nested_sweep_file_is_one_line_before_any_work(name, capsys, tmp_path):
+    p = tmp_path / name
+    p.write_text(SWEEP_FILES[name])
+    started = time.perf_counter()
+    assert main(["sweep", "--file", str(p), "--dry-run", "--out-dir", str(tmp_path / "r")]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"sweep file {p}: nests deeper than 64 levels" in line, line
+    assert time.perf_counter() - started < 30  # the dotted key ran past 60 s in tomllib before
+
+
+def test_the_reader_checks_depth_outside_strings_and_keeps_valid_files_identical(tmp_path):
+    from facterlab.safeio import FileLimitError, depth_problem, read_json, read_toml
+
+    limit = 64
+    assert depth_problem("[" * limit + "]" * limit, limit) == ""
+    assert depth_problem("[" * (limit + 1) + "]" * (limit + 1), limit).startswith("nests deeper than 64")
+    inside = '["' + "[" * 500 + '", "\\"' + "{" * 500 + '"]'  # brackets in strings, an escaped quote
+    assert depth_problem(inside, limit) == "" and json.loads(inside)[0] == "[" * 500
+    assert depth_problem('x = "[[[[" # [[[[\ny = [[1]]\n', 2, toml=True) == ""
+    for text in ('{"a": [1, {"b": "c\\u00e9"}], "d": null}', "[1.5, -2e3, true]", '"x"'):
+        p = tmp_path / "v.json"
+        p.write_text(text)
+        assert read_json(p) == json.loads(text)
+    p = tmp_path / "v.toml"
+    p.write_text('preset = "repro"\n[grid]\nfacter__alpha = [0.1, 0.2]\n[set.data]\nn_rows = 60\n')
+    import tomllib
+
+    assert read_toml(p) == tomllib.loads(p.read_text())
+    p.write_text("[" * 65 + "]" * 65)
+    with pytest.raises(FileLimitError, match=r"^run record file .*v\.toml: nests deeper"):
+        read_json(p, what="run record file")
+
+
+def _die_once(arg: tuple):
+    """Kill this worker the first time (the process just ends), then answer; other tasks just answer."""
+    marker, value = arg
+    if marker and not Path(marker).exists():
+        Path(marker).write_text("x")
+        os._exit(1)
+    return value
+
+
+def test_a_dead_pool_worker_charges_no_attempt_to_runs_that_had_not_started(tmp_path):
+    from facterlab.executors import ProcessExecutor
+
+    events: dict = {}
+    tasks = {"a": (str(tmp_path / "died"), 1), "b": ("", 2), "c": ("", 3)}
+    out = ProcessExecutor(workers=1).run(
+        _die_once, tasks, retries=1, on_event=lambda kind, key, info: events.setdefault(key, []).append(kind)
+    )
+    assert {k: (o.ok, o.value, o.attempts) for k, o in out.items()} == {
+        "a": (True, 1, 2),  # it ran when the worker died: one attempt counted, then done
+        "b": (True, 2, 1),  # queued behind it: requeued, no attempt counted (the trial: each was charged)
+        "c": (True, 3, 1),
+    }
+    assert events["b"] == ["start", "requeued", "start", "done"], events
+    # with retries=0 the queued runs would have failed before ("a worker process died") and now do not
+    again = ProcessExecutor(workers=1).run(_die_once, {**tasks, "a": (str(tmp_path / "died2"), 1)}, retries=0)
+    assert [(o.ok, o.attempts) for o in again.values()] == [(False, 1), (True, 1), (True, 1)]
+
+
+def test_a_pool_that_breaks_before_any_run_starts_still_ends_within_its_retries():
+    """No task started (the workers die at start-up): nothing says which tasks were innocent, so every
+    one counts an attempt and the retries end the loop."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from facterlab.executors import ProcessExecutor
+
+    class DiesAtStart(ProcessExecutor):
+        def _pool(self):
+            ctx = multiprocessing.get_context("spawn")
+            return ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=os._exit, initargs=(3,))
+
+    out = DiesAtStart(1).run(abs, {"x": -1, "y": -2}, retries=1)
+    assert [(o.ok, o.attempts) for o in out.values()] == [(False, 2), (False, 2)]
+
+
+def test_the_method_names_have_one_owner():
+    """``record.METHODS`` is the one tuple of the three methods' names; no other module spells it."""
+    import ast
+
+    from facterlab.facter.record import METHODS
+
+    src = REPO / "src" / "facterlab"
+    copies = []
+    for p in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) for e in node.elts):
+                if tuple(e.value for e in node.elts) == METHODS:
+                    copies.append(f"{p.relative_to(src)}:{node.lineno}")
+    assert [c.split(":")[0] for c in copies] == ["facter/record.py"], copies

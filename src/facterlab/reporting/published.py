@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from facterlab.facter.record import METHODS
+
 SOURCES = {
     "REPRO": "Reproducing FACTER (github.com/oscar-omlf/facter-repr), mean of 3 seeds, alpha 0.10",
     "ORIG": "FACTER, ICML 2025 (arXiv:2502.02966), Table 1",
@@ -77,7 +79,7 @@ def _rows() -> list:
             PublishedValue(source, dataset, model, protocol, method, metric, float(value), None, pass_index, note)
         )
 
-    methods = ("neutral", "fair", "facter")
+    methods = METHODS  # the one owner of the method names and their order (the value tuples follow it)
     # REPRO, ML-1M, Llama-3-8B, open generation.
     for metric, values in {
         "ndcg@10_multi": (0.035, 0.030, 0.029),
@@ -85,7 +87,7 @@ def _rows() -> list:
         "snsr_joint": (0.037, 0.038, 0.032),
         "cfr_multi": (0.666, 0.683, 0.702),
     }.items():
-        for method, v in zip(methods, values):
+        for method, v in zip(methods, values, strict=True):
             add("REPRO", "ml-1m", "llama3-8b", "open", method, metric, v)
     add("REPRO", "ml-1m", "llama3-8b", "open", "neutral", "violations_repro_count", 42.7, note=_BASELINE_NOTE)
     add("REPRO", "ml-1m", "llama3-8b", "open", "fair", "violations_repro_count", 41.0, note=_BASELINE_NOTE)
@@ -112,7 +114,7 @@ def _rows() -> list:
         "recall@10_multi": (0.433, 0.426, 0.407),
         "cfr_multi": (0.533, 0.534, 0.553),
     }.items():
-        for method, v in zip(methods, values):
+        for method, v in zip(methods, values, strict=True):
             add("REPRO", "ml-1m", "llama3-8b", "rank", method, metric, v)
     add("REPRO", "ml-1m", "llama3-8b", "rank", "facter", "violations_adaptive", 7.7)
     add("REPRO", "ml-1m", "llama3-8b", "rank", "facter", "violations_repro_count", 60.3, note="REPRO's 'fixed' count")
