@@ -568,3 +568,86 @@ def test_a_sweep_merges_only_its_own_shards_and_those_of_dead_sweeps(tmp_path, m
     finally:
         live.kill()
         live.wait()
+
+
+# ------------------------------------------------------------------------------------------ Slurm
+
+SBATCH = """#!/usr/bin/env bash
+# stand-in sbatch: run the job script on this machine in a session of its own, print a job id as Slurm does
+set -e
+script="${@: -1}"
+copy="$STANDIN_DIR/job-$$.sh"
+cp "$script" "$copy"
+echo "$*" >> "$STANDIN_DIR/sbatch.calls"
+setsid bash "$copy" > "$copy.log" 2>&1 < /dev/null &
+echo "Submitted batch job $!"
+"""
+SCANCEL = """#!/usr/bin/env bash
+# stand-in scancel: end each job's session
+for id in "$@"; do kill -TERM -- "-$id" 2>/dev/null || true; echo "$id" >> "$STANDIN_DIR/scancel.calls"; done
+"""
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_sweep_executor_slurm_runs_through_a_stand_in_sbatch(serial, tmp_path):
+    """Issue 31: ``facterlab sweep --executor slurm --cluster cluster.yaml`` submits its Dask workers with
+    sbatch (here a stand-in that runs the job script on this machine), runs the sweep on them, cancels
+    the jobs at the end, and gives the serial run's files."""
+    pytest.importorskip("dask_jobqueue", reason=NO_DASK)
+    import subprocess
+    import sys
+
+    ref_out, _ = serial
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("sbatch", SBATCH), ("scancel", SCANCEL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "jobs: 1\nqueue: gpu\ncores: 1\nprocesses: 1\nmemory: 2GB\nwalltime: '00:10:00'\n"
+        "interface: lo\nscheduler_options: {interface: lo}\njob_extra_directives: ['--gres=gpu:1']\n"
+        "job_script_prologue: ['export OMP_NUM_THREADS=1']\nstart_timeout: 240\n"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "STANDIN_DIR": str(tmp_path),
+        "FACTERLAB_LOG": "INFO",
+    }
+    args = [sys.executable, "-m", "facterlab.cli", "sweep", "--executor", "slurm", "--cluster", str(cluster)]
+    args += ["--out-dir", str(tmp_path / "out"), "--grid", "seed=0,1"]
+    for key, value in FIXED.items():
+        args += ["--set", f"{key}={value}"]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "2 runs: 2 started" in out.stdout and "slurm: 1 job(s)" in out.stderr
+    [job] = list(tmp_path.glob("job-*.sh"))
+    script = job.read_text()
+    assert "#SBATCH -p gpu" in script and "#SBATCH --gres=gpu:1" in script and "#SBATCH -t 00:10:00" in script
+    assert f"export FACTERLAB_CACHE={os.environ['FACTERLAB_CACHE']}" in script  # the driver's shared folders
+    assert (tmp_path / "scancel.calls").read_text().split()  # the job was cancelled at the end
+    got, ref = _files(tmp_path / "out"), _files(ref_out)
+    assert len(got) == 2 and all(got[r] == ref[r] for r in got)
+
+
+def test_a_bad_cluster_file_is_one_line_before_any_work(tmp_path, capsys):
+    from facterlab.cli import main
+
+    cases = {
+        "nope.yaml": None,
+        "bad.yaml": "jobs: [1\n",
+        "unknown.yaml": "jobs: 1\nqueu: gpu\n",
+        "zero.toml": "jobs = 0\n",
+        "list.yaml": "- 1\n",
+    }
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        args = ["-q", "sweep", "--executor", "slurm", "--cluster", str(tmp_path / name), "--grid", "seed=0"]
+        assert main([*args, "--set", "model__llm=fake", "--out-dir", str(tmp_path / "out")]) != 0
+        err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
+        assert len(err) == 1 and "cluster file" in err[0], (name, err)
+    assert main(["-q", "sweep", "--executor", "slurm", "--grid", "seed=0", "--set", "model__llm=fake"]) != 0
+    assert "--executor slurm needs --cluster FILE" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

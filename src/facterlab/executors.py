@@ -57,13 +57,15 @@ __all__ = [
     "ProcessExecutor",
     "DaskExecutor",
     "make_executor",
+    "slurm_executor",
+    "read_cluster_file",
     "MAX_RETRIES",
     "MAX_WORKERS",
 ]
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("process", "serial", "dask")
+EXECUTORS = ("process", "serial", "dask", "slurm")
 #: bounds of ``retries`` and ``workers`` (a typo must not start 10,000 processes or retry forever)
 MAX_RETRIES = 10
 MAX_WORKERS = 1024
@@ -459,23 +461,144 @@ class DaskExecutor(Executor):
         self._own = []
 
 
+#: the keys of a ``--cluster`` file besides dask-jobqueue's ``SLURMCluster`` arguments
+CLUSTER_OWN_KEYS = ("jobs", "start_timeout")
+#: ``SLURMCluster``'s arguments a ``--cluster`` file may set (dask-jobqueue 0.9)
+SLURM_KEYS = (
+    "queue", "account", "cores", "processes", "memory", "walltime", "job_cpu", "job_mem", "interface",
+    "scheduler_options", "worker_extra_args", "job_extra_directives", "job_directives_skip",
+    "job_script_prologue", "local_directory", "log_directory", "shebang", "python", "death_timeout", "name",
+    "nanny", "protocol", "security", "job_name",
+)  # fmt: skip
+
+
+def read_cluster_file(path: str) -> dict:
+    """The settings of a ``--cluster`` file (``.yaml``/``.yml`` or ``.toml``): ``SLURMCluster``'s
+    arguments (:data:`SLURM_KEYS`) plus ``jobs`` (Slurm jobs to submit, default 1) and
+    ``start_timeout`` (seconds to wait for the first worker, default 3600); one line for a file that
+    is missing, too large, does not parse, or has an unknown key."""
+    from pathlib import Path
+
+    from facterlab import safeio
+
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"cluster file {str(p)!r} does not exist")
+    if p.suffix == ".toml":
+        data = safeio.read_toml(p, what="cluster file")
+    elif p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        if p.stat().st_size > safeio.max_bytes():
+            raise ValueError(f"cluster file {str(p)!r} is larger than {safeio.max_bytes():,} bytes")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cluster file {str(p)!r} does not parse: {str(exc).splitlines()[0]}") from None
+    else:
+        raise ValueError(f"cluster file {str(p)!r}: use a .yaml or .toml file")
+    if not isinstance(data, dict):
+        raise ValueError(f"cluster file {str(p)!r}: the top level must be a mapping of SLURMCluster's arguments")
+    unknown = sorted(set(map(str, data)) - set(SLURM_KEYS) - set(CLUSTER_OWN_KEYS))
+    if unknown:
+        raise ValueError(
+            f"cluster file {str(p)!r}: unknown key(s) {unknown}; known: {', '.join((*CLUSTER_OWN_KEYS, *SLURM_KEYS))}"
+        )
+    jobs, wait = data.get("jobs", 1), data.get("start_timeout", 3600)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_WORKERS:
+        raise ValueError(f"cluster file {str(p)!r}: jobs must be an integer in [1, {MAX_WORKERS}], got {jobs!r}")
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 1 <= wait <= 7 * 86400:
+        raise ValueError(f"cluster file {str(p)!r}: start_timeout must be seconds in [1, 604800], got {wait!r}")
+    return data
+
+
+def slurm_executor(cluster_file: str, progress: bool | None = None) -> DaskExecutor:
+    """A :class:`DaskExecutor` on Dask workers that Slurm runs (dask-jobqueue's ``SLURMCluster``, with
+    the settings of ``cluster_file``: :func:`read_cluster_file`); ``jobs`` jobs are submitted with
+    ``sbatch``, the driver's ``FACTERLAB_DATA``/``FACTERLAB_RESULTS``/``FACTERLAB_CACHE`` are exported in
+    each job's prologue, and the first worker is awaited (a log line every 30 s) at most
+    ``start_timeout`` seconds.  The cluster's jobs are cancelled (``scancel``) by :meth:`close`."""
+    import os
+    import shlex
+    import shutil
+
+    spec = dict(read_cluster_file(cluster_file))
+    jobs, wait = int(spec.pop("jobs", 1)), float(spec.pop("start_timeout", 3600))
+    try:
+        import distributed
+        from dask_jobqueue import SLURMCluster
+    except ImportError as exc:
+        raise ValueError(DASK_MISSING) from exc
+    if shutil.which("sbatch") is None:
+        raise ValueError("--executor slurm needs Slurm's sbatch on PATH (run the sweep on a login node)")
+    prologue = list(spec.pop("job_script_prologue", None) or [])
+    for var in ("FACTERLAB_DATA", "FACTERLAB_RESULTS", "FACTERLAB_CACHE"):
+        if os.environ.get(var):
+            prologue.append(f"export {var}={shlex.quote(os.path.abspath(os.environ[var]))}")
+    spec.setdefault("cores", 1)
+    spec.setdefault("memory", "8GB")
+    try:
+        cluster = SLURMCluster(job_script_prologue=prologue, **spec)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"cluster file {cluster_file!r}: SLURMCluster refused it: {_error_line(exc)}") from None
+    client = None
+    try:
+        cluster.scale(jobs=jobs)
+        client = distributed.Client(cluster)
+        t0 = time.monotonic()
+        while not client.scheduler_info().get("workers"):
+            if time.monotonic() - t0 > wait:
+                raise ValueError(
+                    f"no Slurm job of the sweep started a worker within {wait:g} s (start_timeout in "
+                    f"{cluster_file}); see squeue and the jobs' logs"
+                )
+            try:
+                client.wait_for_workers(1, timeout=min(30.0, wait))
+            except TimeoutError:
+                log.info(
+                    "slurm: waiting for the first of %d job(s) to start a worker (%.0f s so far; squeue -u $USER)",
+                    jobs, time.monotonic() - t0,
+                )  # fmt: skip
+    except BaseException:
+        for obj in (client, cluster):
+            if obj is not None:
+                obj.close()
+        raise
+    ex = DaskExecutor(client=client, progress=progress)
+    ex._own += [client, cluster]
+    ex.name = "slurm"
+    ex.workers = jobs * int(spec.get("processes") or 1)
+    log.info("slurm: %d job(s) of %s; scheduler %s", jobs, cluster_file, ex.address)
+    return ex
+
+
 def make_executor(
-    kind: str = "process", workers: int = 2, scheduler: str | None = None, start_method: str | None = "spawn"
+    kind: str = "process",
+    workers: int = 2,
+    scheduler: str | None = None,
+    start_method: str | None = "spawn",
+    cluster: str | None = None,
 ) -> Executor:
-    """The executor named ``kind`` (:data:`EXECUTORS`); ``scheduler`` only with ``dask``;
-    ``start_method`` only matters to ``process`` (:class:`ProcessExecutor`).
+    """The executor named ``kind`` (:data:`EXECUTORS`); ``scheduler`` only with ``dask``, ``cluster``
+    (a cluster file, :func:`slurm_executor`) only and always with ``slurm``; ``start_method`` only
+    matters to ``process`` (:class:`ProcessExecutor`).
 
     >>> make_executor("serial").describe()
     'serial (1 worker)'
     >>> make_executor("threads")
     Traceback (most recent call last):
     ...
-    ValueError: unknown executor 'threads'; choose one of 'process', 'serial', 'dask'
+    ValueError: unknown executor 'threads'; choose one of 'process', 'serial', 'dask', 'slurm'
     """
     if kind not in EXECUTORS:
         raise ValueError(f"unknown executor {kind!r}; choose one of {', '.join(map(repr, EXECUTORS))}")
     if scheduler and kind != "dask":
         raise ValueError(f"--scheduler needs --executor dask (got --executor {kind})")
+    if (cluster is not None) != (kind == "slurm"):
+        raise ValueError("--executor slurm needs --cluster FILE, and --cluster needs --executor slurm")
+    if kind == "slurm":
+        assert cluster is not None
+        return slurm_executor(cluster)
     _check(0, workers)
     if kind == "serial":
         return SerialExecutor()

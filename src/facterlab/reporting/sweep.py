@@ -2,7 +2,7 @@
 
 ``facterlab sweep --grid model__llm=fake --grid seed=0,1,2 --grid protocol=open,rank
 [--set data__dataset=synthetic] [--file sweep.toml] [--preset repro] [--executor process|serial|dask]
-[--workers 2] [--scheduler tcp://host:8786] [--retries 2] [--server-url URL] [--dry-run] [--json]``
+[--workers 2] [--scheduler tcp://host:8786] [--executor slurm --cluster cluster.yaml] [--retries 2] [--server-url URL] [--dry-run] [--json]``
 
 The grid is the cartesian product of every ``--grid KEY=V1,V2`` (keys as in
 :func:`facterlab.config.preset`: ``section__field`` or a top-level field such as ``seed``, ``protocol``),
@@ -57,7 +57,7 @@ from facterlab.config import (
 )
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
-from facterlab.executors import EXECUTORS, MAX_RETRIES, MAX_WORKERS, TaskOutcome, make_executor
+from facterlab.executors import EXECUTORS, MAX_RETRIES, MAX_WORKERS, TaskOutcome, make_executor, read_cluster_file
 from facterlab.facter.pipeline import run_experiment, run_id_for
 from facterlab.facter.record import RunConfigRecord, RunRecord
 from facterlab.facter.runfolder import find
@@ -462,6 +462,7 @@ def run_sweep(
     data_dir=None,
     out_dir=None,
     on_event=None,
+    cluster: str | None = None,
 ) -> SweepResult:
     """Plan ``configs``, run the runs not finished yet through ``executor`` (a name of
     :data:`facterlab.executors.EXECUTORS` or an :class:`~facterlab.executors.Executor`), merge the cache
@@ -486,7 +487,7 @@ def run_sweep(
     desc = "nothing to run"
     if todo:
         immutable = prepare_base(croot / "llm_cache.sqlite") & prepare_base(croot / "embeddings.sqlite")
-        ex = make_executor(executor, workers, scheduler) if isinstance(executor, str) else executor
+        ex = make_executor(executor, workers, scheduler, cluster=cluster) if isinstance(executor, str) else executor
         # local workers share this machine's cores: each gets its part (a remote worker keeps its own setting)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         threads = max(1, cores // ex.workers) if ex.local else None
@@ -565,7 +566,13 @@ def register(subparsers) -> None:
         help="the server of model__llm=openai:<model id> (model__server_url)",
     )
     p.add_argument("--preset", default=None, choices=PRESETS, help="the method's preset (default repro)")
-    p.add_argument("--executor", default="process", choices=EXECUTORS, help="process (default) | serial | dask")
+    p.add_argument("--executor", default="process", choices=EXECUTORS, help="process (default) | serial | dask | slurm")
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="FILE",
+        help="--executor slurm: a .yaml/.toml file of dask-jobqueue SLURMCluster settings and jobs (docs/SCALING.md)",
+    )
     p.add_argument("--workers", type=int, default=2, help=f"worker processes, 1..{MAX_WORKERS} (default 2)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a running Dask scheduler (--executor dask)")
     p.add_argument("--retries", type=int, default=2, help=f"extra attempts of a failed run, 0..{MAX_RETRIES}")
@@ -598,6 +605,10 @@ def cmd_sweep(args) -> int:
         raise ValueError(f"--workers {args.workers}: must be an integer in [1, {MAX_WORKERS}]")
     if args.scheduler and args.executor != "dask":
         raise ValueError("--scheduler needs --executor dask")
+    if (args.cluster is not None) != (args.executor == "slurm"):
+        raise ValueError("--executor slurm needs --cluster FILE, and --cluster needs --executor slurm")
+    if args.cluster is not None:
+        read_cluster_file(args.cluster)  # one line for a bad file, before any planning
     configs = configs_from_args(args)
     if args.dry_run:
         planned = plan_sweep(configs, args.data_dir, args.out_dir)
@@ -605,7 +616,16 @@ def cmd_sweep(args) -> int:
             print(f"{p.run_id}  {'finished' if p.reused else 'to run'}")
         print(f"{len(configs)} configs, {len(planned)} runs, {sum(not p.reused for p in planned)} to run")
         return 0
-    res = run_sweep(configs, args.executor, args.workers, args.scheduler, args.retries, args.data_dir, args.out_dir)
+    res = run_sweep(
+        configs,
+        args.executor,
+        args.workers,
+        args.scheduler,
+        args.retries,
+        args.data_dir,
+        args.out_dir,
+        cluster=args.cluster,
+    )
     if args.json:
         print(json.dumps(res.rows, indent=2, default=str))
     else:
