@@ -1060,3 +1060,86 @@ def test_the_method_names_have_one_owner():
                 if tuple(e.value for e in node.elts) == METHODS:
                     copies.append(f"{p.relative_to(src)}:{node.lineno}")
     assert [c.split(":")[0] for c in copies] == ["facter/record.py"], copies
+
+
+# ------------------------------------------------------------------------------------------ served models
+# (issues 31 and 33; docs/FAULTS.md "Served models: hung, dripping, endless and non-HTTP servers, bad URLs")
+
+
+def _served_run(url: str, tmp_path, monkeypatch, *flags, quiet: bool = True) -> tuple:
+    """``facterlab run`` against ``url``: (exit status, seconds, the error lines, the log lines)."""
+    from facterlab.models import served
+
+    for probe in (served.probe_server, served.supports_prompt_logprobs, served.supports_sampling):
+        probe.cache_clear()
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    args = ["-q"] * quiet + ["run", "--model", "openai:test-model", "--server-url", url, "--encoder", "hash-encoder"]
+    args += ["--dataset", "synthetic", "--n-rows", "40", "--passes", "1", "--cfr-rows", "4", "--no-progress"]
+    t0 = time.monotonic()
+    rc = main([*args, "--temperature", "0", "--repetition-penalty", "1", *flags])
+    return rc, time.monotonic() - t0
+
+
+def _error_lines(capsys) -> list:
+    return [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("facterlab run: error:")]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:8000 /v1", "whitespace or a control character (' ')"),
+        ("http://127.0.0.1:8000/\r\nX: 1", "whitespace or a control character ('\\r')"),
+        ("http://127.0.0.1:8000/v1/completions", "give the server root, e.g. 'http://127.0.0.1:8000'"),
+    ],
+)
+def test_a_bad_server_url_is_one_line_before_any_request(url, says, tmp_path, monkeypatch, capsys):
+    rc, _ = _served_run(url, tmp_path, monkeypatch)
+    [line] = _error_lines(capsys)
+    assert rc == 1 and says in line and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("how", ["hang", "drip", "garbage", "truncated", "huge"])
+def test_a_misbehaving_server_ends_the_run_within_its_timeout_in_one_line(how, tmp_path, monkeypatch, capsys):
+    from facterlab.models import served
+    from facterlab.testing.server import OpenAIServer
+
+    monkeypatch.setattr(served, "MAX_RESPONSE_BYTES", 2**20)  # the endless body meets the cap sooner
+    says = {
+        "hang": "within the 3 s deadline (it sent no status line)",
+        "drip": "within the 3 s deadline (it sent HTTP 200 and",
+        "garbage": "it did not answer in HTTP (its first line:",
+        "truncated": 'HTTP 200: a body that is not JSON (20 bytes: b\'{"choices"',
+        "huge": "more than the 1,048,576-byte cap",
+    }[how]
+    with OpenAIServer(misbehave=how) as srv:
+        rc, took = _served_run(srv.url, tmp_path, monkeypatch, "--timeout", "3", "--retries", "1")
+    lines = _error_lines(capsys)
+    assert rc == 1 and len(lines) == 1 and says in lines[0], lines
+    assert took < 3 + 4, took  # one deadline covers the request's retries
+    assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_a_server_that_hangs_mid_run_ends_it_within_one_timeout_with_progress_lines(tmp_path, monkeypatch, capsys):
+    """The server answers the probes, then stops answering: the run ends within one deadline of the
+    first hung request, and progress lines come while it waits."""
+
+    from facterlab.models import served
+    from facterlab.testing.server import OpenAIServer
+
+    monkeypatch.setattr(served, "PROGRESS_EVERY", 1.0)
+    with OpenAIServer() as srv:
+        real = served.check_served
+
+        def then_hang(*a, **k):
+            info = real(*a, **k)
+            srv.misbehave = "hang"
+            return info
+
+        monkeypatch.setattr(served, "check_served", then_hang)
+        rc, took = _served_run(srv.url, tmp_path, monkeypatch, "--timeout", "4", "--retries", "3", quiet=False)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("facterlab run: error:")]
+    assert rc == 1 and len(lines) == 1 and "within the 4 s deadline (it sent no status line)" in lines[0], err
+    assert "requests answered" in err and "waiting for" in err
+    assert took < 4 + 6, took
