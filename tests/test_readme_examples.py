@@ -1,6 +1,7 @@
 """The README's fenced ``bash`` examples run as written in a fresh clone (after ``make install``).
 
-Every command line of every ```` ```bash ```` block of README.md is
+Every command line of every ```` ```bash ```` block of README.md and of the pages it sends readers to for
+the details (docs/USAGE.md, docs/getting-started.md; :data:`PAGES`) is
 
 1. **parsed at full size**: ``facterlab ...`` lines with the CLI's own argument parser
    (:func:`facterlab.cli.build_parser`), ``papermill`` lines by checking the notebook exists and declares
@@ -41,6 +42,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: README.md and the pages whose commands it moved there (issue 32): every ```bash block of each is checked
+PAGES = (README, ROOT / "docs" / "USAGE.md", ROOT / "docs" / "getting-started.md")
 VENV_BIN = ROOT / ".venv" / "bin"
 MAX_ROWS = 2500
 
@@ -66,7 +69,12 @@ def command_lines(block: str) -> list:
 
 
 def readme_commands() -> list:
-    return [c for b in bash_blocks(README.read_text(encoding="utf-8")) for c in command_lines(b)]
+    """The command lines of every page of :data:`PAGES`, each once, in page order."""
+    out: list = []
+    for page in PAGES:
+        for block in bash_blocks(page.read_text(encoding="utf-8")):
+            out += [c for c in command_lines(block) if c not in out]
+    return out
 
 
 def simple_commands(line: str) -> list:
@@ -104,7 +112,7 @@ def test_inline_commands_run_as_printed():
     """Commands quoted in the README's prose (`facterlab runs list`) run as printed from the repository
     root after the install: `.venv/bin/facterlab ...`, not a bare `facterlab` that the shell does not
     know (issue 25).  A two-word name such as `facterlab reproduce` refers to the command and may stay."""
-    spans = re.findall(r"`([^`\n]+)`", README.read_text(encoding="utf-8"))
+    spans = [s for page in PAGES for s in re.findall(r"`([^`\n]+)`", page.read_text(encoding="utf-8"))]
     bare = [s for s in spans if re.match(r"(facterlab|papermill|jupyter|jupytext)\s", s) and len(s.split()) >= 3]
     assert not bare, f"inline commands that do not run as printed (write .venv/bin/...): {bare}"
 

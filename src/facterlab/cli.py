@@ -42,6 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``facterlab`` command, with every sub-command (``--help`` shows the bounds)."""
     parser = _Parser(prog="facterlab", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--threads",
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list | None = None) -> int:
+    """Run the ``facterlab`` command with ``argv`` (default: ``sys.argv[1:]``); return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-h" not in argv and "--help" not in argv and argv:
         try:

@@ -666,9 +666,22 @@ PROTOCOL_SWITCHES = {
 def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     """Build a :class:`RunConfig` from a named preset plus dotted overrides.
 
-    Overrides use ``section__field`` keys, e.g. ``preset("repro", facter__alpha=0.2,
-    protocol="rank")``.
+    Parameters
+    ----------
+    name : str
+        ``"repro"`` (default: the reproduction study's settings), ``"icml"`` (alpha 0.20) or
+        ``"facterlab"`` (facterlab's choice on every protocol switch); see the module docstring.
+    **overrides
+        ``section__field=value`` (e.g. ``facter__alpha=0.2``, ``data__n_rows=100``) or a top-level
+        field (``protocol="rank"``); each value is checked against its bounds.
 
+    Returns
+    -------
+    RunConfig
+        The frozen configuration; its hash is the run id (:func:`config_hash`).
+
+    Examples
+    --------
     >>> preset("repro", facter__passes=1, protocol="rank").facter.passes
     1
     """

@@ -433,6 +433,7 @@ def close_matches(name: str, names: Iterable[str]) -> list:
 
 
 def unknown_message(unknown: Iterable[str], names: Iterable[str], where: str = "") -> str:
+    """One line naming the ``unknown`` parameters, the close matches among ``names`` and every declared name."""
     names = sorted(names)
     parts = []
     for u in unknown:

@@ -69,6 +69,7 @@ def summary_dict(dataset: str = "auto", data_dir=None) -> dict:
 
 
 def cmd_summary(args) -> int:
+    """``facterlab data summary``: users, items, ratings, eligible rows and attributes of a dataset."""
     out = summary_dict(args.dataset, args.data_dir)
     for w in out.get("warnings", []):
         print(f"WARNING: {w}", file=sys.stderr)
@@ -97,6 +98,7 @@ def cmd_summary(args) -> int:
 
 
 def cmd_build(args) -> int:
+    """``facterlab data build``: build (or load from the cache) the interaction rows of a dataset."""
     cfg = replace(DataConfig(), dataset=args.dataset, n_rows=args.n_rows, seed=args.seed)
     problems = bound_problems("data", cfg)  # before any file is read
     if problems:
@@ -126,6 +128,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_download(args) -> int:
+    """``facterlab data download``: fetch a dataset into the data directory, checked against pinned SHA-256 sums."""
     path = ensure_dataset(args.dataset, args.data_dir, download=True)
     print(f"{args.dataset}: files in {path}", file=sys.stdout)
     return 0

@@ -18,6 +18,7 @@ OCCS = ("writer", "programmer", "artist", "scientist")
 
 
 def make_world(n_users: int = 160, per_genre: int = 30, n_pos: int = 25, seed: int = 0) -> Dataset:
+    """The hand-built world of the module docstring: ``n_users`` users, ``per_genre`` items per genre, ``n_pos`` liked items each."""
     rng = np.random.default_rng(seed)
     genres = TASTES + ("Romance",)
     items = []

@@ -107,7 +107,7 @@ class ConformalThreshold:
         The 1-based rank k = ceil((1 - alpha)(n + 1)).
     n_ : int
         Number of calibration scores.
-    scores_ : numpy.ndarray of shape (n_,)
+    scores_ : numpy.ndarray of shape (n,)
         The calibration scores, sorted ascending (float64).
 
     Examples

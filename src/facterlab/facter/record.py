@@ -699,6 +699,7 @@ def as_metrics(x: Any) -> RunMetrics:
 
 
 def utc_now() -> str:
+    """The current UTC time as ISO 8601 text to the second (run records' timestamps)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 

@@ -54,21 +54,32 @@ class CatalogueMapper:
 
     Parameters
     ----------
-    items : DataFrame with ``item_id`` (column, or the index) and ``title``; optional ``text`` (what
-        the encoder embeds for the item representation; defaults to the title).
-    encoder : object with ``.encode(list[str]) -> (n, d)`` L2-normalised array.  Required for
+    items : pandas.DataFrame
+        ``item_id`` (column, or the index) and ``title``; optional ``text`` (what the encoder embeds
+        for the item representation; defaults to the title).
+    encoder : object, optional
+        With ``.encode(list[str]) -> (n, d)`` giving an L2-normalised array.  Required for
         ``method="encoder"`` and for :meth:`row_item_embeddings` / :meth:`row_embeddings`.
-    method : ``"encoder"`` (default) or ``"rapidfuzz"``.
-    threshold : minimum cosine for ``"encoder"`` (default 0.65, REPRO).
-    fuzzy_cutoff : minimum rapidfuzz score (0..100) for ``"rapidfuzz"`` (default 85).
-    scorer : rapidfuzz scorer name, one of ``ratio`` (default), ``WRatio``, ``token_sort_ratio``,
+    method : str
+        ``"encoder"`` (default) or ``"rapidfuzz"``.
+    threshold : float
+        Minimum cosine for ``"encoder"`` (default 0.65, REPRO).
+    fuzzy_cutoff : float
+        Minimum rapidfuzz score (0..100) for ``"rapidfuzz"`` (default 85).
+    scorer : str
+        Rapidfuzz scorer name, one of ``ratio`` (default), ``WRatio``, ``token_sort_ratio``,
         ``token_set_ratio``.
-    block_size : query titles per matrix-product block (default: about 32M float32 similarities,
-        128 MiB, per block).
+    block_size : int, optional
+        Query titles per matrix-product block (default: about 32M float32 similarities, 128 MiB,
+        per block).
 
+    Notes
+    -----
     After a call to :meth:`map` / :meth:`map_with_scores`, the similarity of each accepted match is
     in the returned scores (cosine for ``"encoder"``, 0..100 for ``"rapidfuzz"``; NaN when unmapped).
 
+    Examples
+    --------
     >>> items = pd.DataFrame({"item_id": [10, 20], "title": ["Heat (1995)", "Usual Suspects, The (1995)"]})
     >>> m = CatalogueMapper(items, method="rapidfuzz")
     >>> m.map(["The Usual Suspects", "heat", "Nothing Like It"]).tolist()

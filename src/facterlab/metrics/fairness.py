@@ -7,6 +7,7 @@
      ``min_group`` rows, the centroid ``c_g = normalise(mean_{i in g} m_i)``;
   3. pairwise cosine distances ``D_gh = 1 - c_g . c_h`` over the qualifying groups;
   4. ``SNSR = max_{g<h} D_gh``, ``SNSV = mean_{g<h} D_gh``.
+
   Fewer than two qualifying groups: the value is missing, with the reason (never 0).
 
 ``snsr_fairllm`` (Zhang et al. 2023, FaiRLLM):

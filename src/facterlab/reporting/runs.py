@@ -129,6 +129,7 @@ def list_rows(runs: os.PathLike | str, **filters: str | None) -> list:
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table: columns padded to their widest cell, a dashed rule under the header."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -136,6 +137,7 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_list(runs: os.PathLike | str, **filters: str | None) -> str:
+    """The text of ``facterlab runs list``: one line per run folder under ``runs`` that matches ``filters``."""
     rows = list_rows(runs, **filters)
     active = ", ".join(f"{k} ~ {v!r}" for k, v in filters.items() if v)
     where = f"under {runs}" + (f" matching {active}" if active else "")
@@ -206,6 +208,7 @@ def compare_rows(a: RunRecord, b: RunRecord, every: bool = False, full: bool = T
 
 
 def format_compare(a: RunRecord, b: RunRecord, every: bool = False, full: bool = True) -> str:
+    """The text of ``facterlab runs compare``: the fields of runs ``a`` and ``b`` that differ, side by side."""
     parts = []
     for section, rows in compare_rows(a, b, every, full).items():
         title = {"run": "run", "config": "config (settings that differ)"}.get(section, f"metrics: {section}")
@@ -241,11 +244,13 @@ def register(subparsers) -> None:
 
 
 def cmd_list(args) -> int:
+    """``facterlab runs list``: print :func:`format_list` for the results folder."""
     print(format_list(runs_dir(args.results), model=args.model, dataset=args.dataset, notebooks=args.notebook))
     return 0
 
 
 def cmd_compare(args) -> int:
+    """``facterlab runs compare A B``: print :func:`format_compare` of two runs (ids may be prefixes)."""
     base = runs_dir(args.results)
     a, b = (RunRecord.load(resolve_prefix(base, x)) for x in (args.a, args.b))
     print(format_compare(a, b, every=args.all, full=args.full))

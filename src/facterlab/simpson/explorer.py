@@ -1,6 +1,6 @@
 """Interactive explorer of the Simpson simulation (Prost et al. 2022, §5): sliders for the density
 d_1, the noise level sigma_1, the model bias b, N and the seed; shows the PerUserGap (with
-|U*|/N), the AggregateGap, the naive and both IPS estimates, the factor read-outs and a bar plot.
+``|U*|/N``), the AggregateGap, the naive and both IPS estimates, the factor read-outs and a bar plot.
 
 All logic lives here; ``notebooks/15_simpson_explorer.ipynb`` only calls :func:`build_explorer`.
 ipywidgets and matplotlib are imported inside the functions.  Stable hooks for browser tests:

@@ -4,7 +4,7 @@ Prost et al. (2022), "Simpson's Paradox in Recommender Fairness", §3 (definitio
 (aggregate = difference of user mixtures), the matching theorem and the three-factor
 decomposition (competition, performance, per-user gap).  Formulas as fixed in docs/SIMPSON.md §1.
 
-Notation: D_u^s relevant items of group s for user u, n_s(u) = |D_u^s|, n(u) = n_0(u) + n_1(u),
+Notation: D_u^s relevant items of group s for user u, ``n_s(u) = |D_u^s|``, n(u) = n_0(u) + n_1(u),
 e_s(u) = mean exposure of D_u^s.  Sign convention: group 0 minus group 1.
 
 Two inputs give the same :class:`UserStats`:
@@ -136,7 +136,7 @@ class UserStats:
 
 @dataclass
 class PerUserGap:
-    """PerUserGap = mean over U* of e_0(u) - e_1(u), with the share |U*|/N where it is defined."""
+    """PerUserGap = mean over U* of e_0(u) - e_1(u), with the share ``|U*|/N`` where it is defined."""
 
     value: float
     share_defined: float
@@ -159,7 +159,7 @@ class AggregateGap:
 
 
 def per_user_gap(stats: UserStats) -> PerUserGap:
-    """PerUserGap = (1/|U*|) sum_{u in U*} [e_0(u) - e_1(u)],  U* = {u : n_0(u) >= 1, n_1(u) >= 1}.
+    """PerUserGap = ``(1/|U*|) sum_{u in U*} [e_0(u) - e_1(u)]``,  ``U* = {u : n_0(u) >= 1, n_1(u) >= 1}``.
 
     docs/SIMPSON.md §1.  When U* is empty the value is NaN with ``missing_reason``.
 

@@ -5,7 +5,7 @@ group s.  With user variables V:
 
     w_s(v) = P(V = v) / P(V = v | Rel = 1, S = s) = P(Rel = 1 | S = s) / P(Rel = 1 | V = v, S = s)
 
-- ``"counts"``: V discretised into cells (10 quantile bins of x = U . mu_1/|mu_1|), the
+- ``"counts"``: V discretised into cells (10 quantile bins of ``x = U . mu_1/|mu_1|``), the
   probabilities are cell frequencies;
 - ``"model"``: h_s(v) ~ P(Rel = 1 | V = v, S = s) from a scikit-learn logistic regression on the
   random-experiment rows of group s (features: the user embedding U), w = rate_s / max(h_s, 1e-3).
@@ -119,7 +119,7 @@ def weights_counts(exp, n_bins: int = 10, cells=None) -> np.ndarray:
 def weights_model(exp, floor: float = 1e-3, features: str = "embedding", C: float = 1.0) -> np.ndarray:
     """w_s(v) = rate_s / max(h_s(v), floor), h_s a logistic regression of Rel on V over group-s rows.
 
-    ``features``: ``"embedding"`` (the user vector U, default) or ``"scalar"`` (x = U . mu_1/|mu_1|).
+    ``features``: ``"embedding"`` (the user vector U, default) or ``"scalar"`` (``x = U . mu_1/|mu_1|``).
 
     Reference: [prost2022simpson] (docs/references.bib).
     """

@@ -166,7 +166,7 @@ def plot_gap_sweeps(
 
 def plot_grid(df, table, title: str = "", seed=None):
     """The grid, compared like for like.  Left: every estimate against the true PerUserGap (pp) for
-    one seed, with y = x.  Right: mean |x - PerUserGap| (pp), mean ± sd over the grid's seeds, per
+    one seed, with y = x.  Right: mean ``|x - PerUserGap|`` (pp), mean ± sd over the grid's seeds, per
     named estimator (``table`` from :func:`facterlab.simpson.simulate.comparison_table`), the paper's
     number beside the two it reports (its estimate is the model IPS), the half-of-aggregate line and
     each estimator's verdict."""
@@ -272,8 +272,8 @@ def plot_variant_study(verdicts, title: str = "", n_seeds: int | None = None, n_
     """The reading study: per named reading, the *signed* change of AggregateGap - PerUserGap (pp) from
     the knob's lowest to its highest value (noise sigma_1 0 -> 10, density d_1 1.5 -> 4), paired per seed,
     with its 95% Student-t interval over seeds, and the direction it shows ("rises", "falls", or
-    "inconclusive" when the interval covers 0); right, the model IPS's error ratio (mean |IPS - PerUser| /
-    mean |Agg - PerUser|) with its interval over seeds against the half rule.  Older verdict tables
+    "inconclusive" when the interval covers 0); right, the model IPS's error ratio (``mean |IPS - PerUser| /
+    mean |Agg - PerUser|``) with its interval over seeds against the half rule.  Older verdict tables
     without the interval columns are drawn without intervals."""
     import matplotlib.pyplot as plt
     import numpy as np

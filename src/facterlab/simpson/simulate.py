@@ -161,7 +161,7 @@ class Simulation:
 
     @property
     def user_feature(self) -> np.ndarray:
-        """x_i = clip(U_i . mu_1/|mu_1|, -1, 1): the scalar user variable of the counts estimator."""
+        """``x_i = clip(U_i . mu_1/|mu_1|, -1, 1)``: the scalar user variable of the counts estimator."""
         return np.clip(self.users @ self.mu1_hat, -1.0, 1.0)
 
 
@@ -212,8 +212,8 @@ def noise_sd(x, sigma: float, sigma1: float) -> np.ndarray:
 
 def noise_scale(cfg: SimpsonConfig, users: np.ndarray, items: np.ndarray) -> np.ndarray:
     """The score noise's standard deviation, broadcastable to users x items: one value per user
-    (``noise="user"``: x = U_i . mu_1/|mu_1|, shape N x 1) or per item (``noise="item"``:
-    x = V_j . mu_1/|mu_1|, shape 1 x M), sd = sigma (1 + f(x)) (:func:`noise_sd`)."""
+    (``noise="user"``: ``x = U_i . mu_1/|mu_1|``, shape N x 1) or per item (``noise="item"``:
+    ``x = V_j . mu_1/|mu_1|``, shape 1 x M), sd = sigma (1 + f(x)) (:func:`noise_sd`)."""
     direction = mu1_hat(cfg)
     if cfg.noise == "user":
         return noise_sd(users @ direction, cfg.sigma, cfg.sigma1)[:, None]
@@ -556,7 +556,7 @@ def grid_seeds(
 
 def grid_summary(df: pd.DataFrame) -> dict:
     """Mean absolute errors (pp) against the true PerUserGap, how often signs disagree, and the
-    acceptance rule per estimator (docs/SIMPSON.md §3): an estimator passes when its mean |error| is at
+    acceptance rule per estimator (docs/SIMPSON.md §3): an estimator passes when its mean ``|error|`` is at
     most half the AggregateGap's (``passes_half_rule_<estimator>``; ``error_ratio_<estimator>`` is
     its error divided by the aggregate's)."""
     pu = df["per_user_gap"]
@@ -581,7 +581,7 @@ def grid_summary(df: pd.DataFrame) -> dict:
 
 def comparison_table(df: pd.DataFrame) -> pd.DataFrame:
     """The like-for-like comparison with the paper: one row per estimator (named), its mean
-    |x - PerUserGap| (pp) as mean and sd over the grid's seeds, the ratio to the aggregate's error,
+    ``|x - PerUserGap|`` (pp) as mean and sd over the grid's seeds, the ratio to the aggregate's error,
     how many seeds pass the half rule, and the paper's number where the paper reports one (its
     estimate comes from a model of the user embedding: the logistic-model IPS)."""
     seeds = sorted(df["seed"].unique()) if "seed" in df else [None]

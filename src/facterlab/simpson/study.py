@@ -38,6 +38,7 @@ VARIANTS = tuple({"noise": n, "mu1": m} for n, m in itertools.product(NOISE_READ
 
 
 def variant_name(noise: str, mu1: str) -> str:
+    """The label of a reading of the paper's text: ``noise=<user|item>, mu1=<printed|orthonormal>``."""
     return f"noise={noise}, mu1={mu1}"
 
 

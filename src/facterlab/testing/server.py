@@ -77,6 +77,7 @@ _LINE = re.compile(r"^\s*\d{1,3}[.)]\s+(.*\S)\s*$")
 
 
 def token_logprob(token: str) -> float:
+    """The test server's deterministic log-probability of ``token`` (a function of its bytes)."""
     return -(1 + sum(token.encode()) % 7) / 4
 
 
@@ -86,6 +87,7 @@ def tokens_of(text: str) -> list:
 
 
 def chat_answer(messages: list, k_answer: int = 10) -> str:
+    """The test server's answer: the numbered lines of the last user message, reversed, as a JSON list."""
     users = [m["content"] for m in messages if m.get("role") == "user"]
     lines = [m.group(1) for ln in (users[-1] if users else "").splitlines() if (m := _LINE.match(ln))]
     return json.dumps(list(reversed(lines))[:k_answer])
