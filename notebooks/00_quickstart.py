@@ -13,29 +13,39 @@
 # ---
 
 # %% [markdown]
-# # 00 Quickstart: one FACTER run, end to end
+# # 00 Quickstart: FACTER end to end, first where the truth is known, then on a real LLM
 #
-# One small run of the whole pipeline (docs/FACTER.md §1-§4): sample interaction rows, calibrate the
-# conformal threshold Q0 on the calibration rows (Neutral prompt), then run Neutral, Fair and FACTER
-# (T passes with the adaptive threshold and prompt repair) on the test rows, and compute NDCG@10,
-# Recall@10, Valid@10, SNSR, CFR and the violation counts.  On CPU with the bundled SmolLM2-135M this
-# takes a few minutes; the run is cached in `results/runs/<run_id>/`, and notebooks 02, 03, 06, 07
-# reuse it (same parameters, same run id).
+# The whole pipeline (docs/FACTER.md §1-§4) twice: sample interaction rows, calibrate the conformal
+# threshold Q0 on the calibration rows (Neutral prompt), run Neutral, Fair and FACTER (T passes with the
+# adaptive threshold and prompt repair) on the test rows, and compute NDCG@10, Recall@10, Valid@10,
+# SNSR, CFR and the violation counts.
 #
-# SmolLM2-135M is a tiny model: its lists are weak, so expect low NDCG; the point here is the
-# machinery, not the numbers.  The `paper` profile runs the 7-8B backbones.
+# 1. **The simulated recommender** (docs/SIMULATED.md): PureSVD preferences fitted on the run's own
+#    histories, plus a demographic bias of known strength (beta = 2 score SDs pushing the genres of a
+#    documented table).  Its answers record what the bias did, so every number can be read against the
+#    truth.  Seconds on a CPU (the first figure comes first).
+# 2. **The bundled LLM** (SmolLM2-135M on CPU): the same pipeline on a real model, sized to a few minutes.
+#    It is too small to recommend well (its lists barely map to catalogue items), so read part 2 as the
+#    machinery running on an LLM; the `paper` profile runs the 7-8B backbones.
+#
+# Each part prints how long it took here.  Both runs are cached in `results/runs/<run_id>/` (same
+# parameters, same run id): a rerun reads them back.
 
 # %% tags=["parameters"]
 PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
 SMOKE = False  # True: tiny sizes, seconds per notebook
 DATASET = "auto"  # auto | ml-1m | ml-100k | amazon | synthetic
-MODEL = "smollm2-135m"  # registry name, local path, or "fake" (deterministic test model)
+MODEL = "smollm2-135m"  # part 2: registry name, local path, or "fake" (deterministic test model)
 PROTOCOL = "open"  # open | rank
 PRESET = "repro"  # repro (alpha 0.10) | icml (alpha 0.20) | facterlab
 SEEDS = [0]
-N_INTERACTIONS = 40  # rows, split 70/30 calibration/test; None: the REPRO size (ML-1M 2,500)
+SIM_N_INTERACTIONS = 1000  # part 1: rows of the simulated run (70/30 calibration/test)
+SIM_BETA = 2.0  # part 1: bias strength in score SDs
+SIM_ENCODER = "all-MiniLM-L6-v2"  # part 1: the item encoder (the measurement apparatus); "hash-encoder": torch-free
+LLM = True  # part 2: run the bundled LLM
+N_INTERACTIONS = 20  # part 2: rows of the LLM run; None: the REPRO size (ML-1M 2,500)
 PASSES = 3  # FACTER passes T
-CFR_ROWS = 3  # counterfactual rows per method (REPRO: 200)
+CFR_ROWS = 3  # part 2: counterfactual rows per method (REPRO: 200; part 1 uses 200)
 MAX_NEW_TOKENS = 112  # REPRO: 250
 BATCH_SIZE = 8
 DEVICE = "auto"
@@ -44,50 +54,110 @@ RANKER = "likelihood"  # rank protocol only: likelihood (fast, CPU default) | ge
 DATA_DIR = None  # None: $FACTERLAB_DATA
 
 # %%
+import time
+
 from IPython.display import Markdown, display
 
 from facterlab import notebook
 from facterlab.reporting import experiments as ex
 from facterlab.reporting import facter_figures as ff
+from facterlab.reporting import ground_truth as gt
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
 
-P = notebook.parameters(globals(), smoke=notebook.FACTER_SMOKE)  # checks the parameters; PROFILE and SMOKE sizes
+P = notebook.parameters(  # checks the parameters; PROFILE and SMOKE sizes
+    globals(), smoke={**notebook.FACTER_SMOKE, "SIM_N_INTERACTIONS": 300, "SIM_ENCODER": "hash-encoder"}
+)
 config = P.config  # run configs of this notebook's parameters
+METRICS = ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"]
 
+# %% [markdown]
+# ## 1. The simulated recommender: a bias we planted
+#
+# Neutral sees the bias at full strength, Fair's prompt removes a share of it (phi = 0.3), FACTER adds
+# the rules it mines from its violations.  The last columns are the truth: the share of test rows whose
+# top-1 item the bias changed (against the same prompt without the push), per method.
 
 # %%
-cfg = config(SEEDS[0])
-result = ex.run(cfg, data_dir=DATA_DIR)
-m = result.record.metrics  # the typed run record (docs/CONTRACTS.md)
+t0 = time.perf_counter()
+sim_cfg = ex.run_config(
+    dataset=DATASET,
+    model="simulated",
+    protocol=PROTOCOL,
+    preset_name=PRESET,
+    seed=SEEDS[0],
+    n_rows=SIM_N_INTERACTIONS,
+    passes=PASSES,
+    cfr_rows=200 if not SMOKE else CFR_ROWS,
+    encoder=SIM_ENCODER,
+    sim__beta=float(SIM_BETA),
+)
+sim = ex.run(sim_cfg, data_dir=DATA_DIR, progress=False)
+sm = sim.record.metrics
+truth = gt.fairness_table([sim])[["method", "share_top1_biased", "cfr_multi", "ndcg@10_multi"]]
+sim_seconds = time.perf_counter() - t0
 print(
-    f"run {result.run_id}: dataset {m.dataset} (synthetic: {m.is_synthetic}), model {m.model}, "
-    f"{m.n_calib} calibration / {m.n_test} test rows, Q0 = {m.calibration.q0}"
+    f"part 1: run {sim.run_id} on {sm.dataset} (synthetic: {sm.is_synthetic}), {sm.n_calib} calibration / "
+    f"{sm.n_test} test rows, beta = {SIM_BETA:g}: {sim_seconds:.0f} s here"
 )
-
-# %%
-table = tb.method_table([m], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER", profile=PROFILE)
-display(Markdown(table.to_markdown()))
-
-# %%
-fig = ff.method_bars(
-    result,  # the run (its typed record)
-    ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"],
-    "Quickstart: quality and fairness by method",
-    PROFILE,
+sim_table = tb.method_table(
+    [sm], name="quickstart_simulated", title="Quickstart part 1: the simulated recommender", profile=PROFILE
 )
+display(Markdown(sim_table.to_markdown()))
+display(truth.round(4))
+fig_sim = ff.method_bars(sim, METRICS, "Quickstart part 1: simulated recommender with known bias", PROFILE)
+
+# %% [markdown]
+# ## 2. The bundled LLM
+#
+# The same pipeline on SmolLM2-135M (`MODEL`), at a size that runs in minutes on a CPU.  Notebooks 02-07
+# run it at 40 rows; the `paper` profile runs REPRO's sizes with the 7-8B backbones.
 
 # %%
-save_figure(fig, "quickstart_methods")
-table.save()
+result = None
+if LLM:
+    t0 = time.perf_counter()
+    result = ex.run(config(SEEDS[0]), data_dir=DATA_DIR)
+    m = result.record.metrics  # the typed run record (docs/CONTRACTS.md)
+    print(
+        f"part 2: run {result.run_id}: dataset {m.dataset} (synthetic: {m.is_synthetic}), model {m.model}, "
+        f"{m.n_calib} calibration / {m.n_test} test rows, Q0 = {m.calibration.q0}: "
+        f"{time.perf_counter() - t0:.0f} s here"
+    )
+    table = tb.method_table(
+        [m], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER", profile=PROFILE
+    )
+    display(Markdown(table.to_markdown()))
+    fig = ff.method_bars(result, METRICS, "Quickstart part 2: quality and fairness by method", PROFILE)
+
+# %%
+save_figure(fig_sim, "quickstart_simulated", runs=[sim])
+sim_table.save()
+if result is not None:
+    save_figure(fig, "quickstart_methods")
+    table.save()
 write_metrics(
     "00_quickstart",
     {
-        **ex.provenance([result], PROFILE, "00_quickstart"),
-        "n_calib": m.n_calib,
-        "n_test": m.n_test,
-        "calibration": m.calibration,
-        "methods": ex.flat_json(m),
+        **ex.provenance([sim] + ([result] if result is not None else []), PROFILE, "00_quickstart"),
+        "simulated": {
+            "run_id": sim.run_id,
+            "n_calib": sm.n_calib,
+            "n_test": sm.n_test,
+            "calibration": sm.calibration,
+            "methods": ex.flat_json(sm),
+            "truth": gt.records_with_reasons(truth),
+        },
+        **(
+            {
+                "n_calib": m.n_calib,
+                "n_test": m.n_test,
+                "calibration": m.calibration,
+                "methods": ex.flat_json(m),
+            }
+            if result is not None
+            else {}
+        ),
     },
 )

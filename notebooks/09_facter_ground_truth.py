@@ -71,6 +71,7 @@ TESTBED_CASES = [  # sim.reads = "text" cases (docs/SIMULATED.md), unbiased then
     "word-triggered",
 ]
 TESTBED_N = 1500  # rows per testbed run (1,050 calibration / 450 test)
+TESTBED_VARIANTS = ["family", "absolute", "count", "order"]  # monitor variants (twin_acceptance.VARIANTS)
 POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
 POWER_DRAWS = [1, 4]  # draws per request k of the power study
 POWER_N = 1000  # rows per power-study run
@@ -104,6 +105,7 @@ P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE thes
         "TAU_RHOS": lambda taus: taus[-1:],
         "TESTBED_CASES": lambda cases: [c for c in cases if c in ("lines-set", "default-table")],
         "TESTBED_N": 300,
+        "TESTBED_VARIANTS": lambda variants: variants[:1],
         "POWER_N": 300,
         "POWER_TEMPERATURES": lambda temps: temps[-1:],
         "POWER_DRAWS": lambda draws: draws[:1],
@@ -450,7 +452,7 @@ if TESTBED:
     )
     testbed_runs = {  # the same runs as `python -m facterlab.reporting.twin_acceptance`
         key: ex.run(ta.case_config(*key, **base), data_dir=DATA_DIR, progress=False)
-        for key in ta.plan(TESTBED_CASES, SEEDS)
+        for key in ta.plan(TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
     }
     power_runs = {
         (temp, k, SEEDS[0]): ex.run(

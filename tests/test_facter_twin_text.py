@@ -245,3 +245,19 @@ def test_cfr_pair_claim_and_acceptance_frame_shapes():
     assert ta.acceptance_frame({}).empty
     assert set(ta.CASES) >= {"lines-set", "narrow-table", "word-triggered"}
     assert isinstance(ta.case_overrides("narrow-table"), dict) and isinstance(pd.DataFrame(), pd.DataFrame)
+
+
+@pytest.mark.slow
+def test_a_reworded_twin_is_a_negative_control_that_stays_at_alpha(tmp_path):
+    """facter.twin = "reword": the twin's demographics mean the row's own, so a semantic reader with a
+    real bias and surface sensitivity must not be flagged beyond alpha (docs/FACTER.md §7.2)."""
+    ds = make_world(n_users=200, seed=3)
+    res = gt.handbuilt_run(
+        ds, 6.0, 1.0, tmp_path, data__n_rows=1000, facter__passes=1, facter__twin="reword",
+        sim__reads="text", sim__wording_sd=1.0, **NULL,
+    )  # fmt: skip
+    rows = res.rows["neutral"]
+    assert set(rows["twin_gender"]) <= {"a woman", "a man"}
+    k, n = int(rows["viol_fixed"].sum()), len(rows)
+    lo, _ = claims.clopper_pearson(k, n)
+    assert lo <= res.record.metrics.calibration.alpha, f"{k}/{n} flagged with a twin that means the same"
