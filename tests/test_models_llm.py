@@ -311,3 +311,143 @@ def test_hub_model_weights_load_once_across_download(monkeypatch, tmp_path):
     assert calls == ["acme/tiny-chat", "acme/tiny-chat"]  # one tokenizer, one model
     for k in [k for k in llm._WEIGHTS if k[0] == "hub:acme/tiny-chat"]:
         del llm._WEIGHTS[k]
+
+
+@pytest.fixture(scope="module")
+def lm_onednn(lm):
+    from facterlab.models.llm import load_lm
+
+    return load_lm("smollm2-135m", device="cpu", linear_kernel="onednn")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_onednn_rows_do_not_depend_on_their_batch(lm_onednn, temperature):
+    """linear_kernel="onednn": no dummy rows, finished rows leave the batch, and a request's tokens are
+    still those it gets alone (batches of 1, 3 and 8, shuffled; mixed buckets)."""
+    from facterlab.models.llm import DecodingParams, bucket_length
+
+    lo = lm_onednn
+    assert lo.row_invariant and lo.kernel == "onednn"
+    n = 5
+    prompts = _prompts(lo, n, seed=1)
+    assert len({bucket_length(len(p), lo.bucket) for p in prompts}) >= 2
+    params = DecodingParams(temperature=temperature, top_p=0.95, max_new_tokens=12, repetition_penalty=1.2)
+    seeds = [11 * i + 1 for i in range(n)]
+    alone = [lo.generate([p], [s], params, batch_size=1)[0] for p, s in zip(prompts, seeds)]
+    assert len(set(alone)) > 1
+    for bs, shuffle_seed in ((3, 1), (8, 2)):
+        order = list(range(n))
+        random.Random(shuffle_seed).shuffle(order)
+        out = lo.generate([prompts[i] for i in order], [seeds[i] for i in order], params, batch_size=bs)
+        assert [out[order.index(i)] for i in range(n)] == alone, f"batch size {bs}"
+
+
+def _answer_prompts(m, n=4):
+    """Prompts asking for 5 titles as a JSON array (SmolLM2 often writes one, then stops there)."""
+    return [
+        m.encode_messages(
+            [
+                {"role": "system", "content": "You are a helpful movie recommendation assistant."},
+                {
+                    "role": "user",
+                    "content": "Watch history: "
+                    + "; ".join(TITLES[(i + j) % len(TITLES)] for j in range(5))
+                    + ". Recommend the next 5 movies as a JSON array of titles.",
+                },
+            ]
+        )
+        for i in range(n)
+    ]
+
+
+def test_onednn_rows_leaving_the_batch_do_not_change_the_others(lm_onednn):
+    """With stop_k, rows of one batch end at different steps and leave it (the batch shrinks mid-decode);
+    every row's text is still the one it gets alone."""
+    from facterlab.models.llm import DecodingParams, bucket_length
+
+    lo = lm_onednn
+    prompts = _answer_prompts(lo)
+    params = DecodingParams(temperature=0.0, max_new_tokens=60, repetition_penalty=1.2)
+    together = lo.generate(prompts, [0] * 4, params, batch_size=4, stop_k=[5] * 4)
+    alone = [lo.generate([p], [0], params, batch_size=1, stop_k=[5])[0] for p in prompts]
+    assert together == alone
+    by_bucket: dict = {}
+    for p, t in zip(prompts, together):
+        by_bucket.setdefault(bucket_length(len(p), lo.bucket), set()).add(len(lo.candidate_ids(t)))
+    assert any(len(v) > 1 for v in by_bucket.values())  # some batch shrank before its last row ended
+
+
+def test_stop_at_answer_parses_like_full_length(lm_onednn, lm):
+    """stop_k: each row's text is a prefix of its full-length text with the same parse (titles and
+    status), greedy and sampled, with both kernels; at least one row stops early."""
+    from facterlab.models.llm import DecodingParams
+    from facterlab.models.parsing import parse_titles
+
+    n_short = 0
+    for m, temperature in ((lm_onednn, 0.0), (lm_onednn, 0.7), (lm, 0.0)):
+        prompts = _answer_prompts(m)
+        params = DecodingParams(temperature=temperature, max_new_tokens=60, repetition_penalty=1.2)
+        full = m.generate(prompts, [1, 2, 3, 4], params, batch_size=4)
+        stop = m.generate(prompts, [1, 2, 3, 4], params, batch_size=4, stop_k=[5] * 4)
+        for f, s in zip(full, stop):
+            assert f.startswith(s) and parse_titles(s, 5) == parse_titles(f, 5)
+            n_short += len(s) < len(f)
+    assert n_short > 0
+
+
+def test_answer_complete_is_final_under_any_continuation():
+    """answer_complete(prefix) implies parse(prefix + anything) == parse(prefix), on every prefix of
+    tricky texts and several continuations (a nested array, a closing of an earlier bracket, prose)."""
+    from facterlab.models.parsing import answer_complete, parse_titles
+
+    texts = [
+        'Sure! ["Heat (1995)", "Fargo (1996)", "Alien (1979)"] Enjoy ["Babe"]',
+        '["A", ["B"], "C"] and more',
+        '[[], ["Heat"]] ["X"]',
+        '{"GoldenEye": [7], "x": ["Heat"]}',
+        "[\u201cHeat\u201d, \u201cFargo\u201d]",
+        '```json\n[\n  "Toy Story",\n  "Heat"\n]\n```',
+        "1. Heat\n2. Fargo\n[",
+        '[], ["Heat"]',
+        '["", " ", "Heat"]',
+    ]
+    tails = ["", "]", '"]', ', "Zz"]', '] ["Other"]', "\n1. Other\n", "[[[[", '"}]']
+    n_complete = 0
+    for text in texts:
+        for cut in range(len(text) + 1):
+            prefix = text[:cut]
+            if not answer_complete(prefix, 3):
+                continue
+            n_complete += 1
+            for tail in [text[cut:], *tails]:
+                assert parse_titles(prefix + tail, 3) == parse_titles(prefix, 3), (prefix, tail)
+    assert n_complete > 10
+    assert not answer_complete("", 3) and not answer_complete('["Heat"', 3) and not answer_complete("[]", 3)
+
+
+def test_kernel_and_stop_switches_have_their_own_fingerprints(lm, lm_onednn):
+    from facterlab.config import ModelConfig, config_hash, preset
+    from facterlab.models.rankers import LLMRecommender, expected_fingerprint
+
+    base = ModelConfig(device="cpu")
+    fps = set()
+    for mcfg, m in (
+        (base, lm),
+        (ModelConfig(device="cpu", linear_kernel="onednn"), lm_onednn),
+        (ModelConfig(device="cpu", stop_at_answer=True), lm),
+        (ModelConfig(device="cpu", linear_kernel="onednn", stop_at_answer=True), lm_onednn),
+    ):
+        rec = LLMRecommender(m, mcfg, "open")
+        assert expected_fingerprint(mcfg, "open") == rec.fingerprint
+        fps.add(rec.fingerprint)
+    assert len(fps) == 4
+    assert lm.fingerprint == lm_onednn.fingerprint.removesuffix("|onednn") != lm_onednn.fingerprint
+    # at their defaults the switches are out of the run id (saved runs keep theirs)
+    assert config_hash(preset("repro", model__linear_kernel="blas", model__stop_at_answer=False)) == config_hash(
+        preset("repro")
+    )
+    assert config_hash(preset("repro", model__stop_at_answer=True)) != config_hash(preset("repro"))
+    with pytest.raises(ValueError, match="linear_kernel"):
+        ModelConfig(linear_kernel="mkl")
+    with pytest.raises(ValueError, match="stop_at_answer"):
+        ModelConfig(stop_at_answer="yes")

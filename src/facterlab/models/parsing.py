@@ -28,7 +28,14 @@ import re
 from facterlab.data.titles import normalise_title
 from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_NA, PARSE_OK, Prediction
 
-__all__ = ["parse_titles", "parse_with_reason", "clean_title", "PARSER_VERSION", "MAX_ARRAY_STARTS"]
+__all__ = [
+    "parse_titles",
+    "parse_with_reason",
+    "clean_title",
+    "answer_complete",
+    "PARSER_VERSION",
+    "MAX_ARRAY_STARTS",
+]
 
 #: bumped whenever parsing or candidate matching changes an output; it is part of the LLM recommender's
 #: fingerprint, so cached predictions parsed by an older version are not reused
@@ -234,6 +241,38 @@ def parse_with_reason(text, k: int) -> tuple:
     elif notes.capped:
         why += f" (only the first {MAX_ARRAY_STARTS} '[' were tried)"
     return (), PARSE_EMPTY, why
+
+
+def answer_complete(text: str, k: int) -> bool:
+    """Whether the parse of ``text`` is final: ``parse_titles(text + more, k) == parse_titles(text, k)``
+    for every continuation ``more`` (a generating row may stop here).
+
+    True when the text's first ``[`` opens a JSON array that is closed in ``text`` and gives at least
+    one title: :func:`parse_with_reason` tries that array first and returns its titles, and the JSON
+    decoder reads an array up to its closing ``]`` and no further.  (A later ``[`` cannot come first,
+    and the smart-quote mapping is one character for one, so positions agree.)  False otherwise,
+    including for answers that only the list-line fallback would parse.
+
+    >>> answer_complete('Sure: ["Heat", "Fargo"]', 10), answer_complete('["Heat", "Far', 10)
+    (True, False)
+    >>> answer_complete('[], ["Heat"]', 10)  # the first array is empty: a later one decides
+    False
+    """
+    if not isinstance(text, str):
+        return False
+    t = _desmart(text)
+    i = t.find("[")
+    if i == -1:
+        return False
+    try:
+        val, _ = json.JSONDecoder().raw_decode(t, i)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(val, list):
+        return False
+    if val and all(isinstance(x, list) for x in val):
+        val = [y for x in val for y in x]
+    return bool(_dedup_cap(val, k))
 
 
 def ranked_by_scores(candidates: list, scores: list, n_truncated_history: int = 0) -> Prediction:

@@ -28,7 +28,7 @@ from facterlab.data.titles import normalise_title
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.cache import CachedRecommender, PredictionCache
 from facterlab.models.device import resolve_device
-from facterlab.models.llm import DecodingParams, lm_fingerprint, load_lm
+from facterlab.models.llm import DecodingParams, effective_kernel, lm_fingerprint, load_lm
 from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
 from facterlab.models.registry import resolve_llm, served_model_id
 from facterlab.models.served import ServedRecommender, probe_server, served_fingerprint, server_of
@@ -150,6 +150,7 @@ def recommender_fingerprint(model_cfg: ModelConfig, protocol: str, lm_fingerprin
         (
             f"T={model_cfg.temperature},p={model_cfg.top_p},n={model_cfg.max_new_tokens},"
             f"r={model_cfg.repetition_penalty},bucket={bucket}"
+            + (",stop=answer" if model_cfg.stop_at_answer else "")  # only when on: no other fingerprint changes
         )
         if ranker == "generate"
         else "loglik-packed"
@@ -165,8 +166,9 @@ def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
     if served_model_id(model_cfg.llm) is not None:
         url, model = server_of(model_cfg)
         return served_fingerprint(model_cfg, protocol, probe_server(url, model, key_env=model_cfg.api_key_env))
-    _, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
-    return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name))
+    dev, dtype_name = resolve_device(model_cfg.device, model_cfg.dtype)
+    kernel = effective_kernel(model_cfg.linear_kernel, dev, dtype_name)
+    return recommender_fingerprint(model_cfg, protocol, lm_fingerprint(resolve_llm(model_cfg.llm), dtype_name, kernel))
 
 
 class LLMRecommender(Recommender):
@@ -244,7 +246,12 @@ class LLMRecommender(Recommender):
         fitted = [self.fit_prompt(r) for r in requests]
         if self.ranker == "likelihood":
             return [self._likelihood(r, ids, nd) for r, (ids, nd) in zip(requests, fitted)]
-        texts = self.lm.generate([f[0] for f in fitted], [r.seed for r in requests], self.params, self.batch_size)
+        stop_k = None
+        if self.cfg.stop_at_answer:  # the k the answer is parsed with below
+            stop_k = [r.k if self.protocol == "open" else len(r.candidates or ()) for r in requests]
+        texts = self.lm.generate(
+            [f[0] for f in fitted], [r.seed for r in requests], self.params, self.batch_size, stop_k=stop_k
+        )
         out = []
         for r, (_, nd), text in zip(requests, fitted, texts):
             if self.protocol == "open":
@@ -281,7 +288,13 @@ def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress
         rec = ServedRecommender(model_cfg, protocol, match=match_to_candidates, llm_recommender=LLMRecommender)
     else:
         resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports
-        lm = load_lm(model_cfg.llm, model_cfg.device, model_cfg.dtype, model_cfg.trust_remote_code)
+        lm = load_lm(
+            model_cfg.llm,
+            model_cfg.device,
+            model_cfg.dtype,
+            model_cfg.trust_remote_code,
+            linear_kernel=model_cfg.linear_kernel,
+        )
         rec = LLMRecommender(lm, model_cfg, protocol)
     if cache is False or cache is None:
         return rec
