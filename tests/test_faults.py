@@ -1074,6 +1074,7 @@ def _served_run(url: str, tmp_path, monkeypatch, *flags, quiet: bool = True) -> 
         probe.cache_clear()
     monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING" if quiet else "INFO")  # -q exports it: restored after the test
     args = ["-q"] * quiet + ["run", "--model", "openai:test-model", "--server-url", url, "--encoder", "hash-encoder"]
     args += ["--dataset", "synthetic", "--n-rows", "40", "--passes", "1", "--cfr-rows", "4", "--no-progress"]
     t0 = time.monotonic()

@@ -84,6 +84,8 @@ def test_a_bad_server_url_is_one_line_before_any_request(url, says):
 def test_cli_refuses_a_url_with_crlf_in_one_line(tmp_path, monkeypatch, capsys):
     from facterlab.cli import main
 
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # -q exports it: restored after the test
+
     monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
     args = ["-q", "run", "--model", f"openai:{MODEL}", "--server-url", "http://127.0.0.1:1/\r\nHost: x"]
     assert main([*args, "--dataset", "synthetic", "--encoder", "hash-encoder"]) != 0
@@ -252,6 +254,8 @@ def _run_args(url: str) -> list:
 def test_run_audits_a_strict_server_greedily_and_names_its_flag_when_refused(tmp_path, monkeypatch, capsys):
     from facterlab.cli import main
 
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # -q exports it: restored after the test
+
     monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
     with OpenAIServer(strict=True) as srv:  # refuses repetition_penalty with HTTP 422, as transformers serve
@@ -270,6 +274,8 @@ def test_run_audits_a_strict_server_greedily_and_names_its_flag_when_refused(tmp
 
 def test_a_sweep_with_an_incapable_server_is_refused_before_any_run_in_one_line(tmp_path, monkeypatch, capsys):
     from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # -q exports it: restored after the test
 
     monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
     base = ["-q", "sweep", "--executor", "serial", "--out-dir", str(tmp_path / "out"), "--grid", "seed=0,1,2"]

@@ -631,8 +631,10 @@ def test_sweep_executor_slurm_runs_through_a_stand_in_sbatch(serial, tmp_path):
     assert len(got) == 2 and all(got[r] == ref[r] for r in got)
 
 
-def test_a_bad_cluster_file_is_one_line_before_any_work(tmp_path, capsys):
+def test_a_bad_cluster_file_is_one_line_before_any_work(tmp_path, capsys, monkeypatch):
     from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # -q exports it: restored after the test
 
     cases = {
         "nope.yaml": None,

@@ -515,11 +515,12 @@ def sampling_fields(model_cfg: ModelConfig) -> dict:
 def supports_sampling(
     url: str, model: str, fields: tuple, chat: bool = True, timeout: float = 60.0, key_env: str | None = None
 ) -> tuple:
-    """``(ok, why, transient)`` of a one-token generation request with the decoding ``fields``
-    (``(name, value)`` pairs, :func:`sampling_fields`), asked once per process: ``(True, "", False)``
-    when answered (a 5xx included: not this probe's to judge), ``(False, "HTTP <status>: <message>",
-    False)`` for a deterministic refusal (HTTP 4xx other than 408/425/429), ``(False, "no answer ...",
-    True)`` when the server listed the model but did not answer within ``timeout``."""
+    """``(ok, why, kind)`` of a one-token generation request with the decoding ``fields`` (``(name,
+    value)`` pairs, :func:`sampling_fields`), asked once per process: ``(True, "", "ok")`` when answered
+    (a 5xx included: not this probe's to judge); ``(False, "HTTP <status>: <message>", "refused")`` for a
+    deterministic refusal (HTTP 4xx other than 408/425/429); ``(False, "no answer ...", "silent")`` when
+    the server listed the model but did not answer within ``timeout``; ``(False, "no usable answer ...",
+    "broken")`` when it answered in something other than HTTP, or past the size cap."""
     body: dict = {"model": model, "max_tokens": 1, "seed": 0, **dict(fields)}
     if chat:
         body["messages"] = [{"role": "user", "content": "Say one word."}]
@@ -529,10 +530,12 @@ def supports_sampling(
     try:
         reply = _http("POST", _url(url, path), body, timeout=timeout, retries=1, key_env=key_env)
     except NoAnswer as exc:
-        return False, f"no answer to a one-token request {path} within {timeout:g} s: {exc.reason}", True
+        if exc.transient or "deadline" in exc.reason:
+            return False, f"no answer to a one-token request {path} within {timeout:g} s: {exc.reason}", "silent"
+        return False, f"no usable answer to a one-token request {path}: {exc.reason}", "broken"
     if 400 <= reply.status < 500 and reply.status not in _RETRY_STATUS:
-        return False, f"HTTP {reply.status}: {reply.what()}", False
-    return True, "", False
+        return False, f"HTTP {reply.status}: {reply.what()}", "refused"
+    return True, "", "ok"
 
 
 @functools.lru_cache(maxsize=32)
@@ -659,13 +662,15 @@ def check_served(model_cfg: ModelConfig, protocol: str) -> ServerInfo:
     if model_cfg.tokenizer:  # the token-id probe runs with the tokenizer (ServedRecommender._fitter)
         return info
     fields = sampling_fields(model_cfg)
-    ok, why, transient = supports_sampling(url, model, tuple(sorted(fields.items())), True, probe_timeout, key_env)
+    ok, why, kind = supports_sampling(url, model, tuple(sorted(fields.items())), True, probe_timeout, key_env)
     if ok:
         return info
-    if transient:
+    if kind == "silent":
         raise ServerUnavailable(
             f"the server at {url} lists model {model!r} but gave {why} ({setting_hint('timeout', 'SECONDS')})"
         )
+    if kind == "broken":
+        raise ServerError(f"the server at {url} lists model {model!r} but gave {why}")
     hint = next((refusal_hint(k, v) for k, v in fields.items() if k != "temperature" and k in why), "")
     raise ServerError(f"the server at {url} refuses this config's decoding settings {fields}: {why}{hint}")
 
