@@ -4,20 +4,35 @@
     python benchmarks/bench_simpson.py --grid-only    # stage timings + the 3-seed grid
     python benchmarks/bench_simpson.py --quick        # a few repeats only (no grid, no sweeps)
     python benchmarks/bench_simpson.py --explorer-n   # the explorer's default N (21 slider seeds per N)
+    python benchmarks/bench_simpson.py --notebooks '1[1-5]_*'   # each Simpson notebook, cold (issue 30)
 
 Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
 ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 configurations, N = 50,000,
 ``--jobs`` worker processes, default 2; target < 3 min on 2 cores) with its like-for-like table, the
 figure sweeps (Figs 3/4 and 5, 10 seeds per point, N = 10,000; target < 5 min together), and peak memory.
+
+``--notebooks GLOB`` (issue 30, "a time budget per notebook"): each matching notebook runs as
+``facterlab reproduce --only NAME --profile PROFILE`` (the runner's kernel and thread plan, as a user
+gets them) in a fresh results / figures / cache folder, ``--repeats`` times, notebooks alternating
+(A B C, C B A, ...); per run the wall seconds, the CPU seconds of the whole process tree (user +
+system of every child waited for: papermill, the kernel, its worker pools) and the 1-minute load
+average before and after; then medians per notebook against the 120 s budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import os
 import resource
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +67,64 @@ def explorer_n(sizes=(5_000, 10_000, 20_000, 50_000), seeds=range(21)) -> None:
             f"mean |IPS - PerUser| {np.abs(e).mean():.3f} pp; Agg - PerUser {a.mean():+.3f} ± {a.std(ddof=1):.3f} pp",
             flush=True,
         )
+
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGET_S = 120.0  # issue 30: every notebook at most 2 minutes wall on the default profile
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def notebook_once(name: str, profile: str) -> dict:
+    """One cold ``facterlab reproduce --only name`` in fresh folders: wall, CPU of the process tree, load."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench_simpson_nb_"))
+    env = dict(
+        os.environ,
+        FACTERLAB_RESULTS=str(tmp / "results"),
+        FACTERLAB_FIGURES=str(tmp / "figures"),
+        FACTERLAB_CACHE=str(tmp / "cache"),
+        MPLBACKEND="Agg",
+    )
+    exe = Path(sys.executable).with_name("facterlab")
+    cmd = [str(exe)] if exe.is_file() else [sys.executable, "-m", "facterlab.cli"]
+    cmd += ["reproduce", "--only", name, "--profile", profile]
+    load0 = os.getloadavg()[0]
+    c0, t0 = _children_cpu(), time.perf_counter()
+    p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    shutil.rmtree(tmp, ignore_errors=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{(p.stdout + p.stderr)[-3000:]}")
+    return {"wall_s": wall, "cpu_s": cpu, "load0": load0, "load1": os.getloadavg()[0]}
+
+
+def notebooks_report(pattern: str, profile: str, repeats: int) -> None:
+    """Module docstring, ``--notebooks``."""
+    names = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb") if fnmatch.fnmatch(p.name, pattern))
+    if not names:
+        raise SystemExit(f"no notebook matches {pattern!r} in notebooks/")
+    got: dict = {n: [] for n in names}
+    for i in range(repeats):
+        for n in names if i % 2 == 0 else names[::-1]:
+            r = notebook_once(n, profile)
+            got[n].append(r)
+            print(
+                f"  repeat {i + 1} {n:40s} wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
+                f"load {r['load0']:.1f} -> {r['load1']:.1f}",
+                flush=True,
+            )
+    print(
+        f"\nfacterlab reproduce --only NAME --profile {profile}, cold; medians over {repeats} run(s); {os.cpu_count()} CPUs"
+    )
+    print("| notebook | wall s | CPU s | CPU / wall | wall / 120 s budget |")
+    print("|---|---|---|---|---|")
+    for n in names:
+        w = statistics.median(r["wall_s"] for r in got[n])
+        c = statistics.median(r["cpu_s"] for r in got[n])
+        print(f"| {n} | {w:.1f} | {c:.1f} | {c / w:.2f} | {w / BUDGET_S:.2f} |")
 
 
 def timed(fn, *a, **kw):
@@ -92,18 +165,23 @@ def peak_memory(cfg: SimpsonConfig) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="stage timings only (3 repeats at N=50,000)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=None, help="default 5 (stage timings), 1 (--notebooks)")
     ap.add_argument("--grid-only", action="store_true", help="skip the figure sweeps")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes for the grid (default 2)")
     ap.add_argument(
         "--explorer-n", action="store_true", help="only: at the explorer's default knobs, IPS vs aggregate per N"
     )
+    ap.add_argument("--notebooks", metavar="GLOB", help="only: time these notebooks cold (module docstring)")
+    ap.add_argument("--profile", default="default", choices=["default", "paper", "smoke"])
     args = ap.parse_args()
+    if args.notebooks:
+        notebooks_report(args.notebooks, args.profile, args.repeats or 1)
+        return
     if args.explorer_n:
         explorer_n()
         return
     cfg = SimpsonConfig(n_users=50_000, n_items=100, bias=0.03, sigma1=5.0, d1=2.5)
-    reps = 3 if args.quick else args.repeats
+    reps = 3 if args.quick else (args.repeats or 5)
     st = stage_times(cfg, reps)
     total = st["simulate"] + st["gaps+decomposition"] + st["random experiment + naive + 2 IPS"]
     print(
