@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,8 +103,8 @@ def main(argv=None) -> int:
             served["vllm ids x4"] = make_recommender(cfg_ids, "open", cache=False)
         else:
             cfg = ModelConfig(llm=f"openai:{folder}", server_url=url, **common)
-            served["served x1"] = ServedRecommender(cfg, "open", concurrency=1)
-            served["served x4"] = ServedRecommender(cfg, "open", concurrency=4)
+            served["served x1"] = ServedRecommender(replace(cfg, concurrency=1), "open")
+            served["served x4"] = ServedRecommender(replace(cfg, concurrency=4), "open")
         next(iter(served.values())).predict(reqs[:1])  # warm-up (the server loads the model on first use)
         kinds = ["in-process", *served]
         rows: dict = {k: [] for k in kinds}

@@ -292,3 +292,28 @@ def test_a_sweep_with_an_incapable_server_is_refused_before_any_run_in_one_line(
         assert len(err) == 1 and "no prompt log-probabilities" in err[0] and "(3 runs)" in err[0], err
         assert {p for p, _ in srv.requests} <= {"/v1/chat/completions", "/v1/completions"} and len(srv.requests) == 2
     assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_the_testing_server_is_a_tool_on_127_0_0_1(tmp_path):
+    """``python -m facterlab.testing.server --port 0`` prints its URL, on 127.0.0.1, and serves the model."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "facterlab.testing.server", "--port", "0", "--model", "my-model"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("serving model 'my-model' at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        info = probe_server(url, "my-model")
+        assert info.kind == "facterlab-openai-test"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)  # closes its stdout pipe
+    bad = subprocess.run(
+        [sys.executable, "-m", "facterlab.testing.server", "--misbehave", "sulk"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "invalid choice: 'sulk'" in bad.stderr
