@@ -30,6 +30,7 @@ N_USERS = 10_000
 N_SEEDS = 10
 N_POINTS = 11
 N_READING_USERS = 2_000
+N_JOBS = 2  # worker processes for the simulations (the results do not depend on it)
 
 # %%
 import time
@@ -45,7 +46,9 @@ from facterlab.reporting.results import write_metrics
 from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
-P = notebook.parameters(globals(), smoke={"N_USERS": 1_000, "N_SEEDS": 2, "N_POINTS": 4, "N_READING_USERS": 500})
+P = notebook.parameters(
+    globals(), smoke={"N_USERS": 1_000, "N_SEEDS": 2, "N_POINTS": 4, "N_READING_USERS": 500, "N_JOBS": 1}
+)
 apply_style()
 T0 = time.time()
 
@@ -62,7 +65,7 @@ grids = {
     "sigma1": np.linspace(0.0, 10.0, N_POINTS),
     "bias": np.linspace(0.0, 0.1, N_POINTS),
 }
-raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False) for p, v in grids.items()}
+raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS) for p, v in grids.items()}
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
 # %%

@@ -46,6 +46,7 @@ STUDY_POINTS = 2  # the knob's lowest and highest value
 HELD_USERS = 5_000
 HELD_SEEDS = 3
 HELD_POINTS = 6
+N_JOBS = 2  # worker processes for the simulations (the results do not depend on it)
 
 # %%
 import time
@@ -73,6 +74,7 @@ P = notebook.parameters(
         "HELD_USERS": 800,
         "HELD_SEEDS": 2,
         "HELD_POINTS": 3,
+        "N_JOBS": 1,
     },
 )
 apply_style()
@@ -86,7 +88,7 @@ def title(text):
 # %%
 from facterlab.simpson.study import HALF_RULE, MOVE_PP, hold_per_user_gap, variant_study, variant_verdicts
 
-study = variant_study(n_users=STUDY_USERS, seeds=range(STUDY_SEEDS), n_points=STUDY_POINTS)
+study = variant_study(n_users=STUDY_USERS, seeds=range(STUDY_SEEDS), n_points=STUDY_POINTS, n_jobs=N_JOBS)
 verdicts = variant_verdicts(study)
 display(verdicts.T.round(3))
 direction = pd.DataFrame(
@@ -133,7 +135,7 @@ grids = {
     "sigma1": np.linspace(0.0, 10.0, N_POINTS),
     "bias": np.linspace(0.0, 0.1, N_POINTS),
 }
-raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False) for p, v in grids.items()}
+raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS) for p, v in grids.items()}
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
 # %%
@@ -176,8 +178,8 @@ display(
 # %%
 held_base = SimpsonConfig(n_users=HELD_USERS)
 held_raw = {
-    "d1": hold_per_user_gap("d1", np.linspace(1.5, 4.0, HELD_POINTS), seeds=range(HELD_SEEDS), base=held_base),
-    "sigma1": hold_per_user_gap("sigma1", np.linspace(0.0, 10.0, HELD_POINTS), seeds=range(HELD_SEEDS), base=held_base),
+    p: hold_per_user_gap(p, values, seeds=range(HELD_SEEDS), base=held_base, n_jobs=N_JOBS)
+    for p, values in {"d1": np.linspace(1.5, 4.0, HELD_POINTS), "sigma1": np.linspace(0.0, 10.0, HELD_POINTS)}.items()
 }
 held = {
     p: summarise(df, p, ["aggregate_gap", "per_user_gap", "bias", "competition_performance_term"])

@@ -30,6 +30,7 @@ N_USERS = 10_000
 N_SEEDS = 10
 N_POINTS = 11
 BIAS = 0.03
+N_JOBS = 2  # worker processes for the simulations (the results do not depend on it)
 
 # %%
 import time
@@ -45,7 +46,7 @@ from facterlab.reporting.results import write_metrics
 from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
-P = notebook.parameters(globals(), smoke={"N_USERS": 2_000, "N_SEEDS": 2, "N_POINTS": 4})
+P = notebook.parameters(globals(), smoke={"N_USERS": 2_000, "N_SEEDS": 2, "N_POINTS": 4, "N_JOBS": 1})
 apply_style()
 T0 = time.time()
 
@@ -57,8 +58,12 @@ def title(text):
 # %%
 base = SimpsonConfig(n_users=N_USERS, bias=BIAS)
 raw = {
-    "sigma1": sweep("sigma1", np.linspace(0, 10, N_POINTS), seeds=range(N_SEEDS), base=base.replace(d1=1.5)),
-    "d1": sweep("d1", np.linspace(1.5, 4, N_POINTS), seeds=range(N_SEEDS), base=base.replace(sigma1=0.0)),
+    "sigma1": sweep(
+        "sigma1", np.linspace(0, 10, N_POINTS), seeds=range(N_SEEDS), base=base.replace(d1=1.5), n_jobs=N_JOBS
+    ),
+    "d1": sweep(
+        "d1", np.linspace(1.5, 4, N_POINTS), seeds=range(N_SEEDS), base=base.replace(sigma1=0.0), n_jobs=N_JOBS
+    ),
 }
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
