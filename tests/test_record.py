@@ -303,16 +303,16 @@ def test_reuse_is_said_once_when_facterlab_logs_are_shown(capsys):
 
 
 def test_code_version_and_command(monkeypatch):
-    from facterlab.facter import record
+    from facterlab.facter import provenance, record  # record re-exports provenance's helpers (issue 32)
 
     if (REPO / ".git").exists():  # a git work tree: git describe
         assert record.code_version().startswith("git ")
-    monkeypatch.setattr(record.shutil, "which", lambda name: None)  # no git: the package version
+    monkeypatch.setattr(provenance.shutil, "which", lambda name: None)  # no git: the package version
     from importlib.metadata import version
 
     assert record.code_version() == f"facterlab {version('facterlab')}"
-    monkeypatch.setattr(record.sys, "argv", ["facterlab", "run", "--seed", "3"])
+    monkeypatch.setattr(provenance.sys, "argv", ["facterlab", "run", "--seed", "3"])
     assert record.run_command() == "facterlab run --seed 3"
-    monkeypatch.setattr(record.sys, "argv", ["/x/ipykernel_launcher.py", "-f", "k.json"])
+    monkeypatch.setattr(provenance.sys, "argv", ["/x/ipykernel_launcher.py", "-f", "k.json"])
     monkeypatch.setenv("FACTERLAB_NOTEBOOK", "03_table1_open_generation")
     assert record.run_command() == "notebook 03_table1_open_generation"

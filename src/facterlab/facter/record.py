@@ -24,24 +24,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
-import platform
-import shutil
-import subprocess
-import sys
-import types
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin
 
 from facterlab.config import ADDED_FIELDS, saved_setting
 from facterlab.datatypes import MissingValue
-from facterlab.safeio import FileLimitError, read_json
+from facterlab.facter.codec import UNIONS as _UNIONS
+from facterlab.facter.codec import RecordError
+from facterlab.facter.codec import absent_field as _absent
+from facterlab.facter.codec import decode_dataclass as _decode_dataclass
+from facterlab.facter.codec import encode_dataclass as _encode_dataclass
+from facterlab.facter.codec import extra_field as _extra
+from facterlab.facter.codec import is_value_type as _is_value_type
+from facterlab.facter.codec import record_field as _f
+from facterlab.facter.codec import type_hints as _hints
 
-#: a metric value: a number, an explicit missing value, or None (NaN/inf written as null, or not recorded)
-Value = float | int | MissingValue | None
+# re-exported: these lived here before the record was split along its seams (issue 32); old imports work
+from facterlab.facter.provenance import code_version, host_line, run_command, utc_now  # noqa: F401
+from facterlab.facter.values import Value, as_value, missing_json, to_json, value_or_nan  # noqa: F401
+from facterlab.safeio import FileLimitError, read_json
 
 METHODS = ("neutral", "fair", "facter")
 ATTRIBUTES = ("gender", "age", "occupation")
@@ -52,129 +55,6 @@ RECORD_FILES = (
     ("meta", "run.json", False),
     ("metrics", "metrics.json", True),  # last: its presence marks a complete record
 )
-
-
-class RecordError(ValueError):
-    """A run record that does not load: the message names the file and the key."""
-
-
-def _f(doc: str, key: str | None = None, optional: bool = False, default: Any = None, factory: Any = None) -> Any:
-    meta = {"doc": doc, "key": key, "optional": optional}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _extra() -> Any:
-    return field(default_factory=dict, metadata={"extra": True}, repr=False, compare=True)
-
-
-def _absent() -> Any:
-    return field(default_factory=frozenset, metadata={"absent": True}, repr=False, compare=False)
-
-
-# ---------------------------------------------------------------------------------------------
-# values
-
-
-def as_value(x: Any, what: str = "value") -> float | MissingValue:
-    """A record value as a float, or a :class:`MissingValue` with its reason (never a silent 0).
-
-    Numbers pass through; ``{"value": null, "missing_reason": r}``, a MissingValue and ``None`` are
-    missing; NaN/inf are missing (never printed as numbers).
-
-    Parameters
-    ----------
-    x : object
-        A number, a MissingValue, its JSON form or None.
-    what : str, default "value"
-        Name of the value in error messages.
-
-    Returns
-    -------
-    float or MissingValue
-        The number, or the missing value with its reason.
-
-    Examples
-    --------
-    >>> as_value(0.5), as_value({"value": 2}), as_value(True)
-    (0.5, 2.0, 1.0)
-    >>> as_value({"value": None, "missing_reason": "too few groups"}).reason
-    'too few groups'
-    >>> as_value(None, "ndcg").reason
-    'ndcg not recorded in metrics.json'
-    """
-    if isinstance(x, MissingValue):
-        return x
-    if x is None:
-        return MissingValue(f"{what} not recorded in metrics.json")
-    if isinstance(x, dict):
-        if "value" in x:
-            if x["value"] is None:
-                return MissingValue(str(x.get("missing_reason") or f"{what} missing (no reason given)"))
-            return as_value(x["value"], what)
-        return MissingValue(f"{what} is a mapping without a value")
-    if isinstance(x, bool):
-        return float(x)
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return MissingValue(f"{what} is not a number: {x!r}")
-    if not math.isfinite(v):
-        return MissingValue(f"{what} is not finite ({v})")
-    return v
-
-
-def value_or_nan(x: Any) -> float:
-    """A record value as a float for plotting and frames: :func:`as_value`, with NaN where it is missing.
-
-    >>> value_or_nan(0.5), value_or_nan({"value": None, "missing_reason": "no rows"}), value_or_nan(None)
-    (0.5, nan, nan)
-    """
-    v = as_value(x)
-    return v if isinstance(v, float) else float("nan")
-
-
-def missing_json(x: Any) -> Any:
-    """``x`` with every :class:`MissingValue` (nested in dicts/lists) as its JSON form.
-
-    Parameters
-    ----------
-    x : object
-        Any value, possibly holding MissingValue objects in dicts or lists.
-
-    Returns
-    -------
-    object
-        ``x`` with each MissingValue replaced by its JSON dict.
-    """
-    if isinstance(x, MissingValue):
-        return x.to_json()
-    if isinstance(x, dict):
-        return {k: missing_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [missing_json(v) for v in x]
-    return x
-
-
-def to_json(part: Any) -> Any:
-    """The JSON form of any part of a record (a dataclass, MissingValue, or containers of them).
-
-    Parameters
-    ----------
-    part : object
-        A record dataclass, a MissingValue, or containers of them.
-
-    Returns
-    -------
-    object
-        Plain JSON-serialisable data.
-    """
-    return _encode(part)
-
-
-def _is_missing_json(x: Any) -> bool:
-    return isinstance(x, dict) and set(x) == {"value", "missing_reason"} and x["value"] is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -692,198 +572,6 @@ def as_metrics(x: Any) -> RunMetrics:
             "(RunMetrics.partial(obj) for a partial one)"
         )
     raise TypeError(f"expected a run (RunRecord, RunResult or RunMetrics), got {type(x).__name__}")
-
-
-# ---------------------------------------------------------------------------------------------
-# provenance helpers
-
-
-def utc_now() -> str:
-    """The current UTC time as ISO 8601 text to the second (run records' timestamps)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def code_version() -> str:
-    """``git describe --always --dirty`` when the package sits in a git work tree, else the package version.
-
-    Returns
-    -------
-    str
-        The code version.
-    """
-    pkg = Path(__file__).resolve().parents[1]
-    git = shutil.which("git")
-    if git and any((p / ".git").exists() for p in (pkg, *pkg.parents)):
-        try:
-            # `--dirty` compares the work tree with the index, through the clean filter of every file whose
-            # stat data changed. In a fresh clone that is every notebook, and nbstripout (the clone's git
-            # filter for *.ipynb, `make install`) starts Python once per file: 20 s for the 17 notebooks, over
-            # the timeout. With `cat` as the clean filter, a notebook counts as changed when its file differs
-            # from the committed (stripped) one, outputs included.
-            out = subprocess.run(
-                [git, "-c", "filter.nbstripout.clean=cat", "describe", "--always", "--dirty"],
-                cwd=pkg,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            )
-            if out.returncode == 0 and out.stdout.strip():
-                return f"git {out.stdout.strip()}"
-        except (OSError, subprocess.SubprocessError):
-            pass
-    try:
-        from importlib.metadata import version
-
-        return f"facterlab {version('facterlab')}"
-    except Exception:  # noqa: BLE001 - PackageNotFoundError or a broken install: say so
-        return "unknown (no git work tree, package not installed)"
-
-
-def run_command() -> str:
-    """The command that made a run: ``sys.argv``; in a Jupyter/papermill kernel the notebook named by
-    ``$FACTERLAB_NOTEBOOK`` (or Jupyter's ``$JPY_SESSION_NAME``), else the kernel's working folder.
-
-    Returns
-    -------
-    str
-        The command or notebook that made the run.
-    """
-    argv = list(sys.argv)
-    if argv and "ipykernel" in Path(argv[0]).name:
-        nb = os.environ.get("FACTERLAB_NOTEBOOK") or os.environ.get("JPY_SESSION_NAME")
-        return (
-            f"notebook {nb}" if nb else f"notebook kernel in {os.getcwd()} (name unknown: FACTERLAB_NOTEBOOK not set)"
-        )
-    return " ".join(argv) if argv else "unknown"
-
-
-def host_line() -> str:
-    """CPU (and GPU when torch is already loaded and sees one) in one line.
-
-    Returns
-    -------
-    str
-        One line describing the CPU (and GPU).
-    """
-    cpu = platform.processor() or platform.machine()
-    line = f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_available():
-                line += f", GPU {torch.cuda.get_device_name(0)}"
-        except Exception:  # noqa: BLE001 - a broken CUDA set-up must not fail the record
-            pass
-    return line
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON codec (type-driven; keeps unknown keys in ``extra`` and absent optional keys absent)
-
-
-_UNIONS = (Union, types.UnionType)
-
-
-def _hints(cls) -> dict:
-    return get_type_hints(cls, globalns=globals())
-
-
-def _is_value_type(tp) -> bool:
-    return get_origin(tp) in _UNIONS and MissingValue in get_args(tp) and float in get_args(tp)
-
-
-def _decode(tp, obj, where: str, strict: bool):
-    origin = get_origin(tp)
-    if _is_value_type(tp):
-        if _is_missing_json(obj):
-            return MissingValue(str(obj["missing_reason"]))
-        if obj is None or isinstance(obj, (int, float)) and not isinstance(obj, bool) or not strict:
-            return obj
-        if isinstance(obj, bool):
-            return obj
-        raise RecordError(f"{where}: expected a number, null or a missing value, got {type(obj).__name__} {obj!r:.60}")
-    if origin in _UNIONS:
-        args = [a for a in get_args(tp) if a is not type(None)]
-        if obj is None:
-            return None
-        if MissingValue in args and _is_missing_json(obj):
-            return MissingValue(str(obj["missing_reason"]))
-        dcs = [a for a in args if dataclasses.is_dataclass(a)]
-        if dcs:
-            return _decode_dataclass(dcs[0], obj, where, strict)
-        return _decode(args[0], obj, where, strict)
-    if dataclasses.is_dataclass(tp):
-        return _decode_dataclass(tp, obj, where, strict)
-    if origin is dict:
-        if not isinstance(obj, dict):
-            raise RecordError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        _k, vt = get_args(tp) or (str, Any)
-        return {str(k): _decode(vt, v, f"{where}.{k}", strict) for k, v in obj.items()}
-    if origin is list:
-        if not isinstance(obj, list):
-            raise RecordError(f"{where}: expected a list, got {type(obj).__name__}")
-        (vt,) = get_args(tp) or (Any,)
-        return [_decode(vt, v, f"{where}[{i}]", strict) for i, v in enumerate(obj)]
-    if tp is dict and not isinstance(obj, dict) and strict:
-        raise RecordError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    if tp is str and not isinstance(obj, str) and strict:
-        raise RecordError(f"{where}: expected a string, got {type(obj).__name__} {obj!r:.60}")
-    if tp is bool and not isinstance(obj, bool) and strict:
-        raise RecordError(f"{where}: expected true/false, got {obj!r:.60}")
-    if tp is int and (isinstance(obj, bool) or not isinstance(obj, int)) and strict:
-        raise RecordError(f"{where}: expected an integer, got {obj!r:.60}")
-    return obj
-
-
-def _decode_dataclass(cls, obj, where: str, strict: bool):
-    if not isinstance(obj, dict):
-        raise RecordError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    hints = _hints(cls)
-    kw: dict = {}
-    absent = set()
-    known = set()
-    for fl in dataclasses.fields(cls):
-        if fl.metadata.get("extra") or fl.metadata.get("absent"):
-            continue
-        key = fl.metadata.get("key") or fl.name
-        known.add(key)
-        if key not in obj:
-            if strict and not fl.metadata.get("optional"):
-                raise RecordError(f"{where}: key {key!r} missing (an old-format or hand-edited record?)")
-            absent.add(fl.name)
-            continue
-        kw[fl.name] = _decode(hints[fl.name], obj[key], f"{where}.{key}", strict)
-    inst = cls(**kw, extra={k: v for k, v in obj.items() if k not in known})
-    inst.absent = frozenset(absent)
-    return inst
-
-
-def _encode(x):
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return _encode_dataclass(x)
-    if isinstance(x, MissingValue):
-        return x.to_json()
-    if isinstance(x, dict):
-        return {k: _encode(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_encode(v) for v in x]
-    return x
-
-
-def _encode_dataclass(inst) -> dict:
-    if isinstance(inst, MissingValue):
-        return inst.to_json()
-    out: dict = {}
-    absent: frozenset = getattr(inst, "absent", frozenset())
-    for fl in dataclasses.fields(inst):
-        if fl.metadata.get("extra") or fl.metadata.get("absent") or fl.name in absent:
-            continue
-        val = getattr(inst, fl.name)
-        if val is None and fl.metadata.get("optional"):
-            continue
-        out[fl.metadata.get("key") or fl.name] = _encode(val)
-    out.update(_encode(getattr(inst, "extra", {})))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
