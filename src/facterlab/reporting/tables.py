@@ -26,20 +26,40 @@ runs disagree becomes a row-label column, so that rows never mix variants silent
 
 from __future__ import annotations
 
-import io
 import math
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from facterlab.config import FAKE_LLM, SIMULATED_LLM
 from facterlab.datatypes import MissingValue
 from facterlab.facter.record import METHODS, RunMetrics, RunRecord, as_metrics
 from facterlab.facter.record import as_value as metric_value
 from facterlab.reporting import published as pub
-from facterlab.reporting.figures import figures_dir, run_provenance
+from facterlab.reporting.figures import run_provenance
 from facterlab.reporting.labels import METHOD_LABELS as _METHOD_LABELS
+
+# re-exported: the table object and the run-settings logic lived here before the split (issue 32)
+from facterlab.reporting.settings import (  # noqa: F401
+    LABELLED_SETTINGS,
+    OWN_SCORE_MODELS,
+    PROTOCOL_KEYS,
+    RUN_KEYS,
+    SEED_SETTINGS,
+    VARIANT_KEYS,
+    _provenance_notes,
+    _with_provenance,
+    differences_note,
+    group_labels,
+    recommender_label,
+    row_label,
+    run_field,
+    run_settings,
+    seed_groups,
+    setting_differences,
+    varying_keys,
+)
+from facterlab.reporting.table_format import Cell, Footnotes, Table, aggregate, format_mean_sd, render_cell  # noqa: F401
+from facterlab.reporting.table_format import Footnotes as _Footnotes
 
 __all__ = ["MissingValue", "metric_value"]  # re-exported: the one missing-value type, record values as numbers
 
@@ -56,45 +76,7 @@ MISSING_REASONS = {
 }
 ATTRIBUTES = ("gender", "age", "occupation")
 #: Variant names printed with every table (keys of metrics.json "variants").
-VARIANT_KEYS = (
-    "threshold_rule",
-    "correction",
-    "rule_keying",
-    "mapping",
-    "flip_strategy",
-    "snsr",
-    "calibration_prompt",
-    "ranker",
-)
-#: The protocol switches (docs/PROTOCOL.md; config.PROTOCOL_SWITCHES): printed in their own header line
-#: ("Protocol: ...", also in the LaTeX caption) and "not recorded" for runs that predate them.
-PROTOCOL_KEYS = (
-    "tie_order",
-    "ndcg_positions",
-    "snsr_items",
-    "snsr_empty_rows",
-    "rule_tie_order",
-    "top1",
-    "empty_output_rule",
-    "cfr_prompt",
-    "gender_in_prompt",
-)
-#: Run-level fields that identify a group besides the variants.
-RUN_KEYS = ("dataset", "model", "encoder", "protocol", "preset", "is_synthetic")
 NOT_REPORTED = "not reported by the published source"
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "±": r"$\pm$",
-}
 
 
 @dataclass(frozen=True)
@@ -147,425 +129,6 @@ def run_level_values(metrics: Any) -> dict:
     return as_metrics(metrics).run_level()
 
 
-def run_field(metrics: Any, key: str) -> Any:
-    """A run-level field or variant of a run (:meth:`RunMetrics.field_value`).
-
-    >>> run_field(RunMetrics.partial({"model": "smollm2-135m@ab12", "model_name": "smollm2-135m"}), "model")
-    'smollm2-135m'
-    """
-    return as_metrics(metrics).field_value(key)
-
-
-# ---------------------------------------------------------------------------------------------
-# Cells
-
-
-@dataclass
-class Cell:
-    """A table cell: the mean and sd over the values present, how many were present, and why the
-    others were missing."""
-
-    mean: float | None
-    sd: float | None
-    n: int
-    n_total: int
-    reasons: tuple = ()
-
-    @property
-    def missing(self) -> bool:
-        return self.n == 0
-
-
-def aggregate(values: Sequence[Any]) -> Cell:
-    """Mean and sample sd (ddof = 1) of the present values; missing ones are counted, not zeroed.
-
-    >>> c = aggregate([1.0, 2.0, 3.0]); (c.mean, c.sd, c.n)
-    (2.0, 1.0, 3)
-    >>> c = aggregate([1.0, MissingValue("x")]); (c.mean, c.sd, c.n, c.n_total, c.reasons)
-    (1.0, None, 1, 2, ('x',))
-    >>> aggregate([MissingValue("x")]).missing
-    True
-    """
-    present = [float(v) for v in values if not isinstance(v, MissingValue)]
-    reasons = tuple(dict.fromkeys(v.reason for v in values if isinstance(v, MissingValue)))
-    if not present:
-        return Cell(None, None, 0, len(values), reasons)
-    mean = sum(present) / len(present)
-    sd = None
-    if len(present) >= 2:
-        sd = math.sqrt(sum((v - mean) ** 2 for v in present) / (len(present) - 1))
-    return Cell(mean, sd, len(present), len(values), reasons)
-
-
-def format_mean_sd(mean: float, sd: float | None, decimals: int = 3, pm: str = "±") -> str:
-    """``mean ± sd`` at ``decimals`` places (the sd omitted when None).
-
-    >>> format_mean_sd(0.03456, 0.0041), format_mean_sd(42.666, None, 1)
-    ('0.035 ± 0.004', '42.7')
-    """
-    if sd is None:
-        return f"{mean:.{decimals}f}"
-    return f"{mean:.{decimals}f} {pm} {sd:.{decimals}f}"
-
-
-class _Footnotes:
-    """Numbered footnotes, one per distinct text, in order of first use."""
-
-    def __init__(self) -> None:
-        self.texts: list = []
-
-    MAX_LEN = 240
-
-    def mark(self, text: str) -> str:
-        if len(text) > self.MAX_LEN:
-            text = text[: self.MAX_LEN - 3].rstrip() + "..."
-        if text not in self.texts:
-            self.texts.append(text)
-        return f"[{self.texts.index(text) + 1}]"
-
-    def lines(self) -> list:
-        return [f"[{i}] {t}" for i, t in enumerate(self.texts, start=1)]
-
-
-def render_cell(cell: Cell, decimals: int, notes: _Footnotes) -> str:
-    if cell.missing:
-        reason = "; ".join(cell.reasons) or "missing"
-        return f"n/a {notes.mark(reason)}"
-    assert cell.mean is not None  # a cell with n > 0 values has a mean (see aggregate)
-    text = format_mean_sd(cell.mean, cell.sd, decimals)
-    if cell.n < cell.n_total:
-        reason = f"{cell.n_total - cell.n} of {cell.n_total} seeds missing: " + "; ".join(cell.reasons)
-        text += f" {notes.mark(reason)}"
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
-# The table object and its writers
-
-
-@dataclass
-class Table:
-    """A formatted table: header, string rows, provenance notes and numbered footnotes.
-
-    ``values`` is the long numeric form (one row per cell: labels, column, mean, sd, n, n_total,
-    missing_reason) for anyone who wants numbers rather than strings.
-    """
-
-    name: str
-    title: str
-    header: list
-    rows: list
-    notes: list = field(default_factory=list)
-    footnotes: list = field(default_factory=list)
-    values: Any = None
-
-    def to_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows, columns=self.header)
-
-    def to_markdown(self) -> str:
-        """GitHub Markdown: title, provenance lines, the table, footnotes."""
-
-        def esc(s: str) -> str:
-            return str(s).replace("|", "\\|")
-
-        lines = [f"**{self.title}**", ""]
-        lines += [f"{n}  " for n in self.notes]
-        if self.notes:
-            lines.append("")
-        lines.append("| " + " | ".join(esc(h) for h in self.header) + " |")
-        lines.append("|" + "|".join("---" for _ in self.header) + "|")
-        for row in self.rows:
-            lines.append("| " + " | ".join(esc(c) for c in row) + " |")
-        if self.footnotes:
-            lines.append("")
-            lines += [f"{f}  " for f in self.footnotes]
-        return "\n".join(lines) + "\n"
-
-    def to_csv(self) -> str:
-        """CSV of the formatted cells; provenance and footnotes follow as ``# `` comment lines
-        (``pandas.read_csv(path, comment="#")`` reads the table back)."""
-        import csv
-
-        buf = io.StringIO()
-        for line in self.provenance():  # the header: which runs and code made the table
-            buf.write(f"# {line}\n")
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(self.header)
-        w.writerows(self.rows)
-        for line in [self.title, *[n for n in self.notes if n not in self.provenance()], *self.footnotes]:
-            buf.write(f"# {line}\n")
-        return buf.getvalue()
-
-    def provenance(self) -> list:
-        """The notes naming the runs and code version behind the table (:func:`run_provenance`)."""
-        return [n for n in self.notes if n.startswith(("Runs: ", "Made from: "))]
-
-    def to_latex(self) -> str:
-        """A ``table`` environment with booktabs rules; notes and footnotes below the tabular."""
-
-        def tex(s: str) -> str:
-            return "".join(_TEX.get(ch, ch) for ch in str(s))
-
-        ncol = len(self.header)
-        lines = [
-            *[f"% {line}" for line in self.provenance()],
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\small",
-            r"\begin{tabular}{" + "l" * ncol + "}",
-            r"\toprule",
-            " & ".join(tex(h) for h in self.header) + r" \\",
-            r"\midrule",
-        ]
-        for row in self.rows:
-            lines.append(" & ".join(tex(c) for c in row) + r" \\")
-        lines.append(r"\bottomrule")
-        lines.append(r"\end{tabular}")
-        extra = [*self.notes, *self.footnotes]
-        if extra:
-            lines.append(r"\par\footnotesize " + r" \\ ".join(tex(e) for e in extra))
-        proto = [n for n in self.notes if n.startswith("Protocol (")]
-        lines.append(r"\caption{" + tex(" ".join([self.title, *proto])) + "}")
-        lines.append(r"\label{tab:" + self.name.replace("_", "-") + "}")
-        lines.append(r"\end{table}")
-        return "\n".join(lines) + "\n"
-
-    def save(self, directory: os.PathLike | str | None = None) -> dict:
-        """Write ``<name>.md``, ``<name>.csv`` and ``<name>.tex`` into ``figures/`` (or
-        ``directory``); return ``{"md": path, "csv": path, "tex": path}``."""
-        out = figures_dir(directory)
-        paths = {}
-        for ext, text in (("md", self.to_markdown()), ("csv", self.to_csv()), ("tex", self.to_latex())):
-            p = out / f"{self.name}.{ext}"
-            p.write_text(text, encoding="utf-8")
-            paths[ext] = p
-        return paths
-
-
-# ---------------------------------------------------------------------------------------------
-# Provenance
-
-
-def _provenance_notes(runs: Sequence[RunMetrics], varying: Sequence[str], profile: str | None) -> list:
-    def values_of(key):
-        vals = [run_field(m, key) for m in runs]
-        return list(dict.fromkeys("n/a" if v is None else str(v) for v in vals))
-
-    made = []
-    for key in ("dataset", "model", "encoder", "protocol", "preset"):
-        if key in varying:
-            continue
-        vals = values_of(key)
-        made.append(f"{key} {' / '.join(vals)}")
-    if profile is not None:
-        made.append(f"profile {profile}")
-    notes = ["Made by: " + ", ".join(made) + "."]
-    if any(bool(m.is_synthetic) for m in runs):
-        notes.insert(0, "SYNTHETIC DATA: these numbers are not MovieLens or Amazon results.")
-    variant_keys = list(dict.fromkeys([*VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
-    proto = []
-    for key in PROTOCOL_KEYS:
-        if key in varying:
-            continue
-        vals = [run_field(m, key) for m in runs]
-        shown = list(dict.fromkeys("not recorded" if v is None else str(v) for v in vals))
-        proto.append(f"{key}={' / '.join(shown)}")
-    if proto:
-        notes.append("Protocol (docs/PROTOCOL.md): " + ", ".join(proto) + ".")
-    variants = []
-    for key in variant_keys:
-        if key in varying or key in PROTOCOL_KEYS:
-            continue
-        vals = values_of(key)
-        if vals == ["n/a"]:
-            continue
-        variants.append(f"{key}={' / '.join(vals)}")
-    if variants:
-        notes.append("Variants: " + ", ".join(variants) + ".")
-    calib = [m.calibration for m in runs]
-    alphas = list(dict.fromkeys(str(c.alpha) for c in calib if isinstance(c.alpha, (int, float))))
-    sizes = list(dict.fromkeys(f"{m.n_calib}/{m.n_test}" for m in runs if m.n_calib is not None))
-    if len(sizes) > 1:  # say which runs have which split
-        sizes = list(
-            dict.fromkeys(f"{run_field(m, 'model')} {m.n_calib}/{m.n_test}" for m in runs if m.n_calib is not None)
-        )
-    bits = []
-    if alphas:
-        bits.append(f"alpha {' / '.join(alphas)}")
-    if sizes:
-        bits.append(f"calibration/test rows {' / '.join(sizes)}")
-    if bits:
-        notes.append("Setting: " + ", ".join(bits) + "; cells are mean ± sd over seeds (sd with ddof 1).")
-    num = lambda x: x if isinstance(x, (int, float)) else None  # noqa: E731
-    shares = [(num(c.share_no_neighbour), num(c.test_share_no_neighbour)) for c in calib]
-    shares = [s for s in shares if s[0] is not None]
-    if shares:
-        fmt = lambda xs: " / ".join(dict.fromkeys(f"{x:.1%}" for x in xs if x is not None)) or "n/a"  # noqa: E731
-        notes.append(
-            f"Counterfactual neighbours: no neighbour for {fmt([s[0] for s in shares])} of calibration "
-            f"rows and {fmt([s[1] for s in shares])} of test rows (Delta = 0 there: S = d alone)."
-        )
-    return notes
-
-
-#: the settings that make runs seeds of one another: every other setting must match for them to be pooled
-SEED_SETTINGS = ("seed", "data.seed", "sim.seed")
-
-
-def run_settings(run: Any) -> dict:
-    """Everything about a run but its seed, flat (``{"n_test": 12, "model.llm": "simulated",
-    "sim.beta": 1.0, ...}``): the run-level fields and variants of its metrics, its calibration/test
-    sizes and alpha, and, when the run's config is at hand (a run record or result, not a bare metrics
-    dict), every setting of that config except :data:`SEED_SETTINGS`.  Two runs are seeds of one
-    another exactly when these dicts are equal.
-
-    >>> a = run_settings(RunMetrics.partial({"model": "simulated", "n_calib": 28, "n_test": 12}))
-    >>> b = run_settings(RunMetrics.partial({"model": "simulated", "n_calib": 1750, "n_test": 750}))
-    >>> a == b, sorted(k for k in a if a[k] != b[k])
-    (False, ['n_calib', 'n_test'])
-    """
-    m = as_metrics(run)
-    out: dict = {k: run_field(m, k) for k in RUN_KEYS}
-    out.update({k: v for k, v in sorted(m.variants.items())})
-    out["n_calib"], out["n_test"] = m.n_calib, m.n_test
-    alpha = m.calibration.alpha
-    out["alpha"] = alpha if isinstance(alpha, (int, float)) else None
-    rec = run if isinstance(run, RunRecord) else getattr(run, "record", None)
-    if isinstance(rec, RunRecord):
-        flat = rec.config.settings()
-        out.update({k: v for k, v in flat.items() if k not in SEED_SETTINGS})
-        out["dataset"] = rec.config.dataset  # the data actually used (config says "auto")
-    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
-
-
-def seed_groups(runs: Sequence[Any]) -> list:
-    """The runs grouped so that a group differs only by seed (:func:`run_settings` equal), in order
-    of first appearance; each group a list of the runs as given."""
-    groups: dict = {}
-    for r in runs:
-        key = tuple(sorted((k, repr(v)) for k, v in run_settings(r).items()))
-        groups.setdefault(key, []).append(r)
-    return list(groups.values())
-
-
-#: settings a group label names first when they differ, with their display names
-_LABEL_SETTINGS = {
-    "model": "model",
-    "dataset": "data",
-    "data.n_rows": "rows",
-    "n_test": "test rows",
-    "n_calib": "calibration rows",
-    "protocol": "protocol",
-    "preset": "preset",
-    "alpha": "alpha",
-}
-
-
-#: settings a group label always shows (recommender, its bias settings, sizes): left out of its differences
-LABELLED_SETTINGS = ("n_calib", "n_test", "model", "model.llm", "sim.beta", "sim.rho", "is_synthetic", "encoder")
-
-
-def differences_note(groups: Sequence[Sequence[Any]], what: str = "block") -> str:
-    """A note listing every setting on which the seed groups differ besides what their labels show
-    (``""`` when none): ``"Other settings that differ: block 1: metrics.cfr_rows 3; block 2: ..."``."""
-    full = setting_differences(groups, skip=LABELLED_SETTINGS)
-    if not any(full):
-        return ""
-    return (
-        "Settings that differ between the "
-        + f"{what}s: "
-        + "; ".join(f"{what} {i}: {d or 'as the others'}" for i, d in enumerate(full, start=1))
-        + "."
-    )
-
-
-def recommender_label(run: Any) -> str:
-    """What produced a run's answers, for a panel title or a row label: ``"LLM smollm2-135m"``,
-    ``"simulated recommender (beta = 1, rho = 1)"`` (its bias settings from the run's config when at hand),
-    ``"fake recommender (deterministic test model)"``.
-
-    >>> P = RunMetrics.partial
-    >>> recommender_label(P({"model": "smollm2-135m"})), recommender_label(P({"model": "fake"}))
-    ('LLM smollm2-135m', 'fake recommender (deterministic test model)')
-    """
-    m = as_metrics(run)
-    name = str(run_field(m, "model"))
-    if name == FAKE_LLM:
-        return "fake recommender (deterministic test model)"
-    if name == SIMULATED_LLM:
-        settings = run_settings(run)
-        bits = [
-            f"{k} = {settings[f'sim.{k}']:g}" for k in ("beta", "rho") if isinstance(settings.get(f"sim.{k}"), float)
-        ]
-        return "simulated recommender" + (f" ({', '.join(bits)})" if bits else " (settings not recorded)")
-    return f"LLM {pub.PUBLISHED_MODELS.get(name, name)}"
-
-
-def group_labels(groups: Sequence[Sequence[Any]]) -> list:
-    """One label per seed group saying what produced it and how it differs from the other groups:
-    the recommender (:func:`recommender_label`), the settings on which the groups differ
-    (sizes first), and the number of seeds.  A single group is labelled by its recommender and sizes.
-
-    >>> P = RunMetrics.partial
-    >>> g = [[P({"model": "simulated", "n_calib": 28, "n_test": 12})], [P({"model": "simulated", "n_calib": 1750, "n_test": 750})]]
-    >>> group_labels(g)
-    ['simulated recommender (settings not recorded); 28/12 calibration/test rows; 1 seed', 'simulated recommender (settings not recorded); 1750/750 calibration/test rows; 1 seed']
-    """
-    diffs = setting_differences(groups, skip=LABELLED_SETTINGS, main=True)
-    labels = []
-    for g, d in zip(groups, diffs):
-        s = run_settings(g[0])
-        bits = [recommender_label(g[0]), f"{s.get('n_calib')}/{s.get('n_test')} calibration/test rows"]
-        bits += [d] if d else []
-        bits.append(f"{len(g)} seed{'s' if len(g) != 1 else ''}")
-        labels.append("; ".join(bits))
-    return labels
-
-
-def setting_differences(groups: Sequence[Sequence[Any]], skip: Sequence[str] = (), main: bool = False) -> list:
-    """Per seed group, the settings (:func:`run_settings`) on which the groups differ, as
-    ``"test rows 12, rows 40"`` (sizes and model first; ``skip``: settings shown elsewhere; ``main``: only
-    the settings a label names, dataset, rows, protocol, preset, alpha); ``""`` for every group when
-    there is one group or nothing else differs."""
-    settings = [run_settings(g[0]) for g in groups]
-    # settings every group has (a section of another model, e.g. the simulator's for an LLM run, is what
-    # the recommender label already tells apart)
-    keys = [k for k in dict.fromkeys(k for s in settings for k in s) if all(k in s for s in settings)]
-    differ = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1 and k not in skip]
-    differ = [
-        *[k for k in _LABEL_SETTINGS if k in differ],
-        *([] if main else [k for k in differ if k not in _LABEL_SETTINGS]),
-    ]
-    return [", ".join(f"{_LABEL_SETTINGS.get(k, k)} {s.get(k)}" for k in differ) for s in settings]
-
-
-def _with_provenance(notes: list, runs: Sequence[Any]) -> list:
-    """``notes`` with the runs-and-code line (:func:`run_provenance`) first, after a SYNTHETIC warning."""
-    at = 1 if notes and notes[0].startswith("SYNTHETIC") else 0
-    return [*notes[:at], *run_provenance(runs), *notes[at:]]
-
-
-#: recommenders that rank by their own scores: no LLM ranker (``ranker``) is involved in their answers
-OWN_SCORE_MODELS = (SIMULATED_LLM, FAKE_LLM)
-
-
-def _label(m: RunMetrics, key: str) -> str:
-    """A row-label cell: the run's value of ``key``; ``ranker`` of a recommender that ranks by its own
-    scores (simulated, fake) reads "own scores", not the config's unused default."""
-    if key == "ranker" and str(run_field(m, "model")) in OWN_SCORE_MODELS:
-        return "own scores"
-    return str(run_field(m, key))
-
-
-def varying_keys(runs: Sequence[RunMetrics]) -> list:
-    """Run keys and variants that take more than one value across ``runs``."""
-    runs = [as_metrics(m) for m in runs]
-    keys = list(dict.fromkeys([*RUN_KEYS, *VARIANT_KEYS, *sorted({k for m in runs for k in m.variants})]))
-    return [k for k in keys if len({str(run_field(m, k)) for m in runs}) > 1]
-
-
 def method_table(
     runs: Iterable[Any] | Any,
     *,
@@ -614,7 +177,7 @@ def method_table(
 
     for group_given, diff in zip(seed_sets, diffs):
         group = [as_metrics(r) for r in group_given]
-        labels = [_label(group[0], k) for k in label_keys] + ([diff] if show_setting else [])
+        labels = [row_label(group[0], k) for k in label_keys] + ([diff] if show_setting else [])
         block_methods = list(methods)
         if random_floor:
             block_methods.append("random_floor")
