@@ -317,3 +317,18 @@ def test_the_testing_server_is_a_tool_on_127_0_0_1(tmp_path):
         [sys.executable, "-m", "facterlab.testing.server", "--misbehave", "sulk"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "invalid choice: 'sulk'" in bad.stderr
+
+
+def test_a_sweep_whose_server_takes_no_token_ids_is_refused_while_it_plans(tmp_path, monkeypatch):
+    from facterlab.reporting.sweep import expand_grid, plan_sweep
+
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    with OpenAIServer(token_prompts=False) as srv:  # as transformers serve: "prompt must be a string."
+        fixed = {"model__llm": f"openai:{MODEL}", "model__server_url": srv.url, "model__tokenizer": "smollm2-135m"}
+        cfgs = expand_grid({"seed": [0, 1]}, {**fixed, "model__encoder": "hash-encoder", "data__dataset": "synthetic"})
+        with pytest.raises(ServerError) as info:
+            plan_sweep(cfgs, out_dir=tmp_path / "out")
+        assert [p for p, _ in srv.requests] == ["/v1/completions"]  # one probe for both runs
+    text = str(info.value)
+    assert text.startswith("the sweep cannot start: ") and "does not take token-id prompts" in text
+    assert "HTTP 400: prompt must be a string." in text and "(2 runs)" in text and "\n" not in text

@@ -659,7 +659,14 @@ def check_served(model_cfg: ModelConfig, protocol: str) -> ServerInfo:
         if not supports_prompt_logprobs(url, model, probe_timeout, key_env):
             raise ServerError(NO_LOGPROBS_MSG.format(url=url, kind=info.kind, version=info.version, model=model))
         return info
-    if model_cfg.tokenizer:  # the token-id probe runs with the tokenizer (ServedRecommender._fitter)
+    if model_cfg.tokenizer:  # token ids 1, 2, 3 are in every vocabulary; the tokenizer is not loaded here
+        ok, why = supports_token_prompts(url, model, (1, 2, 3), probe_timeout, key_env)
+        if not ok:
+            raise ServerError(
+                NO_TOKEN_PROMPTS_MSG.format(
+                    url=url, kind=info.kind, version=info.version, why=why, tokenizer=model_cfg.tokenizer
+                )
+            )
         return info
     fields = sampling_fields(model_cfg)
     ok, why, kind = supports_sampling(url, model, tuple(sorted(fields.items())), True, probe_timeout, key_env)
