@@ -157,7 +157,7 @@ def test_likelihood_ranker_sums_the_echoed_candidate_logprobs_and_refuses_a_serv
     assert p.titles == tuple(cands[i] for i in sorted(range(3), key=lambda i: (-expected[i], i)))
     assert len(set(expected)) == 3  # the ranking is decided by the scores, not by ties
     with OpenAIServer(no_logprobs=True) as srv:
-        with pytest.raises(ServerError, match=r"returned no prompt log-probabilities .* use --ranker generate"):
+        with pytest.raises(ServerError, match=r"returned no prompt log-probabilities .* use model.ranker=generate"):
             ServedRecommender(_cfg(srv.url, ranker="likelihood"), "rank")
 
 

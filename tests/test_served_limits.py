@@ -290,6 +290,7 @@ def test_a_sweep_with_an_incapable_server_is_refused_before_any_run_in_one_line(
         assert main([*args, "--set", "protocol=rank", "--set", "model__ranker=likelihood"]) == 1
         err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
         assert len(err) == 1 and "no prompt log-probabilities" in err[0] and "(3 runs)" in err[0], err
+        assert "use --set model__ranker=generate," in err[0]
         assert {p for p, _ in srv.requests} <= {"/v1/chat/completions", "/v1/completions"} and len(srv.requests) == 2
     assert not (tmp_path / "out" / "runs").exists()
 

@@ -108,7 +108,7 @@ log = logging.getLogger(__name__)
 
 NO_LOGPROBS_MSG = (
     "the server at {url} ({kind} {version}) returned no prompt log-probabilities for model {model!r} "
-    "(POST /v1/completions with echo and logprobs), which the likelihood ranker needs; use --ranker generate, "
+    "(POST /v1/completions with echo and logprobs), which the likelihood ranker needs; use {ranker}, "
     "or serve the model with vLLM (docs/SCALING.md)"
 )
 NO_TOKEN_PROMPTS_MSG = (
@@ -657,7 +657,15 @@ def check_served(model_cfg: ModelConfig, protocol: str) -> ServerInfo:
     ranker = model_cfg.ranker_for(protocol)
     if ranker == "likelihood":
         if not supports_prompt_logprobs(url, model, probe_timeout, key_env):
-            raise ServerError(NO_LOGPROBS_MSG.format(url=url, kind=info.kind, version=info.version, model=model))
+            raise ServerError(
+                NO_LOGPROBS_MSG.format(
+                    url=url,
+                    kind=info.kind,
+                    version=info.version,
+                    model=model,
+                    ranker=setting_hint("ranker", "generate"),
+                )
+            )
         return info
     if model_cfg.tokenizer:  # token ids 1, 2, 3 are in every vocabulary; the tokenizer is not loaded here
         ok, why = supports_token_prompts(url, model, (1, 2, 3), probe_timeout, key_env)
@@ -860,7 +868,13 @@ class ServedRecommender(Recommender):
 
     def _no_logprobs(self) -> ServerError:
         return ServerError(
-            NO_LOGPROBS_MSG.format(url=self.url, kind=self.info.kind, version=self.info.version, model=self.model)
+            NO_LOGPROBS_MSG.format(
+                url=self.url,
+                kind=self.info.kind,
+                version=self.info.version,
+                model=self.model,
+                ranker=setting_hint("ranker", "generate"),
+            )
         )
 
     def _echo(self, prompts: list, seed: int) -> list:
