@@ -752,8 +752,9 @@ ADDED_FIELDS: dict = {
 
 #: Fields that change an answer only in one setting, as ``(section, field)`` -> ``(switch field, its value,
 #: the value runs saved before the field had)``: :func:`config_to_dict` leaves the field out of every config
-#: whose switch has another value (so that no other run id changes), and a saved config of that setting
-#: without the field had the old value (:func:`saved_setting`).
+#: whose switch has another value (so that no other run id changes) and where it has the old value (so that
+#: a run saved before the field keeps its id); a saved config of that setting without the field had the old
+#: value (:func:`saved_setting`).
 CONDITIONAL_FIELDS: dict = {
     ("facter", "placebo"): ("threshold", "null", "order"),
 }
@@ -791,10 +792,10 @@ def config_to_dict(cfg: Any) -> dict:
         node = out.get(section) if isinstance(cfg, RunConfig) else out if isinstance(cfg, cls) else None
         if isinstance(node, dict) and name in node and node[name] == before:
             node.pop(name)
-    for (section, name), (switch, on, _) in CONDITIONAL_FIELDS.items():
+    for (section, name), (switch, on, before) in CONDITIONAL_FIELDS.items():
         cls = SECTIONS[section]
         node = out.get(section) if isinstance(cfg, RunConfig) else out if isinstance(cfg, cls) else None
-        if isinstance(node, dict) and node.get(switch) != on:
+        if isinstance(node, dict) and (node.get(switch) != on or node.get(name) == before):
             node.pop(name, None)
     return out
 

@@ -251,9 +251,9 @@ def mean_over_draws(vectors: np.ndarray, draws: int) -> np.ndarray:
     >>> mean_over_draws(np.array([[0.0, 2.0], [1.0, 1.0], [2.0, 0.0], [3.0, 3.0]]), 2).tolist()
     [[1.0, 1.0], [2.0, 2.0]]
     """
-    v = np.asarray(vectors, dtype=np.float64)
     if draws == 1:
-        return v
+        return vectors  # unchanged (dtype included): one draw asks and answers exactly as before draws existed
+    v = np.asarray(vectors, dtype=np.float64)
     n = len(v) // int(draws)
     return v.reshape(int(draws), n, -1).mean(axis=0)
 
