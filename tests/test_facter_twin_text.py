@@ -145,8 +145,9 @@ def test_text_settings_need_the_text_reader_and_leave_old_run_ids_alone():
     assert "reads" not in config_to_dict(cfg)["sim"] and "placebo" not in config_to_dict(cfg)["facter"]
     null = preset("repro", **NULL)
     assert config_to_dict(null)["facter"]["placebo"] == "family"
-    # a saved null-threshold run from before the placebo family used the reversed lines
+    # a saved null-threshold run from before the placebo family used the reversed lines, and keeps its id
     assert saved_setting({"facter": {"threshold": "null"}}, "facter", "placebo") == "order"
+    assert "placebo" not in config_to_dict(preset("repro", facter__placebo="order", **NULL))["facter"]
     with pytest.raises(ValueError, match="needs facter.delta 'twin'"):
         preset("repro", facter__rule_mining="confirmed")
 
