@@ -55,8 +55,6 @@ WITHOUT_SECTIONS = {
     ("facterlab.simpson.study", "hold_per_user_gap"),
     ("facterlab.simpson.study", "variant_study"),
     ("facterlab.simpson.study", "variant_verdicts"),
-    ("facterlab.simpson.toy", "draw_toy"),
-    ("facterlab.simpson.toy", "toy_gaps"),
 }
 
 

@@ -70,8 +70,25 @@ def toy_table(lists: dict = TOY_LISTS, include_grey: bool = False) -> pd.DataFra
 def toy_gaps(lists: dict = TOY_LISTS) -> dict:
     """Per-user and aggregate average positions of the toy example, with exact fractions.
 
-    ``reversal`` is True when every user favours Blue (smaller average position) while the
-    aggregate favours Orange.
+    Parameters
+    ----------
+    lists : dict
+        User name -> the user's ranked list as a string of tiles: ``O`` (Orange, relevant), ``B`` (Blue,
+        relevant), ``G`` (Grey, not relevant); default :data:`TOY_LISTS`, the paper's Fig. 2.
+
+    Returns
+    -------
+    dict
+        ``aggregate_orange`` / ``aggregate_blue`` (mean positions, also as exact ``Fraction``),
+        ``aggregate_gap``, ``per_user_gap``, ``per_user`` (each user's mean positions), ``reversal`` (True
+        when every user favours Blue, a smaller average position, while the aggregate favours Orange),
+        and the decomposition's terms per user (``share_blue``, ``competition``, ``performance``).
+
+    Examples
+    --------
+    >>> r = toy_gaps()
+    >>> str(r["aggregate_orange_exact"]), str(r["aggregate_blue_exact"]), r["reversal"]
+    ('13/3', '14/3', True)
     """
     table = toy_table(lists)
     st = UserStats.from_table(table, exposure="position")
@@ -119,7 +136,22 @@ def relevant_above_grey(seq: str) -> bool:
 def draw_toy(ax=None, lists: dict = TOY_LISTS, title: str = ""):
     """Draw the toy example as the paper describes it: one row of tiles per user (Orange and Blue
     relevant items, Grey non-relevant ones), with the per-user and aggregate average positions and
-    whether the user's relevant items all sit above the Grey ones.  Returns the matplotlib figure."""
+    whether the user's relevant items all sit above the Grey ones.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+    lists : dict
+        The users' ranked lists, as for :func:`toy_gaps`.
+    title : str
+        The axes' title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
