@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 
 import pytest
@@ -333,3 +334,36 @@ def test_a_sweep_whose_server_takes_no_token_ids_is_refused_while_it_plans(tmp_p
     text = str(info.value)
     assert text.startswith("the sweep cannot start: ") and "does not take token-id prompts" in text
     assert "HTTP 400: prompt must be a string." in text and "(2 runs)" in text and "\n" not in text
+
+
+def test_a_sweep_worker_waiting_on_a_stalled_server_says_so_and_ends_the_run(tmp_path):
+    """A server that stops answering after the probes: the process-pool worker's progress lines become
+    warnings past half the deadline (a sweep's workers show warnings), and the run ends within its
+    deadline, reported FAILED in the table; the other runs are not held."""
+    import subprocess
+    import sys
+
+    with OpenAIServer(misbehave="hang", misbehave_after=2) as srv:  # the driver's probe, the worker's probe
+        args = [sys.executable, "-m", "facterlab.cli", "sweep", "--executor", "process", "--workers", "1"]
+        args += ["--retries", "0", "--grid", "seed=0", "--server-url", srv.url, "--out-dir", str(tmp_path / "out")]
+        for key, value in {
+            "model__llm": f"openai:{MODEL}",
+            "model__encoder": "hash-encoder",
+            "model__temperature": 0,
+            "model__repetition_penalty": 1,
+            "model__timeout": 4,
+            "model__max_retries": 0,
+            "data__dataset": "synthetic",
+            "data__n_rows": 40,
+        }.items():
+            args += ["--set", f"{key}={value}"]
+        env = {k: v for k, v in os.environ.items() if k != "FACTERLAB_LOG"}
+        env["FACTERLAB_CACHE"] = str(tmp_path / "cache")
+        t0 = time.monotonic()
+        out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        took = time.monotonic() - t0
+    assert out.returncode == 1, out.stderr[-2000:]
+    warnings = [ln for ln in out.stderr.splitlines() if "requests answered" in ln]
+    assert warnings and all("waiting for" in ln for ln in warnings), out.stderr[-2000:]
+    assert "FAILED" in out.stdout and "within the 4 s deadline (it sent no status line)" in out.stdout
+    assert took < 120, took

@@ -185,6 +185,9 @@ def _url(base: str, path: str) -> str:
 MAX_RESPONSE_BYTES = 64 * 2**20
 #: seconds between the progress lines while requests wait on a server
 PROGRESS_EVERY = 15.0
+#: seconds of waiting on one batch after which the progress lines are warnings (half the deadline
+#: when that is shorter; the lines come every ``min(PROGRESS_EVERY, timeout / 4)`` seconds)
+STALL_WARNING = 60.0
 #: what a hint names a setting with, by the command typed (:func:`setting_hint`); None: the Python API
 COMMAND: str | None = None
 #: ``facterlab run``'s flags for the model settings a hint may name
@@ -787,19 +790,25 @@ class ServedRecommender(Recommender):
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs)), thread_name_prefix="served")
         futures = [pool.submit(job) for job in jobs]
         t0 = time.monotonic()
+        # lines before a short deadline ends too; a wait past half of it (or STALL_WARNING) is a warning
+        every = min(PROGRESS_EVERY, max(0.5, self.timeout / 4))
+        stall = min(STALL_WARNING, self.timeout / 2)
         try:
             pending = set(futures)
             while pending:
-                done, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+                done, pending = wait(pending, timeout=every, return_when=FIRST_EXCEPTION)
                 for fut in done:
                     if fut.exception() is not None:
                         raise fut.exception()  # type: ignore[misc]
                 if pending:
-                    log.info(
+                    waited = time.monotonic() - t0
+                    # a wait of a minute or more is a warning: a sweep's workers show warnings only
+                    log.log(
+                        logging.WARNING if waited >= stall else logging.INFO,
                         "served model %s at %s: %d of %d requests answered, %d waiting for %s "
                         "(each ends by its %g s deadline; model.timeout)",
                         self.model, self.url, len(futures) - len(pending), len(futures),
-                        min(len(pending), self.concurrency), format_seconds(time.monotonic() - t0), self.timeout,
+                        min(len(pending), self.concurrency), format_seconds(waited), self.timeout,
                     )  # fmt: skip
             return [f.result() for f in futures]
         finally:

@@ -66,7 +66,7 @@ from facterlab.models import served
 from facterlab.models.served import ServerError, check_served
 from facterlab.params import ParameterError, coerce, parse_set_items
 from facterlab.paths import ENV_CACHE, pid_alive, runs_dir
-from facterlab.progress import format_seconds
+from facterlab.progress import enable_logging, format_seconds
 from facterlab.reporting.experiments import expected_fingerprints
 from facterlab.reporting.runs import text_table
 from facterlab.safeio import FileLimitError, read_json, read_toml
@@ -286,6 +286,8 @@ def run_task(task: SweepTask) -> dict:
         os.environ[ENV_CACHE] = task.cache_root
     if task.threads:
         _set_threads(task.threads)
+    if not any(getattr(h, "_facterlab_handler", False) for h in logging.getLogger("facterlab").handlers):
+        enable_logging("WARNING", stream="stderr")  # a fresh worker: its warnings (a stalled server) show
     if find(runs_dir(task.out_dir), task.run_id) is not None:
         return {"run_id": task.run_id, "status": "reused", "seconds": 0.0, **where}
     recommender = encoder = None

@@ -39,7 +39,7 @@ message (chat prompts are counted as the whitespace tokens of their messages).
 
 Knobs for the tests: ``strict`` (refuse fields outside OpenAI's API with HTTP 422, as
 ``transformers serve`` refuses ``repetition_penalty``), ``fail_first`` (answer that many requests with HTTP 503 first), ``delay``
-(seconds per request), ``misbehave`` (above), ``api_key`` (answer HTTP 401 to any request without
+(seconds per request), ``misbehave`` (above) after ``misbehave_after`` good answers, ``api_key`` (answer HTTP 401 to any request without
 ``Authorization: Bearer <api_key>``), and ``requests``/``max_in_flight``/``auth`` (what the server saw).
 """
 
@@ -108,12 +108,14 @@ class OpenAIServer:
         lm=None,
         tokenizer=None,
         misbehave: str | None = None,
+        misbehave_after: int = 0,
         api_key: str | None = None,
         port: int = 0,
     ):
         if misbehave is not None and misbehave not in MISBEHAVIOURS:
             raise ValueError(f"unknown misbehaviour {misbehave!r}; choose one of {', '.join(MISBEHAVIOURS)}")
         self.misbehave = misbehave
+        self.misbehave_after = int(misbehave_after)  # POSTs answered well before misbehaving
         self.api_key = api_key
         self.auth: list = []  # the Authorization header of every request (None when absent)
         self._stop = threading.Event()
@@ -247,7 +249,10 @@ class OpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 if not self._authorised():
                     return None
-                if srv.misbehave is not None:
+                with srv._lock:
+                    broken = srv.misbehave is not None and srv.misbehave_after <= 0
+                    srv.misbehave_after -= 1
+                if broken:
                     with srv._lock:
                         srv.requests.append((self.path, body))
                     return self._misbehave()
