@@ -48,9 +48,6 @@ WITHOUT_SECTIONS = {
     ("facterlab.simpson.explorer", "build_explorer"),
     ("facterlab.simpson.explorer", "numbers_html"),
     ("facterlab.simpson.explorer", "static_figure"),
-    ("facterlab.simpson.study", "hold_per_user_gap"),
-    ("facterlab.simpson.study", "variant_study"),
-    ("facterlab.simpson.study", "variant_verdicts"),
 }
 
 

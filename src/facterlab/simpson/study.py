@@ -59,6 +59,33 @@ def variant_study(
     (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.  The simulations
     go through :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``: the executor seam
     of ``facterlab sweep``; the frame is the same on every executor).
+
+    Parameters
+    ----------
+    n_users : int
+        Users per simulation.
+    seeds : sequence of int
+        Independent repetitions per (reading, knob, value).
+    n_points : int
+        Values per swept knob.
+    bias : float
+        The model bias b.
+    variants : iterable of dict
+        The readings of the paper's text (default :data:`VARIANTS`: ``noise`` user/item x ``mu1``
+        printed/orthonormal).
+    base : SimpsonConfig, optional
+        Every other setting.
+    progress : bool
+        Progress lines.
+    n_jobs : int
+        Worker processes when ``executor`` is None.
+    executor : str or Executor, optional
+        ``"serial"``, ``"process"``, ``"dask"`` or an executor.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per simulation, with columns ``variant``, ``knob``, ``value``, ``seed`` and the read-outs.
     """
     base = (base or SimpsonConfig()).replace(n_users=int(n_users), bias=float(bias))
     sweeps = {
@@ -82,7 +109,24 @@ def variant_verdicts(df: pd.DataFrame, move_pp: float = MOVE_PP, half_rule: floa
     """Per reading: how far each knob moves the aggregate gap (pp, range of the seed means over the
     knob's values) and its distance to the PerUserGap, how much sigma_1 lowers performance nDCG(u*),
     the mean errors of the aggregate and of both IPS estimates against the PerUserGap, and the two
-    verdicts ``both_knobs_move_aggregate`` and ``model_ips_stays_close``."""
+    verdicts ``both_knobs_move_aggregate`` and ``model_ips_stays_close``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The frame of :func:`variant_study`.
+    move_pp : float
+        A knob "moves the aggregate" when the seed-mean of AggregateGap - PerUserGap spans at least this
+        many pp over the knob's values (default :data:`MOVE_PP`).
+    half_rule : float
+        "The estimate stays close": its mean error is at most this share of the aggregate's (default
+        :data:`HALF_RULE`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per reading.
+    """
     d = df.assign(
         agg_minus_pu_pp=100 * (df["aggregate_gap"] - df["per_user_gap"]),
         agg_pp=100 * df["aggregate_gap"],
@@ -211,7 +255,32 @@ def hold_per_user_gap(
     """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
     ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target.  Each (value, seed) is
-    one task of :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``)."""
+    one task of :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``).
+
+    Parameters
+    ----------
+    param : str
+        The swept setting of :class:`SimpsonConfig` (e.g. ``"d1"``, ``"sigma1"``).
+    values : iterable
+        Its values.
+    seeds : sequence of int
+        Independent repetitions per value.
+    base : SimpsonConfig
+        Every other setting.
+    target : float
+        The PerUserGap to hold.
+    progress : bool
+        Progress lines.
+    n_jobs : int
+        Worker processes when ``executor`` is None.
+    executor : str or Executor, optional
+        ``"serial"``, ``"process"``, ``"dask"`` or an executor.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (value, seed) with the calibrated ``bias`` and the measured read-outs.
+    """
     jobs = [
         (base.replace(**{param: float(v), "seed": int(s)}), float(target))
         for v, s in itertools.product(list(values), list(seeds))
