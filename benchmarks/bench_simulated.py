@@ -7,6 +7,7 @@
                                                          # token-budget batches vs sentence-transformers' own
     python benchmarks/bench_simulated.py --twin          # the cost of facterlab's twin monitor (twin Delta +
                                                          # null threshold) against the faithful FACTER
+    python benchmarks/bench_simulated.py --cache-ab      # cold vs warm embedding cache, alternating (issue 30)
 
 A run is n = 2,500 rows (1,750 calibration / 750 test), T = 3 passes, 1 seed, 200 CFR rows, open
 generation, on ML-100K when FACTERLAB_DATA holds it (else the synthetic set).  Each run goes in a fresh
@@ -96,6 +97,7 @@ def one_run(dataset: str, encoder: str, cache: str, batching: str = "tokens") ->
         raise SystemExit(f"run failed ({encoder}):\n{p.stderr[-3000:]}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
     res["load_before"] = load
+    res["out"] = out
     return res
 
 
@@ -214,6 +216,55 @@ def encoder_ab_report(dataset: str, repeats: int) -> None:
         print(
             f"embeddings of the same {len(common)} texts, tokens vs st64: max |diff| {diff:.2e}, min cosine {cos:.7f}"
         )
+
+
+def _metrics_bytes(out: str) -> bytes:
+    """metrics.json of the one run a child wrote under ``out``."""
+    found = sorted(Path(out).glob("runs/*/metrics.json"))
+    if len(found) != 1:
+        raise SystemExit(f"expected one run's metrics.json under {out}, found {len(found)}")
+    return found[0].read_bytes()
+
+
+def cache_ab_report(dataset: str, repeats: int, batching: str = "tokens") -> None:
+    """``--cache-ab`` (issue 30, "Encode each text once"): the faithful paper-size MiniLM run with a cold
+    embedding cache (a fresh FACTERLAB_CACHE) and with a warm one (the cache the first cold run filled, a
+    fresh results folder), alternating cold, warm, warm, cold, ...; per run CPU and wall seconds (imports
+    included), the encoder's CPU seconds and the texts it sent to the model; medians; and whether every
+    run's metrics.json is byte-identical to the first cold run's."""
+    runs: dict = {"cold": [], "warm": []}
+    warm_cache = None
+    first = None
+    same = []
+    for i in range(repeats):
+        for kind in ("cold", "warm") if i % 2 == 0 else ("warm", "cold"):
+            cache = tempfile.mkdtemp(prefix="bench_sim_cold_") if kind == "cold" else warm_cache
+            r = one_run(dataset, "all-MiniLM-L6-v2", str(cache), batching)
+            warm_cache = warm_cache or cache  # the first cold run's cache serves every warm run
+            runs[kind].append(r)
+            m = _metrics_bytes(r["out"])
+            first = m if first is None else first
+            same.append(m == first)
+            print(
+                f"  repeat {i + 1} {kind}  CPU {r['cpu_s']:6.1f} s  wall {r['wall_s']:6.1f} s  encoder CPU "
+                f"{r['enc_cpu_s']:6.1f} s ({r['enc_texts']} texts to the model)  load {r['load_before']}",
+                flush=True,
+            )
+    d = runs["cold"][0]
+    print(
+        f"\nPaper-size faithful simulated run, MiniLM ({batching} batching), on {d['dataset']} "
+        f"({d['n_calib']} calibration / {d['n_test']} test rows, T = 3, 1 seed, 200 CFR rows); "
+        f"medians over {repeats} runs each"
+    )
+    print("| embedding cache | CPU s | wall s | encoder CPU s | texts encoded |")
+    print("|---|---|---|---|---|")
+    for kind, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("cpu_s", "wall_s", "enc_cpu_s", "enc_texts")}
+        print(
+            f"| {kind} | {med['cpu_s']:.1f} | {med['wall_s']:.1f} | {med['enc_cpu_s']:.1f} | {med['enc_texts']:.0f} |"
+        )
+    cold = statistics.median(r["cpu_s"] for r in runs["cold"])
+    print(f"cold CPU / 60 s target: {cold / 60:.2f}; metrics.json byte-identical in all runs: {all(same)}")
 
 
 def accuracy_report(dataset: str) -> None:
@@ -357,6 +408,11 @@ def main() -> None:
         "sentence-transformers' batches of 64, alternating (--repeats runs each)",
     )
     ap.add_argument("--twin", action="store_true", help="only the twin monitor's cost against the faithful FACTER")
+    ap.add_argument(
+        "--cache-ab",
+        action="store_true",
+        help="only: cold vs warm embedding cache, alternating (--repeats runs each; metrics compared)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
     a = ap.parse_args()
@@ -369,6 +425,9 @@ def main() -> None:
         return
     if a.twin:
         twin_report(dataset, a.repeats)
+        return
+    if a.cache_ab:
+        cache_ab_report(dataset, a.repeats)
         return
     phases_report(dataset, a.repeats)
     if a.notebook:
