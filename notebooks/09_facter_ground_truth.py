@@ -59,17 +59,7 @@ PHI = 0.3  # share of the bias the Fair prompt removes
 DEMOTE = 1.0  # score penalty of an honoured rule (after it cancels the push: sim.compliance "relative")
 TWIN = True  # section 6: facterlab's twin monitor (twin Delta, null threshold) beside the faithful one
 TESTBED = True  # section 7: the twin monitor against recommenders that read the prompt text
-TESTBED_CASES = [  # sim.reads = "text" cases (docs/SIMULATED.md), unbiased then biased
-    "lines-set",
-    "prompt-hash",
-    "per-call",
-    "line-order",
-    "irrelevant-field",
-    "all-surfaces",
-    "default-table",
-    "narrow-table",
-    "word-triggered",
-]
+TESTBED_CASES = ["all"]  # section 7 cases (docs/SIMULATED.md): all of twin_acceptance.CASES, or a list of them
 TESTBED_N = 1500  # rows per testbed run (1,050 calibration / 450 test)
 TESTBED_VARIANTS = ["family", "absolute", "count", "order"]  # monitor variants (twin_acceptance.VARIANTS)
 POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
@@ -103,7 +93,7 @@ P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE thes
         "ENCODER": "hash-encoder",
         "LAMBDAS": lambda lambdas: lambdas[-2:],
         "TAU_RHOS": lambda taus: taus[-1:],
-        "TESTBED_CASES": lambda cases: [c for c in cases if c in ("lines-set", "default-table")],
+        "TESTBED_CASES": lambda cases: ["lines-set", "default-table"] if cases == ["all"] else cases[:2],
         "TESTBED_N": 300,
         "TESTBED_VARIANTS": lambda variants: variants[:1],
         "POWER_N": 300,
@@ -452,7 +442,7 @@ if TESTBED:
     )
     testbed_runs = {  # the same runs as `python -m facterlab.reporting.twin_acceptance`
         key: ex.run(ta.case_config(*key, **base), data_dir=DATA_DIR, progress=False)
-        for key in ta.plan(TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
+        for key in ta.plan(list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
     }
     power_runs = {
         (temp, k, SEEDS[0]): ex.run(
