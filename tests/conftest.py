@@ -56,6 +56,10 @@ INTEGRATION_FILES = {
     "test_models_encoder_speed.py",
 }
 INTEGRATION_MARKERS = {"llm", "realdata"}
+INTEGRATION_FILES |= {"test_sweep.py", "test_paper_path.py", "test_embedding_cache.py", "test_threads.py"}
+#: test names that start executors, clusters, worker pools or killed processes, or compile ranx's numba code
+#: (201 s under load): integration wherever they are (the unit tier measured with them: docs/BENCHMARKS.md)
+INTEGRATION_NAMES = ("dask", "executor", "pool", "kill", "jobqueue", "slurm", "ranx", "another_environment")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,5 +67,9 @@ def pytest_collection_modifyitems(config, items):
         name = item.path.name
         if name in BROWSER_FILES:
             item.add_marker(pytest.mark.browser)
-        if name in INTEGRATION_FILES or INTEGRATION_MARKERS & {m.name for m in item.iter_markers()}:
+        if (
+            name in INTEGRATION_FILES
+            or INTEGRATION_MARKERS & {m.name for m in item.iter_markers()}
+            or any(k in item.name for k in INTEGRATION_NAMES)
+        ):
             item.add_marker(pytest.mark.integration)
