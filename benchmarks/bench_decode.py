@@ -235,6 +235,7 @@ def main() -> int:
     ap.add_argument("--answers-prompts", type=int, default=32)
     ap.add_argument("--answers-temperature", type=float, default=0.0)
     ap.add_argument("--skip-peak", action="store_true")
+    ap.add_argument("--skip-torch", action="store_true", help="only the peak / answers / llama.cpp parts")
     ap.add_argument("--llamacpp-python", default=None, help="a Python with llama-cpp-python installed")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -285,7 +286,7 @@ def main() -> int:
                     f"{pn['gflops_decode_shape']:.1f} GFLOP/s  (loadavg {load})",
                     flush=True,
                 )
-            elif what == "torch":
+            elif what == "torch" and not args.skip_torch:
                 spec = ",".join(f"{k}:{b}" for k, b in (variants if r % 2 == 0 else variants[::-1]))
                 t = _run_child(
                     me
@@ -353,12 +354,13 @@ def main() -> int:
     base_tps = _med([x["tok_s"] for x in base])
     base_cpt = _med([x["cpu"] / x["tokens"] for x in base])
     ref_ids = base[0]["ids"] if base else None
-    print(
+    header = (
         f"| kernel | batch | median tok/s | x baseline (wall) | median CPU ms/token | x baseline (CPU) | "
         f"GFLOP/s incl. prefill | % of {cores}-thread GEMM peak ({peakn:.0f}) | token ids = baseline |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for kernel, bs in variants:
+    if runs:
+        print(header + "\n" + "|---" * 9 + "|")
+    for kernel, bs in variants if runs else []:
         xs = [x for x in runs if (x["kernel"], x["batch"]) == (kernel, bs)]
         tps = _med([x["tok_s"] for x in xs])
         cpt = _med([x["cpu"] / x["tokens"] for x in xs])
