@@ -534,7 +534,10 @@ display(
         f"Fair's: {said('faithful FACTER, fairness')}.  facterlab's twin monitor with the null-anchored threshold: "
         f"false flags at beta = 0 ({said('twin + null (beta=0)')}), recall and precision at beta > 0 "
         f"({said('twin + null (beta=' + format([b for b in BETAS if b > 0][0], 'g') + ')')}), repair "
-        f"({said('twin repair')}), CFR against Fair's ({said('facterlab twin monitor')})."
+        f"({said('twin repair')}), CFR against Fair's ({said('facterlab twin monitor')}).  Against recommenders "
+        f"that read the prompt text (section 7), with the placebo family and confirmed rules: "
+        f"{said('text testbed [family]')}; the monitor before (reversed-lines placebo, counted rules): "
+        f"{said('text testbed [order]')}."
     )
 )
 # %%
