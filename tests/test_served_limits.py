@@ -175,15 +175,15 @@ def test_the_api_key_comes_from_the_environment_and_is_never_stored(monkeypatch,
 def test_a_hung_server_ends_the_batch_within_one_timeout_with_progress_lines(monkeypatch, caplog):
     monkeypatch.setattr(served, "PROGRESS_EVERY", 0.5)
     with OpenAIServer() as srv:
-        rec = _built(srv, "hang", timeout=2.0, max_retries=3, concurrency=2)
+        rec = _built(srv, "hang", timeout=4.0, max_retries=3, concurrency=2)
         caplog.set_level(logging.INFO, logger="facterlab.models.served")
         t0 = time.monotonic()
         with pytest.raises(ServerUnavailable) as info:
             rec.predict([_request(s) for s in range(6)])
         took = time.monotonic() - t0
     # one deadline covers every attempt of a request; the 4 queued requests are cancelled, not waited for
-    assert took < 2.0 + 1.5, took
-    assert "no complete answer within the 2 s deadline (it sent no status line)" in str(info.value)
+    assert took < 4.0 + 6.0, took  # one deadline (4 s), not 4 x 4 s; the margin is for a loaded machine
+    assert "no complete answer within the 4 s deadline (it sent no status line)" in str(info.value)
     assert "model.timeout=SECONDS" in str(info.value)
     waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
     assert waiting and "0 of 6 requests answered, 2 waiting" in waiting[0]
