@@ -140,8 +140,10 @@ if result is not None:
 write_metrics(
     "00_quickstart",
     {
-        **ex.provenance([sim] + ([result] if result is not None else []), PROFILE, "00_quickstart"),
+        # the top level describes the LLM run (part 2; part 1 when LLM is off), "simulated" part 1
+        **ex.provenance([result if result is not None else sim], PROFILE, "00_quickstart"),
         "simulated": {
+            **ex.provenance([sim], PROFILE, "00_quickstart"),
             "run_id": sim.run_id,
             "n_calib": sm.n_calib,
             "n_test": sm.n_test,

@@ -111,6 +111,10 @@ def main(argv: list | None = None) -> int:
     except OSError as exc:  # a full disk, a folder another process holds, a permission: one line
         print(f"facterlab {args.command}: error: {os_error_line(exc)}", file=sys.stderr)
         return 1
+    finally:  # the command's hints (served.COMMAND) end with it: a later call from Python names ModelConfig
+        served = sys.modules.get("facterlab.models.served")
+        if served is not None:
+            served.COMMAND = None  # type: ignore[attr-defined]
 
 
 def os_error_line(exc: OSError) -> str:
