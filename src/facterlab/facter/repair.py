@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from facterlab.config import RULE_KEYINGS
 from facterlab.data.dataset import PROTECTED
@@ -442,7 +442,6 @@ class ConfirmedRules:
         self.retired: set = set()  # rules dropped for good
         self.log: list = []  # every RuleEvidence made or dropped, in order
         self._obs: list = []  # this pass: (attrs, flagged, row features, twin features)
-        self._group_rows: dict = {}  # (attr, value) -> rows in the pass just closed
 
     def observe(
         self,
@@ -504,7 +503,7 @@ class ConfirmedRules:
             if e.made_after_pass == pass_number - 1:  # its first pass in force: judge it
                 after = targeted(e.rule)
                 dropped = not (after <= e.rate_before / 2)
-                e = RuleEvidence(**{**e.__dict__, "rate_after": after, "dropped": dropped})
+                e = replace(e, rate_after=after, dropped=dropped)
                 if dropped:
                     self.retired.add(e.rule)
                     self.log.append(e)

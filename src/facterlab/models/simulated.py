@@ -46,6 +46,7 @@ bias, and how many rules were honoured.  The same facts go into ``Prediction.raw
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -521,7 +522,7 @@ class SimulatedRecommender(Recommender):
             self._parsed[system] = got
         return got
 
-    def _shown_attrs(self, req: PromptRequest, meta: Mapping) -> dict:
+    def _shown_attrs(self, req: PromptRequest, meta: Mapping, lines: list | None = None) -> dict:
         """The protected attributes the prompt shows (none when the demographics block is dropped).
 
         With ``reads = "text"`` they are parsed from the prompt text alone (the request's fields are
@@ -529,7 +530,7 @@ class SimulatedRecommender(Recommender):
         (``"literal"``: a reworded value is not understood), as canonical values."""
         if self.reads == "text":
             out = {}
-            for label, text in demographic_lines(req):
+            for label, text in demographic_lines(req) if lines is None else lines:
                 attr = ATTRIBUTE_LABELS.get(label.lower())
                 if attr is None or attr in out:
                     continue
@@ -554,7 +555,7 @@ class SimulatedRecommender(Recommender):
             return all(str(attrs.get(a)) == (canonical(a, v) if text else v) for a, v in want.items())
         return str(attrs.get(attr)) == (canonical(attr, value) if text else value)
 
-    def _surface_noise(self, req: PromptRequest, key: tuple, n: int) -> np.ndarray | None:
+    def _surface_noise(self, req: PromptRequest, key: tuple, n: int, lines: list) -> np.ndarray | None:
         """The text-reading simulator's surface terms (docs/SIMULATED.md): per named sensitivity an
         N(0, sd^2) draw per pool item, seeded by that aspect of the prompt text (line order, the set of
         the demographic lines' texts, the irrelevant lines, the whole prompt) and the request's history
@@ -563,7 +564,6 @@ class SimulatedRecommender(Recommender):
         sd = self.surface
         if not any(sd.values()):
             return None
-        lines = demographic_lines(req)
         prot = [(lab, v) for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS]
         aspects = {
             "order": tuple(lab for lab, _ in lines),
@@ -650,11 +650,12 @@ class SimulatedRecommender(Recommender):
         pref = (pref - pref.mean()) / sd if sd > 0 else pref - pref.mean()
         base = pref + rng.standard_normal(len(pool)) * self.sigma if self.sigma > 0 else pref
         if self.reads == "text":
-            surface = self._surface_noise(req, key, len(pool))
+            lines = demographic_lines(req)  # parsed once: the surface terms and the shown attributes
+            surface = self._surface_noise(req, key, len(pool), lines)
             if surface is not None:
                 base = base + surface
         # bias
-        attrs = self._shown_attrs(req, meta)
+        attrs = self._shown_attrs(req, meta, lines if self.reads == "text" else None)
         system = "\n".join(c for r, c in req.messages if r == "system")
         parsed = self._parse_system(system)
         strength = self.beta * (1.0 - self.phi if parsed.fair else 1.0)
@@ -786,26 +787,6 @@ def simulated_from_config(cfg, inter) -> SimulatedRecommender:
     """The simulated recommender of a :class:`~facterlab.config.RunConfig` (its ``sim`` section and
     protocol), fitted on the training histories of ``inter``'s calibration and test rows."""
     rows = pd.concat([inter.calib, inter.test], ignore_index=True)
-    s = cfg.sim
-    return SimulatedRecommender(
-        inter.items,
-        training_pairs(rows),
-        protocol=cfg.protocol,
-        beta=s.beta,
-        sigma=s.sigma,
-        rho=s.rho,
-        h=s.h,
-        phi=s.phi,
-        demote=s.demote,
-        n_factors=s.n_factors,
-        seed=s.seed,
-        bias_table=s.bias_table,
-        compliance=s.compliance,
-        reads=s.reads,
-        trigger=s.trigger,
-        order_sd=s.order_sd,
-        wording_sd=s.wording_sd,
-        field_sd=s.field_sd,
-        prompt_sd=s.prompt_sd,
-        temperature=s.temperature,
-    )
+    # every knob of the sim section is a keyword of the recommender, under the same name
+    knobs = {f.name: getattr(cfg.sim, f.name) for f in dataclasses.fields(cfg.sim)}
+    return SimulatedRecommender(inter.items, training_pairs(rows), protocol=cfg.protocol, **knobs)
