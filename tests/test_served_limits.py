@@ -7,9 +7,11 @@ comes from the environment and is never stored, refusals are known before work (
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
+import threading
 import time
 
 import pytest
@@ -36,8 +38,8 @@ def _fresh(monkeypatch):
     probes = (probe_server, supports_prompt_logprobs, supports_token_prompts, supports_sampling)
     for probe in probes:
         probe.cache_clear()
-    monkeypatch.setattr(served, "COMMAND", None)
-    yield
+    with served.command(None):  # hints name ModelConfig's fields unless a test says otherwise
+        yield
     for probe in probes:
         probe.cache_clear()
 
@@ -144,14 +146,57 @@ def test_run_flags_reach_the_model_config():
     assert fake.model.temperature == 0.3
 
 
-def test_hints_name_the_flag_of_the_command_typed(monkeypatch):
-    monkeypatch.setattr(served, "COMMAND", "run")
-    assert setting_hint("repetition_penalty", "1") == "--repetition-penalty 1"
-    assert setting_hint("max_retries", "N") == "--retries N"
-    monkeypatch.setattr(served, "COMMAND", "sweep")
-    assert setting_hint("repetition_penalty", "1") == "--set model__repetition_penalty=1"
-    monkeypatch.setattr(served, "COMMAND", None)
+def test_hints_name_the_flag_of_the_command_typed():
+    with served.command("run"):
+        assert setting_hint("repetition_penalty", "1") == "--repetition-penalty 1"
+        assert setting_hint("max_retries", "N") == "--retries N"
+        with served.command("sweep"):  # nested: the inner command, then the outer one again
+            assert setting_hint("repetition_penalty", "1") == "--set model__repetition_penalty=1"
+        assert setting_hint("timeout", "60") == "--timeout 60"
+    assert served.current_command() is None
     assert setting_hint("timeout", "60").startswith("model.timeout=60 (ModelConfig")
+
+
+def test_the_command_of_a_hint_belongs_to_its_own_thread_and_ends_with_its_block():
+    """Two callers at once each get their own command's flags; an error in the block restores the value;
+    code that assigns the old module global ``served.COMMAND`` sets the same context variable."""
+    barrier = threading.Barrier(2, timeout=10)
+    seen: dict = {}
+
+    def caller(name):
+        with served.command(name):
+            barrier.wait()  # both have set their command before either reads
+            seen[name] = setting_hint("timeout", "60")
+            barrier.wait()
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in ("run", "sweep")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"run": "--timeout 60", "sweep": "--set model__timeout=60"}
+    assert served.current_command() is None
+    with pytest.raises(RuntimeError), served.command("run"):
+        raise RuntimeError("a command that fails")
+    assert served.current_command() is None
+
+    def legacy():
+        served.COMMAND = "sweep"  # what reporting/sweep.py's workers do
+        return served.COMMAND, setting_hint("timeout", "60")
+
+    assert contextvars.copy_context().run(legacy) == ("sweep", "--set model__timeout=60")
+    assert served.COMMAND is None  # the assignment stayed in the context that made it
+
+
+def test_a_hint_raised_in_a_request_thread_names_the_flag_of_the_command_that_asked():
+    """Requests run in a thread pool; an error there is built in the caller's context, so under ``run``
+    it names ``--timeout``/``--retries``, not ModelConfig's fields."""
+    with OpenAIServer() as srv:
+        rec = _built(srv, "garbage", max_retries=0, concurrency=2)
+        with served.command("run"), pytest.raises(ServerError) as info:
+            rec.predict([_request(s) for s in range(3)])
+    assert "did not answer in HTTP" in str(info.value)
+    assert "--timeout SECONDS, --retries N)" in str(info.value), str(info.value)
 
 
 def test_the_api_key_comes_from_the_environment_and_is_never_stored(monkeypatch, tmp_path):
@@ -261,6 +306,7 @@ def test_run_audits_a_strict_server_greedily_and_names_its_flag_when_refused(tmp
     monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
     with OpenAIServer(strict=True) as srv:  # refuses repetition_penalty with HTTP 422, as transformers serve
         assert main([*_run_args(srv.url), "--max-new-tokens", "32"]) == 1
+        assert served.current_command() is None  # the command's hints ended with it
         err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
         assert len(err) == 1 and "HTTP 422" in err[0] and "--repetition-penalty 1," in err[0], err
         assert not (tmp_path / "results" / "runs").exists()  # refused before any work
@@ -284,6 +330,7 @@ def test_a_sweep_with_an_incapable_server_is_refused_before_any_run_in_one_line(
     with OpenAIServer(strict=True, no_logprobs=True) as srv:
         args = [*base, "--set", f"model__llm=openai:{MODEL}", "--server-url", srv.url]
         assert main(args) == 1
+        assert served.current_command() is None  # the sweep set it (served.COMMAND); it ended with the sweep
         err = [ln for ln in capsys.readouterr().err.splitlines() if "thread" not in ln]
         assert len(err) == 1 and "the sweep cannot start" in err[0] and "(3 runs)" in err[0], err
         assert "--set model__repetition_penalty=1" in err[0]

@@ -13,6 +13,7 @@ Sub-commands are registered by the modules that own them, imported lazily so tha
 from __future__ import annotations
 
 import argparse
+import contextvars
 import importlib
 import sys
 
@@ -103,18 +104,14 @@ def main(argv: list | None = None) -> int:
         except ParameterError as exc:
             print(f"facterlab {args.command}: error: {exc}", file=sys.stderr)
             return 2
-    try:
-        return int(args.func(args) or 0)
+    try:  # in a copy of this context: what a command sets there (served hints' command) ends with it
+        return int(contextvars.copy_context().run(args.func, args) or 0)
     except (FileNotFoundError, ValueError) as exc:
         print(f"facterlab {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # a full disk, a folder another process holds, a permission: one line
         print(f"facterlab {args.command}: error: {os_error_line(exc)}", file=sys.stderr)
         return 1
-    finally:  # the command's hints (served.COMMAND) end with it: a later call from Python names ModelConfig
-        served = sys.modules.get("facterlab.models.served")
-        if served is not None:
-            served.COMMAND = None  # type: ignore[attr-defined]
 
 
 def os_error_line(exc: OSError) -> str:

@@ -294,7 +294,11 @@ def cmd_run(args) -> int:
     int
         0 on success (errors are raised, for the CLI to report).
     """
-    served.COMMAND = "run"  # hints name run's flags
+    with served.command("run"):  # hints name run's flags, until the command ends
+        return _run(args)
+
+
+def _run(args) -> int:
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
     validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)

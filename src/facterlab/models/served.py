@@ -57,6 +57,8 @@ URL is not part of it (the same model served elsewhere shares the cache).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import http.client
@@ -65,12 +67,14 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from facterlab.config import ModelConfig
@@ -89,6 +93,8 @@ __all__ = [
     "supports_sampling",
     "sampling_fields",
     "setting_hint",
+    "command",
+    "current_command",
     "MAX_RESPONSE_BYTES",
     "ServedRecommender",
     "probe_server",
@@ -188,8 +194,52 @@ PROGRESS_EVERY = 15.0
 #: seconds of waiting on one batch after which the progress lines are warnings (half the deadline
 #: when that is shorter; the lines come every ``min(PROGRESS_EVERY, timeout / 4)`` seconds)
 STALL_WARNING = 60.0
-#: what a hint names a setting with, by the command typed (:func:`setting_hint`); None: the Python API
-COMMAND: str | None = None
+#: what a hint names a setting with, by the command typed (:func:`setting_hint`): "run", "sweep", or
+#: None (the Python API).  A context variable, so that it belongs to the call that set it: a thread or
+#: an asyncio task gets its own, and :func:`command` restores the value it found when it ends.
+_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("facterlab_served_command", default=None)
+
+
+@contextlib.contextmanager
+def command(name: str | None) -> Iterator[None]:
+    """``with command("run"):`` hints in this block (and in the request threads it starts) name
+    ``facterlab run``'s flags; the value before it is restored at its end, even on an error.
+
+    >>> with command("sweep"):
+    ...     setting_hint("timeout", "60")
+    '--set model__timeout=60'
+    >>> current_command() is None
+    True
+    """
+    token = _COMMAND.set(name)
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def current_command() -> str | None:
+    """The command whose flags hints name here (:func:`command`); None: the Python API."""
+    return _COMMAND.get()
+
+
+class _Module(types.ModuleType):
+    """``served.COMMAND`` reads and sets the context variable (code that assigned the old module global
+    keeps working, now without leaking into other threads or past ``facterlab.cli.main``)."""
+
+    @property
+    def COMMAND(self) -> str | None:  # noqa: N802 (the old module global's name)
+        return _COMMAND.get()
+
+    @COMMAND.setter
+    def COMMAND(self, name: str | None) -> None:  # noqa: N802
+        _COMMAND.set(name)
+
+
+sys.modules[__name__].__class__ = _Module
+if TYPE_CHECKING:
+    COMMAND: str | None  # the property above: prefer ``with command(...)``
+
 #: ``facterlab run``'s flags for the model settings a hint may name
 RUN_FLAGS = {
     "temperature": "--temperature",
@@ -205,14 +255,15 @@ RUN_FLAGS = {
 
 
 def setting_hint(name: str, value: str) -> str:
-    """How the user sets model setting ``name`` to ``value`` through the door they used (:data:`COMMAND`).
+    """How the user sets model setting ``name`` to ``value`` through the door they used (:func:`command`).
 
     >>> setting_hint("repetition_penalty", "1")
     'model.repetition_penalty=1 (ModelConfig; REPETITION_PENALTY in a notebook)'
     """
-    if COMMAND == "run" and name in RUN_FLAGS:
+    cmd = _COMMAND.get()
+    if cmd == "run" and name in RUN_FLAGS:
         return f"{RUN_FLAGS[name]} {value}"
-    if COMMAND == "sweep":
+    if cmd == "sweep":
         return f"--set model__{name}={value}"
     return f"model.{name}={value} (ModelConfig; {name.upper()} in a notebook)"
 
@@ -788,7 +839,8 @@ class ServedRecommender(Recommender):
         if not jobs:
             return []
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(jobs)), thread_name_prefix="served")
-        futures = [pool.submit(job) for job in jobs]
+        # each job in a copy of this context: its hints name the flags of the command that asked
+        futures = [pool.submit(contextvars.copy_context().run, job) for job in jobs]
         t0 = time.monotonic()
         # lines before a short deadline ends too; a wait past half of it (or STALL_WARNING) is a warning
         every = min(PROGRESS_EVERY, max(0.5, self.timeout / 4))
