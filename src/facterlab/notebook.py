@@ -88,6 +88,23 @@ def find_cells(ns: Mapping) -> tuple:
     raise _params.ParameterError("cannot find the parameters cell: no IPython history and no __file__")
 
 
+
+def fast_decoding_overrides(on: bool) -> dict:
+    """The config overrides of a notebook's ``FAST_DECODING`` parameter (docs/CPU_DECODING.md): on CPU in
+    float32, every ``nn.Linear`` runs oneDNN's GEMM on packed weights (``model.linear_kernel = "onednn"``;
+    greedy token ids were identical to the default's in every benchmark; elsewhere it is the default
+    kernel), and a row stops generating once its parsed answer is final (``model.stop_at_answer``: the
+    parsed titles are those of full-length generation, the stored raw text ends at the answer).  Both are
+    named switches in the run's fingerprint, so such runs never reuse, or are reused as, default runs.
+    Off: no override (the config of a notebook without the parameter).
+
+    >>> fast_decoding_overrides(True), fast_decoding_overrides(False)
+    ({'model__linear_kernel': 'onednn', 'model__stop_at_answer': True}, {})
+    """
+    if not isinstance(on, bool):
+        raise _params.ParameterError(f"parameter FAST_DECODING: expected True or False, got {on!r}")
+    return {"model__linear_kernel": "onednn", "model__stop_at_answer": True} if on else {}
+
 @dataclass
 class NotebookParams:
     """A notebook's resolved parameters (``P["SEEDS"]``, ``P.values``) and its run configs."""
@@ -121,7 +138,8 @@ class NotebookParams:
     def config(
         self, seed: int, dataset: str | None = None, model: str | None = None, protocol: str | None = None, **kw
     ):
-        """The notebook's LLM run config (same parameters -> same run id -> the saved run is reused)."""
+        """The notebook's LLM run config (same parameters -> same run id -> the saved run is reused).
+        A notebook that declares ``FAST_DECODING`` gets its switches (:func:`fast_decoding_overrides`)."""
         v = self.values
         self._need(
             (
@@ -154,6 +172,7 @@ class NotebookParams:
             device=v["DEVICE"],
             ranker=v["RANKER"],
             metrics__snsr_min_group=v["SNSR_MIN_GROUP"],
+            **fast_decoding_overrides(v.get("FAST_DECODING", False)),
             **kw,
         )
 

@@ -68,6 +68,7 @@ PROFILES: dict = {
             "MAX_NEW_TOKENS": 250,
             "RANKER": "generate",
             "BATCH_SIZE": 16,
+            "FAST_DECODING": False,  # REPRO's decoding: full-length generation, the default kernel
             "DEVICE": "auto",
         },
     },
