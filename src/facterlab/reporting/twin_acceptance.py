@@ -46,6 +46,8 @@ __all__ = [
     "power_frame",
     "HANDFUL",
     "CFR_MARGIN",
+    "negative_control_config",
+    "negative_control_claims",
 ]
 
 #: the unbiased cases (beta = 0): every flag on them is a false flag
@@ -302,6 +304,96 @@ def plan(
     return keys
 
 
+def negative_control_config(
+    model: str, n_rows: int, dataset: str = "ml-100k", seed: int | None = None, fast_decoding: bool = True
+):
+    """The negative control on a real LLM (docs/FACTER.md §7.2): the twin holds the row's own
+    demographics reworded (``facter.twin = "reword"``), so every flag is a false flag.  The config of
+    ``facterlab run --model MODEL --dataset DATASET --n-rows N --passes 1 --delta twin --threshold null
+    --twin reword`` (the same run id), with the fast CPU decoding switches when ``fast_decoding``
+    (``model.linear_kernel = "onednn"``, ``model.stop_at_answer``: docs/CPU_DECODING.md).
+
+    Parameters
+    ----------
+    model : str
+        An LLM name, local path or hub id (``facterlab models``), or ``openai:<id>`` with a server.
+    n_rows : int
+        Interaction rows (70% calibrate Q_null, 30% are the test rows whose flags are counted).
+    dataset : str
+        The dataset (``facterlab run --dataset``).
+    seed : int or None
+        The run and data seed (None: the preset's).
+    fast_decoding : bool
+        Add the two decoding switches (named, in the run's fingerprint).
+
+    Returns
+    -------
+    RunConfig
+        Not validated here (:func:`facterlab.facter.validation.validate_config` does it when run).
+
+    Examples
+    --------
+    >>> cfg = negative_control_config("smollm2-135m", 80)
+    >>> cfg.facter.twin, cfg.facter.threshold, cfg.facter.placebo, cfg.model.stop_at_answer
+    ('reword', 'null', 'family', True)
+    """
+    import dataclasses
+
+    from facterlab.cli import build_parser
+    from facterlab.facter.commands import config_from_args
+
+    argv = ["run", "--model", model, "--dataset", dataset, "--n-rows", str(int(n_rows)), "--passes", "1"]
+    argv += ["--delta", "twin", "--threshold", "null", "--twin", "reword"]
+    if seed is not None:
+        argv += ["--seed", str(int(seed))]
+    cfg = config_from_args(build_parser().parse_args(argv))
+    if fast_decoding:
+        cfg = dataclasses.replace(
+            cfg, model=dataclasses.replace(cfg.model, linear_kernel="onednn", stop_at_answer=True)
+        )
+    return cfg
+
+
+def negative_control_claims(result, alpha: float | None = None) -> tuple:
+    """The negative control's claim and numbers for a finished run of :func:`negative_control_config`:
+    Neutral's false-flag rate on the test rows is at most alpha + 0.02 (99% Clopper-Pearson), and, as
+    a description (the methods share their rows, so it is not a separate test), the flag rates of Fair
+    and FACTER and the twin and placebo distances.
+
+    Parameters
+    ----------
+    result : RunResult
+        The run (``facterlab.reporting.experiments.run``).
+    alpha : float or None
+        The level (None: the run's calibration alpha).
+
+    Returns
+    -------
+    tuple
+        ``(claim, facts)``: a :class:`~facterlab.reporting.claims.Claim` and a dict of the numbers.
+    """
+    cal = result.record.metrics.calibration
+    alpha = float(cal.alpha) if alpha is None else float(alpha)
+    facts: dict = {"run_id": result.run_id, "alpha": alpha, "q_null": float(cal.q_null)}
+    for method in ("neutral", "fair", "facter"):
+        rows = result.rows[method]
+        rows = rows[rows["pass"] == rows["pass"].max()]
+        flag = rows["viol_fixed"].to_numpy(dtype=bool)
+        facts[f"{method}_flagged"], facts[f"{method}_n"] = int(flag.sum()), int(len(flag))
+        if "delta" in rows:
+            facts[f"{method}_mean_twin_distance"] = float(np.nanmean(rows["delta"].to_numpy(dtype=float)))
+    llm = result.config.get("config", result.config)["model"]["llm"]  # config.json: {"config": {...}, ...}
+    claim = rate_claim(
+        f"negative control ({llm}, twin = the same values reworded): "
+        f"Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
+        facts["neutral_flagged"],
+        facts["neutral_n"],
+        alpha + 0.02,
+        "<=",
+    )
+    return claim, facts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m facterlab.reporting.twin_acceptance``: run (or reuse) notebook 09 §7's testbed runs
     and print their table and claims; the same configs as the notebook, so either reuses the other's runs."""
@@ -318,7 +410,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--cfr-rows", type=int, default=200)
     p.add_argument("--data-dir", default=None)
+    p.add_argument(
+        "--negative-control",
+        metavar="MODEL",
+        default=None,
+        help="instead: the negative control on a real LLM (twin = the same values reworded, one pass, "
+        "--n rows, --dataset; negative_control_config)",
+    )
     a = p.parse_args(argv)
+    if a.negative_control:
+        dataset = "ml-100k" if a.dataset == "auto" else a.dataset
+        res = ex.run(negative_control_config(a.negative_control, a.n, dataset), data_dir=a.data_dir)
+        claim, facts = negative_control_claims(res)
+        for key, value in facts.items():
+            print(f"{key}: {value}")
+        print(claims_frame([claim])[["claim", "measured", "verdict"]].to_string(index=False))
+        return 0
     base = dict(
         dataset=a.dataset,
         protocol="open",
