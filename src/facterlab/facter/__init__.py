@@ -5,9 +5,13 @@
 - :mod:`~facterlab.facter.conformal`: Q0 = k-th smallest score, k = ceil((1-alpha)(n+1)); corrections.
 - :mod:`~facterlab.facter.threshold`: online threshold rules ``one_sided`` | ``eq11_as_printed`` | ``aci``.
 - :mod:`~facterlab.facter.repair`: violation FIFO and AVOID-rule mining.
-- :mod:`~facterlab.facter.monitor`: the online loop with exact optimistic batching.
+- :mod:`~facterlab.facter.monitor`: the online loop with exact optimistic batching; its scorers
+  (:mod:`~facterlab.facter.scorers`), rule-mining state (:mod:`~facterlab.facter.monitor_rules`) and
+  result (:mod:`~facterlab.facter.monitor_result`).
 - :mod:`~facterlab.facter.baselines`: Neutral and Fair.
-- :mod:`~facterlab.facter.pipeline`: :func:`run_experiment` end to end.
+- :mod:`~facterlab.facter.pipeline`: :func:`run_experiment` end to end; its phases calibration
+  (:mod:`~facterlab.facter.calibration`), answers to catalogue items (:mod:`~facterlab.facter.answers`)
+  and one method's metrics (:mod:`~facterlab.facter.method_metrics`).
 - :mod:`~facterlab.facter.validation`: one validation pass over a run configuration.
 
 Imports numpy/pandas only.

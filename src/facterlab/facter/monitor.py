@@ -17,10 +17,10 @@ facterlab extensions (docs/FACTER.md §7; :mod:`facterlab.facter.twins`): with `
 row is asked together with its counterfactual twin (protected attributes flipped, same history and
 seed, the twin group's own rules) and Delta is the distance between the two answers (:class:`TwinScorer`);
 with ``threshold = "null"`` the flag is Delta > Q_null (the placebo quantile), a bar that does not move;
-with ``rule_mining = "contrast"`` a reference FIFO holds what the group's violations are contrasted
-with: with the twin, each violation's twin answer (the same question without the group's demographics);
-otherwise the group's unflagged outputs (committed when the next violation arrives, so that rules still
-change only on a violation).
+``rule_mining = "contrast"`` and ``"confirmed"`` mine the rules otherwise (:mod:`facterlab.facter.monitor_rules`).
+
+The scorers of step 3 are :mod:`facterlab.facter.scorers`; the rule-mining state of steps 1 and 5
+(FIFO, contrast reference, confirmed rules) is :mod:`facterlab.facter.monitor_rules`.
 
 Optimistic batching (exact): predictions are made ahead of the walk, with the prompts of the current
 state, and kept with the request they were made for.  The rows are then processed strictly in order;
@@ -41,10 +41,9 @@ import hashlib
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
@@ -52,17 +51,18 @@ from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import Recommender
 from facterlab.facter import prompts as _prompts
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
-from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
-from facterlab.facter.repair import ConfirmedRules, ViolationBuffer, mine_rules, mine_value_rules
-from facterlab.facter.scores import top1_distance
+
+# violation_summary, REFERENCE_FACTOR and the scorers are re-exported: they lived here before the monitor
+# was split along its seams (issue 32); old imports work
+from facterlab.facter.monitor_result import MonitorResult, violation_summary  # noqa: F401
+from facterlab.facter.monitor_rules import REFERENCE_FACTOR, MonitorRules  # noqa: F401
+from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState, OnlineScorer, TwinScorer  # noqa: F401
 from facterlab.facter.threshold import OnlineThreshold
-from facterlab.facter.twins import mean_over_draws, twin_distance, twin_row, with_draws
+from facterlab.facter.twins import mean_over_draws, twin_row, with_draws
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
 
-#: contrast mining keeps this many times the violation buffer's size of unflagged outputs
-REFERENCE_FACTOR = 4
 #: predictions made ahead between two adaptations of the rows per call
 ADAPT_WINDOW = 16
 
@@ -114,198 +114,6 @@ def prompt_items(items: pd.DataFrame) -> dict:
     """
     tbl = items.set_index("item_id") if "item_id" in items.columns else items
     return {int(i): str(t) for i, t in zip(tbl.index, tbl["title"])}
-
-
-@dataclass
-class CalibrationState:
-    """What the online phase needs from calibration: Q0 and the calibration rows' contexts, protected
-    tuples and prediction representations f(yhat_j).
-
-    Parameters
-    ----------
-    q0 : float
-        The conformal threshold Q0 of the calibration scores.
-    context_emb : numpy.ndarray, shape (n, dim_context)
-        Context embeddings of the calibration rows.
-    groups : list of hashable, length n
-        Protected tuple of each calibration row.
-    pred_emb : numpy.ndarray, shape (n, dim)
-        Representations f(yhat_j) of the calibration rows' top-1 predictions.
-    alpha : float
-        Miscoverage level Q0 was computed for.
-    k_index : int
-        1-based rank k of Q0 among the sorted calibration scores.
-    n : int
-        Calibration size.
-    q_null : float or None, default None
-        With ``threshold = "null"``: the placebo quantile plus tolerance; None otherwise.
-    """
-
-    q0: float
-    context_emb: np.ndarray
-    groups: list
-    pred_emb: np.ndarray
-    alpha: float
-    k_index: int
-    n: int
-    q_null: float | None = None  # threshold "null": the placebo quantile + tolerance (facter/twins.py)
-
-
-class OnlineScorer:
-    """S for test rows against the calibration set (docs/FACTER.md §3 step 3).
-
-    Neighbours of each test row among the calibration contexts are computed once, blocked
-    (contexts do not depend on predictions); :meth:`score` then needs only f(yhat_t).
-
-    Parameters
-    ----------
-    calib : CalibrationState
-        The calibration state (contexts, groups and prediction representations are used).
-    test_context_emb : numpy.ndarray, shape (n_test, dim_context)
-        Context embeddings of the test rows, in walk order.
-    test_groups : sequence of hashable, length n_test
-        Protected tuple of each test row.
-    target_emb : numpy.ndarray, shape (n_test, dim)
-        Representations f(y_t) of the test rows' targets.
-    lam : float, default ``FacterConfig.lam``
-        Weight lambda of the disparity term.
-    tau_rho : float, default ``FacterConfig.tau_rho``
-        Cosine threshold of the neighbour search (see
-        :func:`facterlab.facter.neighbours.counterfactual_neighbours`).
-    tau_x : float or None, default None
-        Optional L2 locality gate of the neighbour search; None disables it.
-
-    Attributes
-    ----------
-    index : NeighbourIndex
-        Neighbours of each test row among the calibration rows.
-    """
-
-    def __init__(
-        self,
-        calib: CalibrationState,
-        test_context_emb: np.ndarray,
-        test_groups: Sequence,
-        target_emb: np.ndarray,
-        lam: float = FacterConfig.lam,
-        tau_rho: float = FacterConfig.tau_rho,
-        tau_x: float | None = None,
-    ):
-        self.calib, self.lam = calib, float(lam)
-        self.index: NeighbourIndex = counterfactual_neighbours(
-            test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x
-        )
-        self.target_emb = np.asarray(target_emb, dtype=np.float64)
-        self.ref = np.asarray(calib.pred_emb, dtype=np.float64)
-
-    def score(self, pos: int, pred_vec: np.ndarray) -> tuple:
-        """(S, d, Delta, n_neighbours) for test position ``pos`` with representation ``pred_vec``.
-
-        Parameters
-        ----------
-        pos : int
-            0-based position of the row among the test rows.
-        pred_vec : numpy.ndarray, shape (dim,)
-            Representation f(yhat_t) of the row's top-1 prediction.
-
-        Returns
-        -------
-        tuple of (float, float, float, int)
-            S = d + lambda * Delta, d (see :func:`~facterlab.facter.scores.top1_distance`), Delta (the
-            largest L2 distance to a calibration neighbour's prediction, 0.0 without neighbours) and
-            the number of neighbours.
-        """
-        p = np.asarray(pred_vec, dtype=np.float64)[None, :]
-        d = float(top1_distance(p, self.target_emb[pos : pos + 1])[0])
-        nb = self.index.neighbours(pos)
-        delta = float(np.linalg.norm(self.ref[nb] - p, axis=1).max()) if len(nb) else 0.0
-        return d + self.lam * delta, d, delta, int(len(nb))
-
-
-#: ``n_neighbours`` of a row scored with the twin Delta (no neighbour search): not a count
-NO_NEIGHBOUR_SEARCH = -1
-
-
-class TwinScorer:
-    """S for test rows with the twin Delta (docs/FACTER.md §7): d against the row's target,
-    Delta = ||f(yhat) - f(yhat_twin)|| (:func:`facterlab.facter.twins.twin_distance`); no neighbour
-    search (``index`` is None).  The null-anchored threshold, when used, is ``calib.q_null``.
-
-    Parameters
-    ----------
-    calib : CalibrationState
-        The calibration state (its ``q0`` / ``q_null`` are read by the monitor).
-    target_emb : numpy.ndarray, shape (n_test, dim)
-        Representations f(y_t) of the test rows' targets, in walk order.
-    lam : float, default ``FacterConfig.lam``
-        Weight lambda of the disparity term.
-    """
-
-    index = None
-
-    def __init__(self, calib: CalibrationState, target_emb: np.ndarray, lam: float = FacterConfig.lam):
-        self.calib, self.lam = calib, float(lam)
-        self.target_emb = np.asarray(target_emb, dtype=np.float64)
-
-    def score(self, pos: int, pred_vec: np.ndarray, twin_vec: np.ndarray) -> tuple:
-        """(S, d, Delta, -1) for test position ``pos``.
-
-        Parameters
-        ----------
-        pos : int
-            0-based position of the row among the test rows.
-        pred_vec : numpy.ndarray, shape (dim,)
-            Representation f(yhat_t) of the row's top-1 prediction.
-        twin_vec : numpy.ndarray, shape (dim,)
-            Representation of the twin's top-1 prediction.
-
-        Returns
-        -------
-        tuple of (float, float, float, int)
-            S = d + lambda * Delta, d, Delta = ||pred_vec - twin_vec||_2 and
-            :data:`NO_NEIGHBOUR_SEARCH` (-1).
-        """
-        p = np.asarray(pred_vec, dtype=np.float64)
-        d = float(top1_distance(p[None, :], self.target_emb[pos : pos + 1])[0])
-        delta = float(twin_distance(p[None, :], np.asarray(twin_vec, dtype=np.float64)[None, :])[0])
-        return d + self.lam * delta, d, delta, NO_NEIGHBOUR_SEARCH
-
-
-@dataclass
-class MonitorResult:
-    """Records (one per (pass, row)), the final state and bookkeeping of a monitor run.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        One record per (pass, row); columns as built by :meth:`FacterMonitor.run`.
-    q_final : float
-        The threshold after the last pass (Q*).
-    threshold_path : list of float
-        [Q0, Q after pass 1, ...] (passes + 1 entries).
-    buffer : ViolationBuffer
-        The violation buffer at the end of the run.
-    n_predicted : int, default 0
-        Requests sent to the recommender (twins included).
-    n_repredicted : int, default 0
-        Requests made for rows whose earlier prediction went stale.
-    n_calls : int, default 0
-        Recommender calls.
-    n_twin_predicted : int, default 0
-        Twin requests (``delta = "twin"``).
-    extra : dict, default {}
-        Free-form extras (e.g. ``"monitor"``: the :class:`FacterMonitor`).
-    """
-
-    records: pd.DataFrame
-    q_final: float
-    threshold_path: list  # [Q0, Q after pass 1, ...]
-    buffer: ViolationBuffer
-    n_predicted: int = 0
-    n_repredicted: int = 0
-    n_calls: int = 0
-    n_twin_predicted: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -479,22 +287,11 @@ class FacterMonitor:
             self.thr = OnlineThreshold(q0, "one_sided", 1.0, cfg.eta, cfg.alpha)
         else:
             self.thr = OnlineThreshold(q0, cfg.threshold_rule, cfg.gamma, cfg.eta, cfg.alpha)
-        self.buffer = ViolationBuffer(cfg.buffer_size)
-        # contrast mining: the group's other (unflagged) outputs, committed when a violation arrives
-        self.contrast = cfg.rule_mining == "contrast"
-        ref_size = cfg.buffer_size if self.twin else REFERENCE_FACTOR * cfg.buffer_size
-        self.reference = ViolationBuffer(ref_size) if self.contrast else None
-        # confirmed mining (twin only): rules from twin-confirmed, enriched differences, changed between passes
-        self.confirmed = (
-            ConfirmedRules(
-                cfg.rule_level, cfg.rule_min_effect, cfg.rule_min_count, cfg.max_rules, cfg.max_rules_per_attr
-            )
-            if self.repair and self.twin and cfg.rule_mining == "confirmed"
-            else None
-        )
-        self._unflagged: list = []
+        # rule mining: the violation FIFO, the contrast reference, the confirmed rules (facter/monitor_rules.py)
+        self.rules = MonitorRules(cfg, self.repair, self.twin)
+        self.buffer, self.reference, self.confirmed = self.rules.buffer, self.rules.reference, self.rules.confirmed
+        self.contrast = self.rules.contrast
         self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
-        self._rules_memo: dict = {}
         self.n_predicted = 0
         self.n_repredicted = 0
         self.n_calls = 0
@@ -530,7 +327,8 @@ class FacterMonitor:
 
     # ------------------------------------------------------------------ prompts
     def rules_for(self, attrs: dict) -> tuple:
-        """Rules mined from the current buffer for a user with ``attrs`` (empty for baselines).
+        """Rules for a user with ``attrs`` under the current state (empty for baselines):
+        :meth:`MonitorRules.rules_for <facterlab.facter.monitor_rules.MonitorRules.rules_for>`.
 
         Parameters
         ----------
@@ -540,47 +338,9 @@ class FacterMonitor:
         Returns
         -------
         tuple of Rule
-            The rules, in prompt order (memoised per buffer version).
+            The rules, in prompt order.
         """
-        if not self.repair:
-            return ()
-        if self.confirmed is not None:
-            return self.confirmed.rules_for(attrs)
-        if self.cfg.rule_keying == "per_attr":  # memoised per attribute value: many users share each
-            out: tuple = ()
-            for a in PROTECTED:
-                vkey = (self.buffer.version, a, attrs[a])
-                part = self._rules_memo.get(vkey)
-                if part is None:
-                    if len(self._rules_memo) > 4096:
-                        self._rules_memo.clear()
-                    part = self._rules_memo[vkey] = mine_value_rules(
-                        self.buffer,
-                        a,
-                        attrs[a],
-                        self.cfg.rule_min_count,
-                        self.cfg.max_rules_per_attr,
-                        getattr(self.cfg, "rule_tie_order", "by_name"),
-                        reference=self.reference,
-                    )
-                out += part
-            return out
-        key = (self.buffer.version, tuple(attrs[a] for a in PROTECTED))
-        r = self._rules_memo.get(key)
-        if r is None:
-            if len(self._rules_memo) > 4096:
-                self._rules_memo.clear()
-            r = mine_rules(
-                self.buffer,
-                attrs,
-                self.cfg.rule_keying,
-                self.cfg.rule_min_count,
-                self.cfg.max_rules_per_attr,
-                getattr(self.cfg, "rule_tie_order", "by_name"),
-                reference=self.reference,
-            )
-            self._rules_memo[key] = r
-        return r
+        return self.rules.rules_for(attrs)
 
     def system_for(self, attrs: dict, pass_index: int, passes: int) -> tuple:
         """(system prompt text, rules) for a user under the current state.
@@ -726,25 +486,11 @@ class FacterMonitor:
         v_repro_dyn = stat > q_before + c_repro / math.sqrt(self.repro.n)
         v_corr = {"none": v_fixed, "hoeffding": v_hoef, "repro_count": v_repro}[self.cfg.correction]
         v_adapt = self.thr.step(stat)
-        if v_adapt:
-            title, feats = self._top1_title_features(top1, raw)
-            if self.reference is not None and self.twin:  # the violation's own counterfactual: its twin's answer
-                self.reference.push(attrs, *self._top1_title_features(pending[6][1], pending[6][2]))
-            elif self.reference is not None:
-                for entry in self._unflagged:
-                    self.reference.push(*entry)
-                self._unflagged.clear()
-            self.buffer.push(attrs, title, feats)
-        elif self.reference is not None and not self.twin:
-            self._unflagged.append((attrs, *self._top1_title_features(top1, raw)))
-        if self.confirmed is not None:
-            self.confirmed.observe(
-                attrs,
-                bool(v_adapt),
-                self._top1_title_features(top1, raw)[1],
-                self._top1_title_features(pending[6][1], pending[6][2])[1],
-                ruled=bool(rules) or bool(self.confirmed.rules_for(self.twin_attrs[pos])),
-            )
+        if v_adapt or self.rules.observes_every_row:  # a violation feeds the rules (facter/monitor_rules.py)
+            own = self._top1_title_features(top1, raw)
+            twin_own = self._top1_title_features(pending[6][1], pending[6][2]) if self.twin else None
+            twin_attrs = self.twin_attrs[pos] if self.twin else None
+            self.rules.observe(attrs, bool(v_adapt), own, twin_own, rules, twin_attrs)
         row = self.row_dicts[pos]
         twin_cols = {}
         if self.twin:
@@ -846,8 +592,7 @@ class FacterMonitor:
                 bar.close()
             path.append(self.thr.q)
             self.passes_run = t + 1
-            if self.confirmed is not None:
-                self.confirmed.end_pass(t + 1)
+            self.rules.end_pass(t + 1)
         df = pd.DataFrame.from_records(records)
         q_star = self.thr.q
         # the final bar against the flag's own statistic (S, or the twin Delta with the null threshold)
@@ -897,34 +642,3 @@ class FacterMonitor:
             if pos is not None and pos in self.last_pass_system:
                 return self.last_pass_system[pos]
         return self.final_system(row)
-
-
-def violation_summary(records: pd.DataFrame) -> dict:
-    """Per-pass violation counts from monitor records: fixed_q0, adaptive, corrected, q_star,
-    hoeffding, repro_count, repro_dynamic (REPRO's corrected-dynamic count, S > Q_t + C/sqrt(n)), as lists
-    with one entry per pass; a kind whose column the records lack (runs saved before it) is left out.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Monitor records with a ``pass`` column and the ``viol_*`` boolean columns.
-
-    Returns
-    -------
-    dict of str to list of int
-        Kind -> violation count of each pass, passes in ascending order.
-    """
-    out = {}
-    g = records.groupby("pass", sort=True)
-    for name, col in (
-        ("fixed_q0", "viol_fixed"),
-        ("adaptive", "viol_adaptive"),
-        ("corrected", "viol_corrected"),
-        ("q_star", "viol_q_star"),
-        ("hoeffding", "viol_hoeffding"),
-        ("repro_count", "viol_repro_count"),
-        ("repro_dynamic", "viol_repro_dynamic"),
-    ):
-        if col in records.columns:
-            out[name] = [int(x) for x in g[col].sum().tolist()]
-    return out

@@ -1,0 +1,244 @@
+"""Offline calibration of a FACTER run (docs/FACTER.md §2): :func:`calibrate`.
+
+Calibration rows are predicted under the calibration prompt with the seeds of pass 0; their scores
+S = d + lambda Delta (neighbour Delta, or the twin Delta of docs/FACTER.md §7 with its placebos and
+null threshold) give Q0 and the :class:`~facterlab.facter.scorers.CalibrationState` the online phase
+scores test rows against.  Also here: the context embeddings and protected tuples of interaction rows
+and the twins of rows, which the pipeline uses for the test rows too.
+
+:func:`calibrate` and :func:`context_embeddings` are re-exported by :mod:`facterlab.facter.pipeline`,
+where they lived before issue 32; the calibration logs under the pipeline's logger (one name for a
+run's log lines, docs/PROGRESS.md).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from facterlab.config import RunConfig
+from facterlab.data.dataset import PROTECTED
+from facterlab.facter.conformal import ConformalThreshold
+from facterlab.facter.monitor import prompt_items, request_seed
+from facterlab.facter.neighbours import counterfactual_neighbours
+from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState
+from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
+from facterlab.facter.twins import (
+    PLACEBO_EDITS,
+    mean_over_draws,
+    null_threshold,
+    placebo_request,
+    reworded_twins,
+    twin_attributes,
+    twin_distance,
+    twin_row,
+    with_draws,
+)
+from facterlab.progress import Progress
+
+#: the run's logger, not this module's: calibration's progress lines read ``facter.pipeline: calibration: ...``
+#: like every other phase of a run (docs/PROGRESS.md); a name, not an import of the pipeline
+log = logging.getLogger(f"{__package__}.pipeline")
+
+
+def _predict_all(recommender, requests: list, batch: int, progress: bool, desc: str) -> list:
+    """Predictions for ``requests`` in chunks of ``batch``; the bar counts requests and moves with
+    every generated batch inside a chunk (facterlab.progress), the log says cached vs new and the time left."""
+    out: list = []
+    with Progress(desc, total=len(requests), unit="rows", log=log, bar=progress, advance_on_predictions=True) as bar:
+        for s in range(0, len(requests), max(1, batch)):
+            out.extend(recommender.predict(requests[s : s + batch]))
+            bar.update_to(len(out))
+    return out
+
+
+def context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts) -> np.ndarray:
+    """f(context_text(history titles)) for each row (docs/FACTER.md §2: no demographics in the context).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Interaction rows with a ``history`` column (sequences of item ids).
+    items : pandas.DataFrame
+        The catalogue (indexed by ``item_id`` or with an ``item_id`` column) with a ``title`` column.
+    encoder : object
+        Text encoder with ``encode(list[str]) -> array (n, dim)``.
+    prompts : module
+        The prompt module; its ``context_text(titles)`` builds each context.
+
+    Returns
+    -------
+    numpy.ndarray of float32, shape (len(rows), dim)
+        One context embedding per row, as the encoder returns it (not re-normalised here).
+    """
+    titles = prompt_items(items)
+    texts = [prompts.context_text([titles[int(i)] for i in h]) for h in rows["history"]]
+    return np.asarray(encoder.encode(texts), dtype=np.float32)
+
+
+def _groups(rows: pd.DataFrame) -> list:
+    """Protected tuples (gender, age, occupation) of the rows."""
+    return list(zip(*(rows[a].astype(str).tolist() for a in PROTECTED)))
+
+
+def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig) -> list:
+    """Each row's twin attributes: flipped (``facter.twin = "flip"``) or the row's own reworded
+    (``"reword"``: the negative control, docs/FACTER.md §7.2)."""
+    if cfg.facter.twin == "reword":
+        return reworded_twins(rows)
+    return twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+
+
+def calibrate(
+    calib_rows: pd.DataFrame,
+    items: pd.DataFrame,
+    recommender,
+    encoder,
+    represent: ItemRepresenter,
+    postprocess,
+    cfg: RunConfig,
+    domain: str,
+    prompts,
+    progress: bool = False,
+    attribute_values: dict | None = None,
+) -> tuple:
+    """Offline calibration (docs/FACTER.md §2) -> (CalibrationState, calibration DataFrame).
+
+    Calibration responses are generated under ``cfg.facter.calibration_prompt`` ("neutral" default, or
+    "empty"), with the seeds of pass 0.  With ``facter.delta = "twin"`` (docs/FACTER.md §7) each row's
+    twin (``attribute_values`` needed to flip) is asked under the same prompt and seed, Delta is the
+    distance of the two answers and no neighbour search runs; with ``facter.threshold = "null"`` each
+    row's placebo (:func:`facterlab.facter.twins.placebo_request`) is asked too and Q_null is set.
+
+    Parameters
+    ----------
+    calib_rows : pandas.DataFrame
+        Calibration interaction rows (``row_id``, ``user_id``, protected attributes, ``target``,
+        ``history`` and what ``prompts.build_request`` reads).
+    items : pandas.DataFrame
+        The catalogue (indexed by ``item_id`` for ``postprocess``).
+    recommender : Recommender
+        The model under audit.
+    encoder : object
+        Text encoder for the contexts (neighbour Delta only).
+    represent : ItemRepresenter
+        Gives f(yhat) and the targets' representations.
+    postprocess : callable
+        From :func:`make_postprocess`.
+    cfg : RunConfig
+        The run's configuration (``facter``, ``protocol``, ``metrics.k``, ``model.batch_size``,
+        ``seed``, ``metrics.flip_strategy``).
+    domain : str
+        Domain word of the prompts.
+    prompts : module
+        The prompt module (``system_prompt``, ``build_request``, ``context_text``).
+    progress : bool, default False
+        Show progress bars.
+    attribute_values : dict or None, default None
+        Every value of each protected attribute; required with ``facter.delta = "twin"``.
+
+    Returns
+    -------
+    state : CalibrationState
+        Q0 (and Q_null), contexts (a zero column with the twin Delta), groups and f(yhat_j).
+    table : pandas.DataFrame
+        One row per calibration row: ids, protected attributes, target, ``S``, ``d``, ``delta``,
+        ``n_neighbours`` (-1 with the twin Delta), twin and placebo columns when used, titles,
+        mapped ids, top-1, parse status, raw output and the system prompt kind.
+    """
+    fc = cfg.facter
+    rows = calib_rows.reset_index(drop=True)
+    row_dicts = rows.to_dict("records")
+    system = prompts.system_prompt(fc.calibration_prompt)
+    pitems = prompt_items(items)
+    reqs = [
+        prompts.build_request(
+            r, pitems, system, cfg.protocol, cfg.metrics.k, domain, request_seed(cfg.seed, int(r["row_id"]), 0)
+        )
+        for r in row_dicts
+    ]
+    batch = max(1, cfg.model.batch_size) * 8
+
+    draws = int(fc.draws) if fc.delta == "twin" else 1
+
+    def answers(requests: list, dicts: list, desc: str) -> tuple:
+        """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``; with
+        ``facter.draws`` > 1 each request is asked once per draw and f(yhat) is the mean over its draws
+        (predictions and postprocessed answers: draw 0's)."""
+        got = _predict_all(recommender, with_draws(requests, draws), batch, progress, desc)
+        done = postprocess(list(dicts) * draws, got)
+        emb = mean_over_draws(represent.predictions([p[1] for p in done], [p[2] for p in done]), draws)
+        n = len(requests)
+        return got[:n], done[:n], emb
+
+    preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
+    target_emb = represent.items(rows["target"].tolist())
+    groups = _groups(rows)
+    twin_cols: dict = {}
+    q_null = None
+    if fc.delta == "twin":
+        if attribute_values is None:
+            raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
+        flips = _twins_of(rows, attribute_values, cfg)
+        twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
+        twin_reqs = [
+            prompts.build_request(t, pitems, system, cfg.protocol, cfg.metrics.k, domain, rq.seed)
+            for t, rq in zip(twin_dicts, reqs)
+        ]
+        twin_preds, twin_post, twin_emb = answers(twin_reqs, twin_dicts, "calibration twins")
+        d = top1_distance(pred_emb, target_emb)
+        delta = twin_distance(pred_emb, twin_emb)
+        sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": NO_NEIGHBOUR_SEARCH})
+        ctx = np.zeros((len(rows), 1), dtype=np.float32)  # no neighbour search with the twin Delta
+        twin_cols = {
+            **{f"twin_{a}": [t[a] for t in flips] for a in PROTECTED},
+            "twin_top1_id": [int(p[1]) for p in twin_post],
+            "twin_top1_text": [p[2] for p in twin_post],
+            "twin_raw": [str(p.raw or "") for p in twin_preds],
+        }
+        if fc.threshold == "null":
+            # the placebo family (docs/FACTER.md §7): per row the largest distance over the edits asked
+            kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
+            per_kind = {
+                kind: twin_distance(
+                    pred_emb,
+                    answers([placebo_request(r, kind) for r in reqs], row_dicts, f"calibration placebos ({kind})")[2],
+                )
+                for kind in kinds
+            }
+            plc_delta = np.max(np.vstack(list(per_kind.values())), axis=0)
+            q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
+            twin_cols["placebo_delta"] = plc_delta
+            if len(kinds) > 1:
+                for kind, dist in per_kind.items():
+                    twin_cols[f"placebo_delta_{kind}"] = dist
+    else:
+        ctx = context_embeddings(rows, items, encoder, prompts)
+        index = counterfactual_neighbours(ctx, groups, tau_rho=fc.tau_rho, tau_x=fc.tau_x, progress=progress)
+        sc = nonconformity_scores(pred_emb, target_emb, index, pred_emb, lam=fc.lam)
+    ct = ConformalThreshold(fc.alpha).fit(sc["S"].to_numpy())
+    state = CalibrationState(
+        q0=ct.threshold_,
+        context_emb=ctx,
+        groups=groups,
+        pred_emb=pred_emb,
+        alpha=fc.alpha,
+        k_index=ct.k_index_,
+        n=ct.n_,
+        q_null=None if q_null is None else q_null.q,
+    )
+    df = rows[["row_id", "user_id", *PROTECTED, "target"]].copy()
+    for c in ("S", "d", "delta", "n_neighbours"):
+        df[c] = sc[c].to_numpy()
+    for c, v in twin_cols.items():
+        df[c] = v
+    df["titles"] = [[str(t) for t in p.titles] for p in preds]
+    df["mapped_ids"] = [[int(m) for m in p[0]] for p in post]
+    df["top1_id"] = [int(p[1]) for p in post]
+    df["top1_text"] = [p[2] for p in post]
+    df["parse_status"] = [p.parse_status for p in preds]
+    df["raw"] = [str(p.raw or "") for p in preds]
+    df["system_prompt"] = fc.calibration_prompt
+    return state, df
