@@ -41,14 +41,30 @@ class PromptRequest:
 
     @property
     def message_dicts(self) -> list:
+        """The messages as ``[{"role": ..., "content": ...}]``, the form chat templates and OpenAI servers take."""
         return [{"role": r, "content": c} for r, c in self.messages]
 
     @property
     def meta_dict(self) -> dict:
+        """``meta`` as a new dict (the request itself keeps the hashable tuple of pairs)."""
         return dict(self.meta)
 
     @staticmethod
     def from_messages(messages: Sequence[dict], **kw) -> PromptRequest:
+        """The request of chat ``messages``.
+
+        Parameters
+        ----------
+        messages : sequence of dict
+            ``{"role": ..., "content": ...}`` dicts, in order.
+        **kw
+            The other fields (``seed``, ``candidates``, ``k``, ``meta``).
+
+        Returns
+        -------
+        PromptRequest
+            The request, its messages stored as a tuple of (role, content) pairs.
+        """
         return PromptRequest(messages=tuple((m["role"], m["content"]) for m in messages), **kw)
 
 
@@ -81,6 +97,18 @@ class Recommender(Protocol):
     fingerprint: str
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:  # list[Prediction]
+        """One prediction per request, in order; the same request always gets the same answer.
+
+        Parameters
+        ----------
+        requests : sequence of PromptRequest
+            The requests.
+
+        Returns
+        -------
+        list of Prediction
+            ``len(requests)`` predictions, in the order of ``requests``.
+        """
         ...
 
     def plan_batches(self, requests: Sequence[PromptRequest]) -> list | None:  # list[list[int]] or None
@@ -95,7 +123,20 @@ class Encoder(Protocol):
     fingerprint: str
     dim: int
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts``.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts.
+
+        Returns
+        -------
+        numpy.ndarray of float32, shape (len(texts), dim)
+            One L2-normalised row per text.
+        """
+        ...
 
 
 @dataclass
@@ -106,6 +147,7 @@ class MissingValue:
     value: None = field(default=None, init=False)
 
     def to_json(self) -> dict:
+        """The JSON form of the missing value: ``{"value": null, "missing_reason": reason}``."""
         return {"value": None, "missing_reason": self.reason}
 
 
@@ -124,5 +166,10 @@ class Rule:
     kind: str = "feature"
 
     def text(self) -> str:
+        """The rule as a prompt shows it: ``AVOID: (attr=value) -> (feature-only)`` or ``-> (title)``.
+
+        >>> Rule("age", "25-34", "Comedy").text()
+        'AVOID: (age=25-34) -> (Comedy-only)'
+        """
         target = f"{self.feature}-only" if self.kind == "feature" else self.feature
         return f"AVOID: ({self.attr}={self.value}) -> ({target})"

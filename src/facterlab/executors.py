@@ -130,9 +130,28 @@ class Executor:
         retries: int = 2,
         on_event: Callable[[str, str, Any], None] | None = None,
     ) -> dict:
+        """Call ``fn(argument)`` once per task, retrying a failed task at most ``retries`` more times.
+
+        Parameters
+        ----------
+        fn : callable
+            A picklable module-level function of one argument.
+        tasks : mapping of str to object
+            Task key -> argument.
+        retries : int, default 2
+            Extra attempts of a failed task (0..``MAX_RETRIES``).
+        on_event : callable or None, default None
+            ``on_event(kind, key, info)``, called in the driver (module docstring).
+
+        Returns
+        -------
+        dict of str to TaskOutcome
+            Every task's outcome, in the order of ``tasks``; a failed task is reported, never dropped.
+        """
         raise NotImplementedError
 
     def describe(self) -> str:
+        """One line for logs: the executor's name and its number of workers."""
         return f"{self.name} ({self.workers} worker{'s' * (self.workers != 1)})"
 
     def close(self) -> None:
@@ -206,6 +225,7 @@ class SerialExecutor(Executor):
     name = "serial"
 
     def run(self, fn, tasks, retries=2, on_event=None):
+        """Each task in this process, in the order of ``tasks``: :meth:`Executor.run`."""
         book = _Attempts(tasks, retries, on_event)
         for key in tasks:
             while True:
@@ -260,6 +280,7 @@ class ProcessExecutor(Executor):
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method))
 
     def run(self, fn, tasks, retries=2, on_event=None):
+        """The tasks in a pool of worker processes, rebuilt when a worker dies: :meth:`Executor.run`."""
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -401,9 +422,11 @@ class DaskExecutor(Executor):
             return False
 
     def describe(self) -> str:
+        """One line for logs: the scheduler's address and the number of workers."""
         return f"dask at {self.address} ({self.workers} worker{'s' * (self.workers != 1)})"
 
     def run(self, fn, tasks, retries=2, on_event=None):
+        """The tasks as Dask futures on the cluster, retried by this executor on exceptions: :meth:`Executor.run`."""
         from distributed import as_completed
 
         book = _Attempts(tasks, retries, on_event)
@@ -453,6 +476,7 @@ class DaskExecutor(Executor):
         self.bars.append(bar)
 
     def close(self) -> None:
+        """Close what this executor opened: its client and, for a LocalCluster, the cluster; a client it was given stays open."""
         for obj in self._own:
             try:
                 obj.close()

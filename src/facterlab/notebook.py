@@ -114,14 +114,17 @@ class NotebookParams:
 
     @property
     def values(self) -> dict:
+        """Every parameter's resolved value, by name."""
         return self.resolved.values
 
     @property
     def profile(self) -> str:
+        """The profile of the run (``PROFILE``, default ``"default"``)."""
         return self.resolved.profile
 
     @property
     def smoke(self) -> bool:
+        """Whether ``SMOKE`` shrinks the sizes."""
         return self.resolved.smoke
 
     def __getitem__(self, name: str) -> Any:

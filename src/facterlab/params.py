@@ -499,13 +499,17 @@ class Resolved:
 
     @property
     def profile(self) -> str:
+        """The profile of the run (``PROFILE``, default ``"default"``)."""
         return str(self.values.get("PROFILE", "default"))
 
     @property
     def smoke(self) -> bool:
+        """Whether ``SMOKE`` shrinks the sizes (default False)."""
         return bool(self.values.get("SMOKE", False))
 
     def describe(self) -> str:
+        """One line: the profile, SMOKE, and which values were passed, set by the profile and shrunk by SMOKE."""
+
         def fmt(d: dict) -> str:
             return ", ".join(f"{k}={v!r}" for k, v in d.items()) or "none"
 

@@ -388,6 +388,13 @@ class Progress:
 
     # -- counting
     def update(self, n: int = 1) -> None:
+        """Count ``n`` more units done (nothing for ``n <= 0``), move the bar and log when a log line is due.
+
+        Parameters
+        ----------
+        n : int, default 1
+            Units done since the last update.
+        """
         if n <= 0:
             return
         self.n += int(n)
@@ -414,6 +421,7 @@ class Progress:
 
     # -- reporting
     def elapsed(self) -> float:
+        """Seconds since the progress started (monotonic clock)."""
         return time.monotonic() - self.t0
 
     def predicted(self) -> int:

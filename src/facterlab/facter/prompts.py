@@ -271,6 +271,7 @@ class PromptSet:
         domain: str = "movie",
         demographics: bool = True,
     ) -> str:
+        """:func:`user_prompt` with this set's gender wording."""
         return user_prompt(row, items, protocol, k, domain, demographics, self.gender)
 
     def build_request(
@@ -284,6 +285,7 @@ class PromptSet:
         seed: int = 0,
         demographics: bool = True,
     ) -> PromptRequest:
+        """:func:`build_request` with this set's gender wording."""
         return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender)
 
 

@@ -214,6 +214,27 @@ class MethodMetrics:
 
     @classmethod
     def from_json(cls, obj: Any, strict: bool = True, where: str = "metrics.json: methods.<method>") -> MethodMetrics:
+        """A method's metrics from its JSON object (``metrics.json``'s ``methods.<method>``).
+
+        Parameters
+        ----------
+        obj : object
+            The decoded JSON object.
+        strict : bool, default True
+            Fail on a missing required key (False: remember it as absent).
+        where : str
+            Where ``obj`` came from, for error messages.
+
+        Returns
+        -------
+        MethodMetrics
+            Unknown keys kept in ``extra``.
+
+        Raises
+        ------
+        RecordError
+            When ``obj`` is not an object, or (strict) a required key is missing.
+        """
         return _decode_dataclass(cls, obj, where, strict)
 
 
@@ -248,6 +269,7 @@ class RandomFloor:
     absent: frozenset = _absent()
 
     def flat(self) -> dict:
+        """``{key: value}`` of the floor: NDCG@10 and Recall@10 multi, then the extra keys, each a value or :class:`MissingValue`."""
         out = {"ndcg@10_multi": as_value(self.ndcg_multi, "ndcg@10_multi")}
         out["recall@10_multi"] = as_value(self.recall_multi, "recall@10_multi")
         out.update({k: as_value(v, k) for k, v in self.extra.items()})
@@ -323,10 +345,32 @@ class RunMetrics:
         return {**self.run_level(), **block.flat()}
 
     def to_json(self) -> dict:
+        """The JSON object of ``metrics.json`` (keys in schema order, then the extra keys)."""
         return _encode_dataclass(self)
 
     @classmethod
     def from_json(cls, obj: Any, strict: bool = True, where: str = "metrics.json") -> RunMetrics:
+        """The run's metrics from ``metrics.json``'s object.
+
+        Parameters
+        ----------
+        obj : object
+            The decoded JSON object.
+        strict : bool, default True
+            Fail on a missing required key (False: remember it as absent).
+        where : str, default "metrics.json"
+            Where ``obj`` came from, for error messages.
+
+        Returns
+        -------
+        RunMetrics
+            Unknown keys kept in ``extra``.
+
+        Raises
+        ------
+        RecordError
+            When ``obj`` is not an object, or (strict) a required key is missing.
+        """
         return _decode_dataclass(cls, obj, where, strict)
 
     @classmethod
@@ -371,6 +415,7 @@ class RunConfigRecord:
     absent: frozenset = _absent()
 
     def to_json(self) -> dict:
+        """The JSON object of ``config.json`` (keys in schema order, then the extra keys)."""
         return _encode_dataclass(self)
 
     def setting(self, name: str) -> Any:
@@ -454,6 +499,7 @@ class RunRecord:
 
     @property
     def run_id(self) -> str:
+        """The run id (``metrics.run_id``)."""
         return self.metrics.run_id
 
     @classmethod

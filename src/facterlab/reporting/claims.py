@@ -57,6 +57,7 @@ class Claim:
     verdict: str
 
     def to_json(self) -> dict:
+        """The claim as a JSON-ready dict of its fields."""
         return asdict(self)
 
 

@@ -125,6 +125,15 @@ class FacterlabEngine:
 
     @classmethod
     def execute_notebook(cls, nb: Any, kernel_name: Any, output_path: Any = None, **kwargs: Any) -> Any:
+        """Run ``nb`` with papermill's nbclient engine, the kernel on ``ipc``; a parameter error becomes a
+        :class:`NotebookParameterError` (after the copy with papermill's error markers is written to
+        ``output_path``); any other error is left to papermill.
+
+        Returns
+        -------
+        nbformat.NotebookNode
+            The executed notebook.
+        """
         from papermill.engines import NBClientEngine
 
         for key, value in kernel_manager_kwargs().items():
@@ -144,12 +153,14 @@ class FacterlabEngine:
 
     @classmethod
     def nb_kernel_name(cls, nb: Any, name: Any = None) -> Any:
+        """The kernel name papermill's nbclient engine finds for ``nb`` (or ``name``)."""
         from papermill.engines import NBClientEngine
 
         return NBClientEngine.nb_kernel_name(nb, name)
 
     @classmethod
     def nb_language(cls, nb: Any, language: Any = None) -> Any:
+        """The language papermill's nbclient engine finds for ``nb`` (or ``language``)."""
         from papermill.engines import NBClientEngine
 
         return NBClientEngine.nb_language(nb, language)

@@ -318,6 +318,7 @@ class DatasetChoice:
     note: str = ""
 
     def describe(self) -> str:
+        """One line for the log: the dataset's name and how it was reached (found, downloaded, named, or the synthetic stand-in and why)."""
         label = {"ml-1m": "MovieLens-1M", "ml-100k": "MovieLens-100K", "amazon": "Amazon Movies & TV"}
         name = f"{label[self.dataset]} ({self.dataset})" if self.dataset in label else self.dataset.upper()
         if self.how == "explicit":
@@ -405,6 +406,18 @@ class KernelLines:
         self.name, self.log, self._buf = name, log, ""
 
     def write(self, text: str) -> int:
+        """Take a chunk of the kernel's output; each line it completes goes to ``log``.
+
+        Parameters
+        ----------
+        text : str
+            The chunk.
+
+        Returns
+        -------
+        int
+            ``len(text)``, as a file's ``write`` returns.
+        """
         self._buf += str(text)
         *done, self._buf = re.split(r"\r\n|\r|\n", self._buf)
         for line in done:
@@ -413,6 +426,7 @@ class KernelLines:
         return len(text)
 
     def flush(self) -> None:
+        """Nothing to flush: a line goes out when it is complete (:meth:`finish` sends the rest)."""
         pass
 
     def finish(self) -> None:

@@ -387,13 +387,16 @@ class SweepResult:
 
     @property
     def n_failed(self) -> int:
+        """Tasks that failed after their retries."""
         return sum(1 for o in self.outcomes.values() if not o.ok)
 
     @property
     def n_started(self) -> int:
+        """Tasks run in this sweep (runs found finished are not started)."""
         return len(self.outcomes)
 
     def table(self) -> str:
+        """The summary rows as a plain text table (:func:`summary_table`)."""
         return summary_table(self.rows)
 
 

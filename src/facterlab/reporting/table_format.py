@@ -52,6 +52,7 @@ class Cell:
 
     @property
     def missing(self) -> bool:
+        """Whether no value was present (``n == 0``)."""
         return self.n == 0
 
 
@@ -96,6 +97,13 @@ class Footnotes:
     MAX_LEN = 240
 
     def mark(self, text: str) -> str:
+        """The mark of ``text`` (``"[i]"``), numbering it when it is new; a text over ``MAX_LEN`` characters is cut
+        with ``...``.
+
+        >>> f = Footnotes()
+        >>> f.mark("a"), f.mark("b"), f.mark("a")
+        ('[1]', '[2]', '[1]')
+        """
         if len(text) > self.MAX_LEN:
             text = text[: self.MAX_LEN - 3].rstrip() + "..."
         if text not in self.texts:
@@ -103,6 +111,7 @@ class Footnotes:
         return f"[{self.texts.index(text) + 1}]"
 
     def lines(self) -> list:
+        """The footnotes as lines ``"[i] text"``, in order of first use."""
         return [f"[{i}] {t}" for i, t in enumerate(self.texts, start=1)]
 
 
@@ -140,6 +149,7 @@ class Table:
     values: Any = None
 
     def to_frame(self):
+        """The formatted table as a pandas DataFrame (the header as columns, string cells)."""
         import pandas as pd
 
         return pd.DataFrame(self.rows, columns=self.header)

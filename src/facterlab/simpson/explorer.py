@@ -290,6 +290,7 @@ class Explorer:
         self.update()
 
     def values(self) -> dict:
+        """The sliders' current values, by parameter name."""
         return {k: s.value for k, s in self.sliders.items()}
 
     def _repr_mimebundle_(self, **kwargs) -> dict:

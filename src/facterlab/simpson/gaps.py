@@ -48,6 +48,7 @@ class UserStats:
 
     @property
     def n_users(self) -> int:
+        """The number of users (rows of ``n0``)."""
         return int(self.n0.shape[0])
 
     @property

@@ -123,6 +123,7 @@ class SimpsonConfig:
         get_exposure(self.exposure)
 
     def replace(self, **kw) -> SimpsonConfig:
+        """A copy with the fields in ``kw`` changed (:func:`dataclasses.replace`)."""
         return dataclasses.replace(self, **kw)
 
     @property
@@ -157,6 +158,7 @@ class Simulation:
 
     @property
     def mu1_hat(self) -> np.ndarray:
+        """mu_1/|mu_1| under this world's configuration (:func:`mu1_hat`)."""
         return mu1_hat(self.config)
 
     @property

@@ -147,6 +147,7 @@ class OpenAIServer:
         self.httpd.server_close()
 
     def ids_of(self, text: str) -> list:
+        """The stand-in model's token ids of ``text``, without special tokens."""
         return list(self.lm.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def prompt_logprobs(self, ids: list) -> list:
