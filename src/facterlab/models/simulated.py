@@ -50,6 +50,7 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -367,10 +368,82 @@ def demographic_lines(req: PromptRequest) -> list:
     return []
 
 
+def _aspect(name: str, req: PromptRequest, lines: list) -> tuple:
+    """The part of the prompt that seeds surface sensitivity ``name`` (order, wording, field, prompt)."""
+    if name == "order":
+        return tuple(lab for lab, _ in lines)
+    if name == "wording":
+        return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS))
+    if name == "field":
+        return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() not in ATTRIBUTE_LABELS))
+    return tuple(req.messages)
+
+
 @dataclass(frozen=True)
 class _Parsed:
     rules: tuple  # (attr, value, target, kind)
     fair: bool
+
+
+#: bytes of float64 score vectors each of the simulator's two memos may hold (per-request preferences
+#: plus noise; surface-noise terms); the entry count follows from the catalogue size (:class:`_LRU`)
+MEMO_BYTES = 48 * 2**20
+#: fewest and most entries of a memo, whatever the catalogue size
+MEMO_MIN, MEMO_MAX = 64, 8192
+
+
+class _LRU:
+    """A mapping of at most ``maxsize`` entries, the least recently used dropped first.
+
+    The simulator's memos hold pure functions of their keys (and of the recommender's fixed parameters),
+    so a dropped entry is recomputed, bit for bit, when it is asked for again: the bound changes the
+    speed, never an answer.
+
+    >>> m = _LRU(2)
+    >>> _ = m.put("a", 1), m.put("b", 2), m.get("a"), m.put("c", 3)
+    >>> sorted(m.keys()), len(m)
+    (['a', 'c'], 2)
+    """
+
+    def __init__(self, maxsize: int):
+        self.maxsize = max(1, int(maxsize))
+        self._d: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        got = self._d.get(key)
+        if got is not None:
+            self._d.move_to_end(key)
+        return got
+
+    def put(self, key, value):
+        self._d[key] = value
+        self._d.move_to_end(key)
+        while len(self._d) > self.maxsize:
+            self._d.popitem(last=False)
+        return value
+
+    def keys(self):
+        return self._d.keys()
+
+    def clear(self) -> None:
+        self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class _Core:
+    """What a request's answer owes to (``seed``, request seed, history ids, candidates) alone: the pool
+    (its history positions for open generation, recomputed on use), the standardised preferences plus
+    the sigma noise, the noise generator's state after that draw (the corruption draws continue it), the
+    corruption draws per answer length and the rule draws (``SimulatedRecommender._core``)."""
+
+    __slots__ = ("key", "pool", "hist_pos", "base", "state", "corr", "rule_draws")
+
+    def __init__(self, key: tuple, pool, hist_pos, base: np.ndarray, state):
+        self.key, self.pool, self.hist_pos, self.base, self.state = key, pool, hist_pos, base, state
+        self.corr: dict = {}
+        self.rule_draws: dict = {}
 
 
 class SimulatedRecommender(Recommender):
@@ -494,6 +567,14 @@ class SimulatedRecommender(Recommender):
         self._parsed: dict = {}
         self._push_memo: dict = {}
         self._mask_memo: dict = {}
+        # per-request memos (answers unchanged: see _LRU); sized so that each holds MEMO_BYTES of vectors
+        size = min(MEMO_MAX, max(MEMO_MIN, MEMO_BYTES // (8 * max(1, len(self.item_ids)))))
+        self._core_memo = _LRU(size)
+        self._surface_memo = _LRU(size)
+        self._attrs_memo: dict = {}
+        self._applicable_memo: dict = {}
+        self._named_memo: dict = {}
+        self._corrupt_memo: dict = {}
         self.n_calls = 0
         self.n_batches = 0
 
@@ -560,26 +641,30 @@ class SimulatedRecommender(Recommender):
         N(0, sd^2) draw per pool item, seeded by that aspect of the prompt text (line order, the set of
         the demographic lines' texts, the irrelevant lines, the whole prompt) and the request's history
         and candidates; ``temperature`` by the whole prompt and the request seed (a fresh draw per request).
-        None when every sensitivity is 0."""
+        None when every sensitivity is 0.  Each term is memoised by what seeds it (and ``n``)."""
         sd = self.surface
         if not any(sd.values()):
             return None
-        prot = [(lab, v) for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS]
-        aspects = {
-            "order": tuple(lab for lab, _ in lines),
-            "wording": tuple(sorted(f"{lab}: {v}" for lab, v in prot)),
-            "field": tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() not in ATTRIBUTE_LABELS)),
-            "prompt": tuple(req.messages),
-        }
+        rest = key[2:]
         out = np.zeros(n)
         for name, scale in sd.items():
             if not scale:
                 continue
             if name == "temperature":
-                seed = _hash64("temperature", self.seed, int(req.seed), tuple(req.messages), *key[2:])
+                aspect: tuple = (int(req.seed), tuple(req.messages))
             else:
-                seed = _hash64("surface", name, self.seed, aspects[name], *key[2:])
-            out += scale * np.random.default_rng(seed).standard_normal(n)
+                aspect = _aspect(name, req, lines)
+            mk = (name, scale, self.seed, aspect, rest, n)
+            term = self._surface_memo.get(mk)
+            if term is None:
+                if name == "temperature":
+                    seed = _hash64("temperature", self.seed, int(req.seed), tuple(req.messages), *rest)
+                else:
+                    seed = _hash64("surface", name, self.seed, aspect, *rest)
+                term = scale * np.random.default_rng(seed).standard_normal(n)
+                term.flags.writeable = False
+                self._surface_memo.put(mk, term)
+            out += term
         return out
 
     def _pool(self, req: PromptRequest, meta: Mapping, hist_pos: list) -> np.ndarray:
@@ -600,9 +685,11 @@ class SimulatedRecommender(Recommender):
         return np.flatnonzero(mask)
 
     # ------------------------------------------------------------------ one request
-    def _push_masks(self, attrs: Mapping) -> tuple:
-        """(push count per item, any-push mask per item) for the shown attribute values (memoised)."""
-        key = tuple(sorted(attrs.items()))
+    def _push_masks(self, attrs: Mapping, key: tuple | None = None) -> tuple:
+        """(push count per item, any-push mask per item) for the shown attribute values (memoised by
+        ``key``, the sorted items of ``attrs``)."""
+        if key is None:
+            key = tuple(sorted(attrs.items()))
         got = self._push_memo.get(key)
         if got is None:
             push = np.zeros(len(self.item_ids))
@@ -631,15 +718,23 @@ class SimulatedRecommender(Recommender):
         cand = np.flatnonzero(score >= score[part].min())
         return cand[np.lexsort((cand, -score[cand]))][:k]
 
-    def _explain(self, req: PromptRequest) -> dict:
-        meta = req.meta_dict
-        hist_ids = [int(i) for i in (meta.get("history_ids") or ())]
+    def _core(self, req: PromptRequest, meta: Mapping) -> _Core:
+        """The request's :class:`_Core`, memoised by everything it depends on: the pool (history ids,
+        candidate ids or, without them, candidate titles), the noise (``seed``, request seed, history and
+        candidate ids) and the fixed ``sigma``, ``protocol``, ``h``, ``V``.  A miss computes it exactly as
+        every request did before the memo."""
+        hist_ids = tuple(int(i) for i in (meta.get("history_ids") or ()))
+        cand_ids = tuple(int(i) for i in (meta.get("candidate_ids") or ()))
+        by_titles = req.candidates if self.protocol == "rank" and not cand_ids else None
+        mk = (self.seed, self.sigma, self.h, self.protocol, int(req.seed), hist_ids, cand_ids, by_titles)
+        core = self._core_memo.get(mk)
+        if core is not None:
+            return core
         hist_pos = [self._pos[i] for i in hist_ids if i in self._pos]
         pool = self._pool(req, meta, hist_pos)
         if len(pool) == 0:
             raise ValueError("the simulated recommender has no item to recommend (empty pool)")
-        cand_ids = tuple(int(i) for i in (meta.get("candidate_ids") or ()))
-        key = (self.seed, int(req.seed), tuple(hist_ids), cand_ids)
+        key = (self.seed, int(req.seed), hist_ids, cand_ids)
         rng = np.random.default_rng(_hash64("noise", *key))
         # preferences: PureSVD fold-in, standardised over the pool
         if hist_pos:
@@ -649,38 +744,99 @@ class SimulatedRecommender(Recommender):
         sd = pref.std()
         pref = (pref - pref.mean()) / sd if sd > 0 else pref - pref.mean()
         base = pref + rng.standard_normal(len(pool)) * self.sigma if self.sigma > 0 else pref
+        base.flags.writeable = False
+        # the corruption draws continue the noise generator: keep its state (open generation only)
+        state = rng.bit_generator.state if self.h > 0 and self.protocol == "open" else None
+        if self.protocol == "open":  # the pool is the catalogue minus the history: recomputed on use
+            core = _Core(key, None, np.asarray(hist_pos, dtype=np.int64), base, state)
+        else:
+            pool.flags.writeable = False
+            core = _Core(key, pool, None, base, state)
+        return self._core_memo.put(mk, core)
+
+    def _pool_of(self, core: _Core) -> np.ndarray:
+        if core.pool is not None:
+            return core.pool
+        mask = np.ones(len(self.item_ids), dtype=bool)
+        mask[core.hist_pos] = False
+        return np.flatnonzero(mask)
+
+    def _attrs(self, req: PromptRequest, meta: Mapping, lines: list | None) -> tuple:
+        """(shown attributes, their sorted items, how many of them the bias table pushes); memoised by the
+        demographic lines for the text-reading simulator (its only input there)."""
+        if lines is not None:
+            mk = tuple(lines)
+            got = self._attrs_memo.get(mk)
+            if got is not None:
+                return got
+        attrs = self._shown_attrs(req, meta, lines)
+        got = (attrs, tuple(sorted(attrs.items())), int(sum(1 for a, v in attrs.items() if (a, v) in self._push)))
+        if lines is not None:
+            if len(self._attrs_memo) > 10_000:
+                self._attrs_memo.clear()
+            self._attrs_memo[mk] = got
+        return got
+
+    def _applicable(self, parsed: _Parsed, attrs: Mapping, attrs_key: tuple) -> tuple:
+        """The rules of ``parsed`` that name the shown attribute values, in prompt order (memoised)."""
+        mk = (parsed.rules, attrs_key)
+        got = self._applicable_memo.get(mk)
+        if got is None:
+            got = tuple(r for r in parsed.rules if self._rule_applies(r[0], r[1], attrs))
+            if len(self._applicable_memo) > 10_000:
+                self._applicable_memo.clear()
+            self._applicable_memo[mk] = got
+        return got
+
+    def _named(self, honoured: tuple) -> np.ndarray:
+        """Items the honoured rules name (``(target, kind)`` pairs), a read-only mask (memoised)."""
+        got = self._named_memo.get(honoured)
+        if got is None:
+            got = np.zeros(len(self.item_ids), dtype=bool)
+            for target, kind in honoured:
+                if kind == "feature":
+                    got |= self._mask_of(target)
+                else:
+                    p = self._title_pos.get(target)
+                    if p is not None:
+                        got[p] = True
+            got.flags.writeable = False
+            if len(self._named_memo) > 1_000:
+                self._named_memo.clear()
+            self._named_memo[honoured] = got
+        return got
+
+    def _explain(self, req: PromptRequest) -> dict:
+        meta = req.meta_dict
+        core = self._core(req, meta)
+        pool = self._pool_of(core)
+        base = core.base
+        lines = None
         if self.reads == "text":
             lines = demographic_lines(req)  # parsed once: the surface terms and the shown attributes
-            surface = self._surface_noise(req, key, len(pool), lines)
+            surface = self._surface_noise(req, core.key, len(pool), lines)
             if surface is not None:
                 base = base + surface
         # bias
-        attrs = self._shown_attrs(req, meta, lines if self.reads == "text" else None)
+        attrs, attrs_key, n_pushed_attrs = self._attrs(req, meta, lines)
         system = "\n".join(c for r, c in req.messages if r == "system")
         parsed = self._parse_system(system)
         strength = self.beta * (1.0 - self.phi if parsed.fair else 1.0)
-        push_full, pushed_full = self._push_masks(attrs)
+        push_full, pushed_full = self._push_masks(attrs, attrs_key)
         # rules
-        named = None
-        n_applicable = n_honoured = 0
-        for attr, value, target, kind in parsed.rules:
-            if not self._rule_applies(attr, value, attrs):
-                continue
-            n_applicable += 1
-            if (
-                self.rho < 1.0
-                and np.random.default_rng(_hash64("rule", attr, value, target, kind, *key)).random() >= self.rho
-            ):
-                continue
-            n_honoured += 1
-            if named is None:
-                named = np.zeros(len(self.item_ids), dtype=bool)
-            if kind == "feature":
-                named |= self._mask_of(target)
-            else:
-                p = self._title_pos.get(target)
-                if p is not None:
-                    named[p] = True
+        applicable = self._applicable(parsed, attrs, attrs_key) if parsed.rules else ()
+        honoured = []
+        for rule in applicable:
+            if self.rho < 1.0:
+                u = core.rule_draws.get(rule)
+                if u is None:
+                    attr, value, target, kind = rule
+                    u = np.random.default_rng(_hash64("rule", attr, value, target, kind, *core.key)).random()
+                    core.rule_draws[rule] = u
+                if u >= self.rho:
+                    continue
+            honoured.append((rule[2], rule[3]))
+        named = self._named(tuple(honoured)) if honoured else None
         unbiased = base - self.demote * named[pool] if named is not None else base
         if strength > 0:
             push = push_full[pool]
@@ -696,27 +852,47 @@ class SimulatedRecommender(Recommender):
         top, top0 = order[:k], order0[:k]
         # the demographics-blind answer: no push and no rules (the same noise)
         blind = order0 if named is None else pool[self._top(base, k)]
+        set_top, set_top0 = set(top.tolist()), set(top0.tolist())
         return {
             "order": order,
             "k": k,
-            "rng": rng,
+            "core": core,
             "truth": {
                 "bias_strength": float(strength),
-                "n_pushed_attrs": int(sum(1 for a, v in attrs.items() if (a, v) in self._push)),
+                "n_pushed_attrs": n_pushed_attrs,
                 "top1_changed": bool(top[0] != top0[0]),
-                "topk_changed": bool(set(top.tolist()) != set(top0.tolist())),
-                "n_changed": int(len(set(top.tolist()) - set(top0.tolist()))),
+                "topk_changed": bool(set_top != set_top0),
+                "n_changed": int(len(set_top - set_top0)),
                 "n_pushed_topk": int(pushed_full[top].sum()),
                 "n_pushed_topk_unbiased": int(pushed_full[top0].sum()),
                 "top1_unbiased": int(self.item_ids[top0[0]]),
                 "top1_unfair": bool(top[0] != blind[0]),
                 "top1_blind": int(self.item_ids[blind[0]]),
                 "n_rules": int(len(parsed.rules)),
-                "n_rules_applicable": int(n_applicable),
-                "n_rules_honoured": int(n_honoured),
+                "n_rules_applicable": int(len(applicable)),
+                "n_rules_honoured": int(len(honoured)),
                 "fair_prompt": bool(parsed.fair),
             },
         }
+
+    def _corruption_draws(self, core: _Core, n: int) -> tuple:
+        """(uniform draw, variant) per returned title: the noise generator continued after the noise
+        draw (its saved state), memoised per answer length."""
+        got = core.corr.get(n)
+        if got is None:
+            bits = np.random.PCG64(0)  # any seed: the saved state replaces it entirely
+            bits.state = core.state
+            rng = np.random.Generator(bits)
+            draws = rng.random(n)
+            got = core.corr[n] = (draws.tolist(), rng.integers(N_VARIANTS, size=n).tolist())
+        return got
+
+    def _corrupted(self, pos: int, variant: int) -> str:
+        mk = (pos, variant)
+        got = self._corrupt_memo.get(mk)
+        if got is None:
+            got = self._corrupt_memo[mk] = self._corrupt(pos, variant)[1]
+        return got
 
     def _corrupt(self, pos: int, variant: int) -> tuple:
         """Corrupted version number ``variant`` (0, 1, 2) of item ``pos``: ("typo" | "no_year" | "invented", text).
@@ -749,9 +925,9 @@ class SimulatedRecommender(Recommender):
 
     def _one(self, req: PromptRequest) -> Prediction:
         ex = self._explain(req)
-        order, k, rng, truth = ex["order"], ex["k"], ex["rng"], ex["truth"]
+        order, k, truth = ex["order"], ex["k"], ex["truth"]
         if self.protocol == "rank":
-            ranked = tuple(self.titles[p] for p in order)
+            ranked = tuple(self.titles[p] for p in order.tolist())
             truth["n_corrupted"] = 0
             return Prediction(
                 titles=ranked,
@@ -759,15 +935,14 @@ class SimulatedRecommender(Recommender):
                 raw=json.dumps(truth, sort_keys=True),
                 n_model_positions=len(ranked),
             )
-        top = [int(p) for p in order[:k]]
+        top = order[:k].tolist()
         titles = [self.titles[p] for p in top]
         corrupted = 0
         if self.h > 0:
-            draws = rng.random(len(titles))
-            variants = rng.integers(N_VARIANTS, size=len(titles))
+            draws, variants = self._corruption_draws(ex["core"], len(titles))
             for i in range(len(titles)):
                 if draws[i] < self.h:
-                    titles[i] = self._corrupt(top[i], int(variants[i]))[1]
+                    titles[i] = self._corrupted(top[i], variants[i])
                     corrupted += 1
         truth["n_corrupted"] = corrupted
         return Prediction(titles=tuple(titles), parse_status=PARSE_NA, raw=json.dumps(truth, sort_keys=True))
