@@ -77,9 +77,10 @@ docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs/html
 	@echo "docs: open build/docs/html/index.html"
 
-# The unit tier: no slow, browser or integration test (markers: tests/conftest.py).
+# The unit tier: no slow, browser or integration test (markers: tests/conftest.py); nbmake, the plugin that runs
+# notebooks as tests, is not loaded (its import, through nbformat's JSON-schema checks, took 3 s of collection).
 test-unit: $(STAMP)
-	$(PY) -m pytest -m "not slow and not browser and not integration" -q
+	$(PY) -m pytest -m "not slow and not browser and not integration" -q -p no:nbmake
 
 benchmarks: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

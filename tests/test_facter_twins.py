@@ -212,6 +212,7 @@ def test_repro_corrected_dynamic_count_is_the_adaptive_bar_plus_c_over_sqrt_n(tm
     assert counts == rec.groupby("pass")["viol_repro_dynamic"].sum().tolist()
 
 
+@pytest.mark.slow
 def test_q_star_flag_uses_the_null_statistic(twin_runs):
     _, runs = twin_runs
     rec = runs[(6.0, 1.0)].rows["facter"]

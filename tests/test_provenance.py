@@ -60,6 +60,7 @@ def _metrics(run_id: str, seed: int = 0) -> RunMetrics:
     return RunMetrics.partial(obj)  # a partial metrics.json: absent keys read as missing
 
 
+@pytest.mark.slow
 def test_saved_figure_names_its_runs_in_caption_png_and_pdf(tmp_path):
     runs = [_metrics("aaaaaaaaaaaa-11111111"), _metrics("bbbbbbbbbbbb-22222222", 1)]
     fig = ff.violations_by_pass(runs, "V by pass")

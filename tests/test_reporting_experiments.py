@@ -10,6 +10,7 @@ from facterlab.facter.record import RunRecord
 from facterlab.reporting import experiments as ex
 
 
+@pytest.mark.slow
 def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     cfg = ex.run_config(dataset="synthetic", model="fake", n_rows=60, passes=1, cfr_rows=4)
     assert ex.find_saved_run(cfg) is None

@@ -234,6 +234,7 @@ def test_published_numbers_match_spec():
         pub.published_records("OTHER")
 
 
+@pytest.mark.slow
 def test_saved_figures_are_byte_identical_when_redrawn(tmp_path):
     import time
 

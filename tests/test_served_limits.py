@@ -217,6 +217,7 @@ def test_the_api_key_comes_from_the_environment_and_is_never_stored(monkeypatch,
 # ------------------------------------------------------------------------------------------ limits
 
 
+@pytest.mark.integration
 def test_a_hung_server_ends_the_batch_within_one_timeout_with_progress_lines(monkeypatch, caplog):
     monkeypatch.setattr(served, "PROGRESS_EVERY", 0.5)
     with OpenAIServer() as srv:
@@ -234,6 +235,7 @@ def test_a_hung_server_ends_the_batch_within_one_timeout_with_progress_lines(mon
     assert waiting and "0 of 6 requests answered, 2 waiting" in waiting[0]
 
 
+@pytest.mark.integration
 def test_a_hung_server_is_found_before_any_prompt_in_one_timeout():
     with OpenAIServer(misbehave="hang") as srv:
         t0 = time.monotonic()
@@ -242,6 +244,7 @@ def test_a_hung_server_is_found_before_any_prompt_in_one_timeout():
         assert time.monotonic() - t0 < 1.5 + 1.5
 
 
+@pytest.mark.integration
 def test_a_dripping_server_ends_within_the_deadline_and_says_what_it_sent():
     with OpenAIServer() as srv:
         rec = _built(srv, "drip", timeout=2.5, max_retries=0)
@@ -297,6 +300,7 @@ def _run_args(url: str) -> list:
     return args + ["--dataset", "synthetic", "--n-rows", "40", "--passes", "1", "--cfr-rows", "4", "--json"]
 
 
+@pytest.mark.integration
 def test_run_audits_a_strict_server_greedily_and_names_its_flag_when_refused(tmp_path, monkeypatch, capsys):
     from facterlab.cli import main
 
@@ -383,6 +387,7 @@ def test_a_sweep_whose_server_takes_no_token_ids_is_refused_while_it_plans(tmp_p
     assert "HTTP 400: prompt must be a string." in text and "(2 runs)" in text and "\n" not in text
 
 
+@pytest.mark.integration
 def test_a_sweep_worker_waiting_on_a_stalled_server_says_so_and_ends_the_run(tmp_path):
     """A server that stops answering after the probes: the process-pool worker's progress lines become
     warnings past half the deadline (a sweep's workers show warnings), and the run ends within its

@@ -17,6 +17,7 @@ def test_numbers_are_the_simulation_readouts():
     assert "SYNTHETIC DATA" in html
 
 
+@pytest.mark.slow
 def test_slider_change_recomputes_numbers_and_figure():
     import matplotlib
 

@@ -93,6 +93,7 @@ def test_unknown_method_and_empty_groups():
     assert np.isnan(est.value) and est.missing_reason == "no observed relevant item of group 1"
 
 
+@pytest.mark.slow
 def test_ips_approaches_per_user_gap_as_n_grows():
     """With T = -0.1 almost every user has relevant items of both groups (|U*|/N ~ 0.99), so the
     IPS target is (nearly) the PerUserGap; its error shrinks as N grows."""

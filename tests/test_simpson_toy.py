@@ -105,6 +105,7 @@ def test_exhaustive_search_finds_the_lists_and_no_52_over_11():
         assert t["reversal"] and t["relevant_above_grey"] == {"active": True, "casual": False}
 
 
+@pytest.mark.slow
 def test_52_over_11_has_no_performance_driven_pair_within_the_bounds_searched():
     """At 9 casual tiles no pair meets every clause at 52/11; one tile further one does, but its reversal
     survives moving the Grey tile down (not performance-driven), while the toy's own reversal does not."""
