@@ -11,6 +11,9 @@ import contextvars
 import json
 import logging
 import os
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 
@@ -419,3 +422,51 @@ def test_a_sweep_worker_waiting_on_a_stalled_server_says_so_and_ends_the_run(tmp
     assert warnings and all("waiting for" in ln for ln in warnings), out.stderr[-2000:]
     assert "FAILED" in out.stdout and "within the 4 s deadline (it sent no status line)" in out.stdout
     assert took < 120, took
+
+
+# ------------------------------------------------------------------------------------------ https
+
+
+def _self_signed(tmp_path) -> tuple:
+    """A throwaway certificate for 127.0.0.1 and its key (the ``openssl`` command; no Python dependency)."""
+    exe = shutil.which("openssl")
+    if exe is None:
+        pytest.skip("no openssl command to make a self-signed certificate (cryptography is not a dependency)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    args = [exe, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    args += ["-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"]
+    args += ["-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(args, check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def _https(srv: OpenAIServer, cert, key) -> OpenAIServer:
+    """``srv`` (not yet started) answering https on its port; the handshake in each request's thread."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.httpd.socket = ctx.wrap_socket(srv.httpd.socket, server_side=True, do_handshake_on_connect=False)
+    srv.url = srv.url.replace("http://", "https://")
+    return srv
+
+
+def test_an_https_server_is_served_and_an_untrusted_certificate_is_one_line(tmp_path, monkeypatch):
+    """The client speaks TLS to an ``https://`` server, verifying its certificate with the machine's CAs
+    (``SSL_CERT_FILE`` here); an untrusted certificate and an https URL for a plain-HTTP port each end in
+    one line before any prompt, and are not retried."""
+    cert, key = _self_signed(tmp_path)
+    with _https(OpenAIServer(), cert, key) as srv:
+        assert srv.url.startswith("https://127.0.0.1:")
+        with pytest.raises(ServerError, match=r"its TLS certificate is not trusted here \(") as info:
+            ServedRecommender(_cfg(srv.url, max_retries=3), "open")
+        assert "SSL_CERT_FILE=" in str(info.value) and "\n" not in str(info.value)
+        assert not isinstance(info.value, ServerUnavailable) and srv.requests == []
+        probe_server.cache_clear()
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # this machine now trusts the certificate
+        rec = ServedRecommender(_cfg(srv.url), "open")
+        got = rec.predict([_request(s) for s in range(3)])
+        assert [p for p, _ in srv.requests].count("/v1/chat/completions") >= 3
+    assert all(p.titles for p in got)
+    with OpenAIServer() as plain:  # an https:// URL for a port that speaks plain HTTP
+        with pytest.raises(ServerError, match=r"the TLS handshake failed \(.*\); does the port speak https\?"):
+            ServedRecommender(_cfg(plain.url.replace("http://", "https://")), "open")
+        assert plain.requests == []

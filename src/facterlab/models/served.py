@@ -67,6 +67,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -404,6 +405,15 @@ def _no_answer(exc: BaseException) -> NoAnswer:
         return NoAnswer("it closed the connection without an answer")
     if isinstance(exc, http.client.HTTPException):
         return NoAnswer(f"an HTTP error ({type(exc).__name__}: {str(exc)[:120]})", False)
+    if isinstance(exc, ssl.SSLCertVerificationError):  # the same certificate fails again: not retried
+        why = exc.verify_message or exc.reason or "verification failed"
+        return NoAnswer(
+            f"its TLS certificate is not trusted here ({why}); give this machine the CA that signed it "
+            "(SSL_CERT_FILE=/path/ca.pem) or use the server's http:// URL",
+            False,
+        )
+    if isinstance(exc, ssl.SSLError):  # e.g. an https:// URL for a plain-HTTP port
+        return NoAnswer(f"the TLS handshake failed ({exc.reason or exc}); does the port speak https?", False)
     if isinstance(exc, TimeoutError | socket.timeout):
         return NoAnswer("a read timed out")
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -469,9 +479,9 @@ def probe_server(url: str, model: str, timeout: float = 10.0, key_env: str | Non
     try:
         reply = _http("GET", _url(url, "/v1/models"), timeout=timeout, retries=1, key_env=key_env)
     except NoAnswer as exc:
-        raise ServerUnavailable(
-            f"cannot reach the OpenAI-compatible server at {url} ({exc.reason}); start it or pass the right "
-            f"server URL ({setting_hint('server_url', 'URL')})"
+        raise (ServerUnavailable if exc.transient else ServerError)(
+            f"cannot reach the OpenAI-compatible server at {url} ({exc.reason}); "
+            f"{'start it or pass' if exc.transient else 'pass'} the right server URL ({setting_hint('server_url', 'URL')})"
         ) from None
     obj = reply.obj
     if reply.status != 200 or not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
