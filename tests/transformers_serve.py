@@ -1,9 +1,12 @@
 """``transformers serve`` with the bundled SmolLM2, for the opt-in real-server test and the benchmark.
 
-``transformers serve`` cannot load the bundled GGUF file directly (transformers 5.24: its config has
-no ``architectures``), and a GGUF-loaded model refuses ``save_pretrained``; :func:`converted_smollm2`
+``transformers serve`` 5.24 cannot load the bundled GGUF file directly (its config has no
+``architectures``), and a GGUF-loaded model refuses ``save_pretrained``; :func:`converted_smollm2`
 therefore copies the dequantised float32 weights into a fresh model once and saves it as safetensors
-under ``build/served-models/smollm2-135m`` (about 50 s here; reused afterwards).
+under ``build/served-models/smollm2-135m`` (about 50 s here with 5.24, 37 s with 5.25; reused
+afterwards).  transformers 5.25 serves the GGUF itself as ``transformers serve <folder>:<file>.gguf``
+(the same greedy answer to a test prompt), but it started in about 2.5 min at load average 4-5
+against 23 s for the safetensors folder, which vLLM needs anyway, so the folder stays (2026-12-03).
 
 :func:`serve` starts the server on a free localhost port with ``OMP_WAIT_POLICY=PASSIVE``: on this
 loaded 2-core machine a greedy 40-token request took 57-67 s with OpenMP's default spinning threads
@@ -68,6 +71,7 @@ def serve(model_dir: Path, log: Path, threads: int = 2, start_timeout: float = 3
     """``with serve(folder, log_file) as url``: ``transformers serve`` of ``folder`` on localhost."""
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
+    env["PYTHONUNBUFFERED"] = "1"  # the access log reaches ``log`` as each request ends (the opt-in test counts them)
     exe = ROOT / ".venv" / "bin" / "transformers"
     args = [str(exe), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]
     args += ["--dtype", "float32", "--device", "cpu"]
