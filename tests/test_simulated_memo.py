@@ -91,8 +91,8 @@ def test_memo_bound(world):
     inter, train = world
     rec = _rec(inter, train, "open", "text")
     n_items = len(rec.item_ids)
-    size = rec._core_memo.maxsize
-    assert size == min(S.MEMO_MAX, max(S.MEMO_MIN, S.MEMO_BYTES // (8 * n_items)))
+    assert rec._core_memo.maxsize == min(S.MEMO_MAX, max(S.MEMO_MIN, S.MEMO_BYTES // (12 * n_items)))
+    assert rec._surface_memo.maxsize == min(S.MEMO_MAX, max(S.MEMO_MIN, S.MEMO_BYTES // (8 * n_items)))
     rec._core_memo.maxsize = rec._surface_memo.maxsize = 5
     reqs = _requests(inter, "open", n_rows=12)
     rec.predict(reqs)

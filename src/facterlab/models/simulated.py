@@ -255,6 +255,8 @@ _SIM_DEFAULTS = SimulatorConfig()  # the one owner of the knobs' defaults
 _YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
 #: fixed corruptions per item (title-corruption rate ``h``): a typo, the title without its year, an invented title
 N_VARIANTS = 3
+#: ``Prediction.raw``: what ``json.dumps(truth, sort_keys=True)`` writes, without building an encoder per call
+_TRUTH_JSON = json.JSONEncoder(sort_keys=True)
 
 
 def bias_table_markdown(table: Mapping | None = None) -> str:
@@ -385,8 +387,9 @@ class _Parsed:
     fair: bool
 
 
-#: bytes of float64 score vectors each of the simulator's two memos may hold (per-request preferences
-#: plus noise; surface-noise terms); the entry count follows from the catalogue size (:class:`_LRU`)
+#: bytes each of the simulator's two memos may hold (per request core: its pool and its preferences plus
+#: noise, 12 bytes per item; per surface term: 8 bytes per item); the entry count follows from the
+#: catalogue size (:class:`_LRU`)
 MEMO_BYTES = 48 * 2**20
 #: fewest and most entries of a memo, whatever the catalogue size
 MEMO_MIN, MEMO_MAX = 64, 8192
@@ -434,14 +437,13 @@ class _LRU:
 
 class _Core:
     """What a request's answer owes to (``seed``, request seed, history ids, candidates) alone: the pool
-    (its history positions for open generation, recomputed on use), the standardised preferences plus
-    the sigma noise, the noise generator's state after that draw (the corruption draws continue it), the
+    (int32 for open generation), the standardised preferences plus the sigma noise, the noise generator's state after that draw (the corruption draws continue it), the
     corruption draws per answer length and the rule draws (``SimulatedRecommender._core``)."""
 
-    __slots__ = ("key", "pool", "hist_pos", "base", "state", "corr", "rule_draws")
+    __slots__ = ("key", "pool", "base", "state", "corr", "rule_draws")
 
-    def __init__(self, key: tuple, pool, hist_pos, base: np.ndarray, state):
-        self.key, self.pool, self.hist_pos, self.base, self.state = key, pool, hist_pos, base, state
+    def __init__(self, key: tuple, pool: np.ndarray, base: np.ndarray, state):
+        self.key, self.pool, self.base, self.state = key, pool, base, state
         self.corr: dict = {}
         self.rule_draws: dict = {}
 
@@ -568,9 +570,9 @@ class SimulatedRecommender(Recommender):
         self._push_memo: dict = {}
         self._mask_memo: dict = {}
         # per-request memos (answers unchanged: see _LRU); sized so that each holds MEMO_BYTES of vectors
-        size = min(MEMO_MAX, max(MEMO_MIN, MEMO_BYTES // (8 * max(1, len(self.item_ids)))))
-        self._core_memo = _LRU(size)
-        self._surface_memo = _LRU(size)
+        n = max(1, len(self.item_ids))
+        self._core_memo = _LRU(min(MEMO_MAX, max(MEMO_MIN, MEMO_BYTES // (12 * n))))
+        self._surface_memo = _LRU(min(MEMO_MAX, max(MEMO_MIN, MEMO_BYTES // (8 * n))))
         self._attrs_memo: dict = {}
         self._applicable_memo: dict = {}
         self._named_memo: dict = {}
@@ -714,8 +716,8 @@ class SimulatedRecommender(Recommender):
         n = len(score)
         if k >= n or n <= 64:
             return np.argsort(-score, kind="stable")[:k]
-        part = np.argpartition(-score, k - 1)[:k]
-        cand = np.flatnonzero(score >= score[part].min())
+        # the k-th largest score (NaN last, as argpartition(-score) and min() would have it), without indices
+        cand = np.flatnonzero(score >= -np.partition(-score, k - 1)[k - 1])
         return cand[np.lexsort((cand, -score[cand]))][:k]
 
     def _core(self, req: PromptRequest, meta: Mapping) -> _Core:
@@ -723,8 +725,8 @@ class SimulatedRecommender(Recommender):
         candidate ids or, without them, candidate titles), the noise (``seed``, request seed, history and
         candidate ids) and the fixed ``sigma``, ``protocol``, ``h``, ``V``.  A miss computes it exactly as
         every request did before the memo."""
-        hist_ids = tuple(int(i) for i in (meta.get("history_ids") or ()))
-        cand_ids = tuple(int(i) for i in (meta.get("candidate_ids") or ()))
+        hist_ids = tuple(map(int, meta.get("history_ids") or ()))
+        cand_ids = tuple(map(int, meta.get("candidate_ids") or ()))
         by_titles = req.candidates if self.protocol == "rank" and not cand_ids else None
         mk = (self.seed, self.sigma, self.h, self.protocol, int(req.seed), hist_ids, cand_ids, by_titles)
         core = self._core_memo.get(mk)
@@ -747,19 +749,15 @@ class SimulatedRecommender(Recommender):
         base.flags.writeable = False
         # the corruption draws continue the noise generator: keep its state (open generation only)
         state = rng.bit_generator.state if self.h > 0 and self.protocol == "open" else None
-        if self.protocol == "open":  # the pool is the catalogue minus the history: recomputed on use
-            core = _Core(key, None, np.asarray(hist_pos, dtype=np.int64), base, state)
-        else:
-            pool.flags.writeable = False
-            core = _Core(key, pool, None, base, state)
+        # open generation's pool (the catalogue minus the history) kept as int32: half the bytes, the same items
+        if self.protocol == "open" and len(self.item_ids) < 2**31:
+            pool = pool.astype(np.int32)
+        pool.flags.writeable = False
+        core = _Core(key, pool, base, state)
+        if state is not None and int(req.k) >= 1:  # this request's corruption draws straight from the generator
+            n = min(int(req.k), len(pool))  # (its answer's length; other lengths from the saved state)
+            core.corr[n] = (rng.random(n).tolist(), rng.integers(N_VARIANTS, size=n).tolist())
         return self._core_memo.put(mk, core)
-
-    def _pool_of(self, core: _Core) -> np.ndarray:
-        if core.pool is not None:
-            return core.pool
-        mask = np.ones(len(self.item_ids), dtype=bool)
-        mask[core.hist_pos] = False
-        return np.flatnonzero(mask)
 
     def _attrs(self, req: PromptRequest, meta: Mapping, lines: list | None) -> tuple:
         """(shown attributes, their sorted items, how many of them the bias table pushes); memoised by the
@@ -809,7 +807,7 @@ class SimulatedRecommender(Recommender):
     def _explain(self, req: PromptRequest) -> dict:
         meta = req.meta_dict
         core = self._core(req, meta)
-        pool = self._pool_of(core)
+        pool = core.pool
         base = core.base
         lines = None
         if self.reads == "text":
@@ -883,8 +881,7 @@ class SimulatedRecommender(Recommender):
             bits = np.random.PCG64(0)  # any seed: the saved state replaces it entirely
             bits.state = core.state
             rng = np.random.Generator(bits)
-            draws = rng.random(n)
-            got = core.corr[n] = (draws.tolist(), rng.integers(N_VARIANTS, size=n).tolist())
+            got = core.corr[n] = (rng.random(n).tolist(), rng.integers(N_VARIANTS, size=n).tolist())
         return got
 
     def _corrupted(self, pos: int, variant: int) -> str:
@@ -932,7 +929,7 @@ class SimulatedRecommender(Recommender):
             return Prediction(
                 titles=ranked,
                 parse_status=PARSE_NA,
-                raw=json.dumps(truth, sort_keys=True),
+                raw=_TRUTH_JSON.encode(truth),
                 n_model_positions=len(ranked),
             )
         top = order[:k].tolist()
@@ -945,7 +942,7 @@ class SimulatedRecommender(Recommender):
                     titles[i] = self._corrupted(top[i], variants[i])
                     corrupted += 1
         truth["n_corrupted"] = corrupted
-        return Prediction(titles=tuple(titles), parse_status=PARSE_NA, raw=json.dumps(truth, sort_keys=True))
+        return Prediction(titles=tuple(titles), parse_status=PARSE_NA, raw=_TRUTH_JSON.encode(truth))
 
     def truth(self, req: PromptRequest) -> dict:
         """What the bias and the rules did to this request's answer (module docstring)."""
