@@ -8,6 +8,8 @@
     python benchmarks/bench_simulated.py --twin          # the cost of facterlab's twin monitor (twin Delta +
                                                          # null threshold) against the faithful FACTER
     python benchmarks/bench_simulated.py --cache-ab      # cold vs warm embedding cache, alternating (issue 30)
+    python benchmarks/bench_simulated.py --sim-ab REV    # the simulated recommender's own cost: git revision
+                                                         # REV against the working tree, alternating (issue 30)
 
 A run is n = 2,500 rows (1,750 calibration / 750 test), T = 3 passes, 1 seed, 200 CFR rows, open
 generation, on ML-100K when FACTERLAB_DATA holds it (else the synthetic set).  Each run goes in a fresh
@@ -31,6 +33,15 @@ embedding cache) with the faithful FACTER and with ``facter.delta = "twin"``, ``
 "null"``, alternating (A B A B), each in a fresh process with a fresh results folder; per run the CPU
 and wall seconds and the recommender requests (calibration twins and placebos, per-method twins and
 calls); then medians and the CPU ratio twin / faithful.
+
+``--sim-ab REV_A[,REV_B]`` (issue 30, notebook 09's ~67 simulated runs): the simulated recommender's own
+cost, two versions of the package alternating (A B A B ...): each ``REV`` is a git revision whose ``src``
+is extracted (``git archive``) and put first on PYTHONPATH, ``REV_B`` defaulting to the working tree.
+The run is notebook 09's "lines-set" twin-acceptance case (``case_config("lines-set", 12, "family")``,
+n = ``--sim-rows`` rows, T = 3, 200 CFR rows, ``--sim-encoder``), each in a fresh process; per run the
+wall and CPU seconds (imports included), the CPU seconds inside ``SimulatedRecommender.predict``, its
+requests, and the load average; then medians, the ratios B / A, and whether the two versions' run
+folders are byte-identical (every file but timings.json, run.json's command line and clock aside).
 """
 
 from __future__ import annotations
@@ -397,6 +408,117 @@ def twin_report(dataset: str, repeats: int) -> None:
     print(f"CPU ratio twin / faithful: {med['twin'] / med['faithful']:.2f}")
 
 
+SIM_AB_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter(); c0 = time.process_time()
+import facterlab.models.simulated as S
+from facterlab.reporting import experiments as ex
+from facterlab.reporting.twin_acceptance import case_config
+got = {"predict_cpu_s": 0.0, "requests": 0}
+_predict = S.SimulatedRecommender.predict
+def predict(self, requests):
+    c = time.process_time()
+    try:
+        return _predict(self, requests)
+    finally:
+        got["predict_cpu_s"] += time.process_time() - c
+        got["requests"] += len(requests)
+S.SimulatedRecommender.predict = predict
+cfg = case_config("lines-set", 12, "family", dataset=sys.argv[1], n_rows=int(sys.argv[2]), passes=3, cfr_rows=200,
+                  encoder=sys.argv[3])
+ex.run(cfg, data_dir=sys.argv[5] or None, out_dir=sys.argv[4], progress=False)
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "module": S.__file__, **got}))
+"""
+
+
+def _src_of(rev: str) -> str:
+    """A temporary folder holding ``src`` of git revision ``rev`` (``git archive``)."""
+    import tarfile
+
+    out = tempfile.mkdtemp(prefix=f"bench_sim_src_{rev[:12]}_")
+    tar = Path(out) / "src.tar"
+    with open(tar, "wb") as fh:
+        subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], stdout=fh, check=True)
+    with tarfile.open(tar) as t:
+        t.extractall(out, filter="data")
+    return str(Path(out) / "src")
+
+
+def _run_files(out: str) -> dict:
+    """relative path -> bytes of every file of the one run under ``out`` (timings.json left out; run.json
+    without its command line and clock)."""
+    runs = sorted(Path(out).glob("runs/*"))
+    if len(runs) != 1:
+        raise SystemExit(f"expected one run under {out}, found {len(runs)}")
+    files = {}
+    for p in sorted(runs[0].rglob("*")):
+        if not p.is_file() or p.name == "timings.json":
+            continue
+        data = p.read_bytes()
+        if p.name == "run.json":
+            meta = json.loads(data)
+            for k in ("command", "started_at", "finished_at"):
+                meta.pop(k, None)
+            data = json.dumps(meta, sort_keys=True).encode()
+        files[str(p.relative_to(runs[0]))] = data
+    return files
+
+
+def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: str) -> None:
+    """``--sim-ab`` (module docstring): two versions of the simulated recommender, alternating."""
+    rev_a, _, rev_b = revs.partition(",")
+    variants = {"A": (rev_a, _src_of(rev_a)), "B": (rev_b or "worktree", _src_of(rev_b) if rev_b else "")}
+    data_dir = os.environ.get("FACTERLAB_DATA", "")
+    runs: dict = {v: [] for v in variants}
+    files: dict = {}
+    for i in range(repeats):
+        for v in ("A", "B") if i % 2 == 0 else ("B", "A"):
+            out = tempfile.mkdtemp(prefix=f"bench_sim_ab_{v}_")
+            env = dict(os.environ, HF_HUB_OFFLINE="1", FACTERLAB_CACHE=tempfile.mkdtemp(prefix="bench_sim_cache_"))
+            if variants[v][1]:
+                env["PYTHONPATH"] = variants[v][1]
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            p = subprocess.run(
+                [sys.executable, "-c", SIM_AB_CHILD, dataset, str(n_rows), encoder, out, data_dir],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if p.returncode != 0:
+                raise SystemExit(f"run failed ({v} = {variants[v][0]}):\n{p.stderr[-3000:]}")
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            r["load"] = load
+            runs[v].append(r)
+            files.setdefault(v, _run_files(out))
+            print(
+                f"  repeat {i + 1} {v} ({variants[v][0]}): wall {r['wall_s']:6.1f} s  CPU {r['cpu_s']:6.1f} s  "
+                f"predict CPU {r['predict_cpu_s']:6.2f} s ({r['requests']} requests)  load {load}",
+                flush=True,
+            )
+    print(
+        f"\nnotebook 09's lines-set case on {dataset}, n = {n_rows}, T = 3, 200 CFR rows, {encoder}; "
+        f"medians over {repeats} runs per version (A = {variants['A'][0]}, B = {variants['B'][0]})"
+    )
+    print("| version | wall s | CPU s | predict CPU s | requests | load |")
+    print("|---|---|---|---|---|---|")
+    med: dict = {}
+    for v, rs in runs.items():
+        med[v] = {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "predict_cpu_s")}
+        loads = sorted(float(r["load"]) for r in rs if r["load"] != "?")
+        span = f"{loads[0]:.1f}-{loads[-1]:.1f}" if loads else "?"
+        m = med[v]
+        print(
+            f"| {v} {variants[v][0]} | {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['predict_cpu_s']:.2f} | "
+            f"{rs[0]['requests']} | {span} |"
+        )
+    a, b = med["A"], med["B"]
+    print(
+        f"ratio B / A: wall {b['wall_s'] / a['wall_s']:.2f}, CPU {b['cpu_s'] / a['cpu_s']:.2f}, "
+        f"predict CPU {b['predict_cpu_s'] / a['predict_cpu_s']:.2f} (speedup {a['predict_cpu_s'] / b['predict_cpu_s']:.1f}x)"
+    )
+    print(f"run folders byte-identical, A vs B: {files['A'] == files['B']} ({len(files['A'])} files)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--accuracy", action="store_true", help="only the accuracy table")
@@ -413,6 +535,13 @@ def main() -> None:
         action="store_true",
         help="only: cold vs warm embedding cache, alternating (--repeats runs each; metrics compared)",
     )
+    ap.add_argument(
+        "--sim-ab",
+        metavar="REV_A[,REV_B]",
+        help="only: the simulated recommender's cost, two git revisions alternating (REV_B: the working tree)",
+    )
+    ap.add_argument("--sim-rows", type=int, default=1500, help="--sim-ab: data.n_rows (default 1500)")
+    ap.add_argument("--sim-encoder", default="hash-encoder", help="--sim-ab: the encoder (default hash-encoder)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
     a = ap.parse_args()
@@ -428,6 +557,9 @@ def main() -> None:
         return
     if a.cache_ab:
         cache_ab_report(dataset, a.repeats)
+        return
+    if a.sim_ab:
+        sim_ab_report(a.sim_ab, dataset, a.repeats, a.sim_rows, a.sim_encoder)
         return
     phases_report(dataset, a.repeats)
     if a.notebook:
