@@ -88,7 +88,6 @@ def find_cells(ns: Mapping) -> tuple:
     raise _params.ParameterError("cannot find the parameters cell: no IPython history and no __file__")
 
 
-
 def fast_decoding_overrides(on: bool) -> dict:
     """The config overrides of a notebook's ``FAST_DECODING`` parameter (docs/CPU_DECODING.md): on CPU in
     float32, every ``nn.Linear`` runs oneDNN's GEMM on packed weights (``model.linear_kernel = "onednn"``;
@@ -104,6 +103,7 @@ def fast_decoding_overrides(on: bool) -> dict:
     if not isinstance(on, bool):
         raise _params.ParameterError(f"parameter FAST_DECODING: expected True or False, got {on!r}")
     return {"model__linear_kernel": "onednn", "model__stop_at_answer": True} if on else {}
+
 
 @dataclass
 class NotebookParams:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.facter.record import METHODS
 from facterlab.facter.truth import truth_labels
 from facterlab.models.simulated import TEXT_CASES
 from facterlab.reporting import experiments as ex
@@ -337,16 +338,18 @@ def negative_control_config(
     >>> cfg.facter.twin, cfg.facter.threshold, cfg.facter.placebo, cfg.model.stop_at_answer
     ('reword', 'null', 'family', True)
     """
+    import argparse
     import dataclasses
 
-    from facterlab.cli import build_parser
-    from facterlab.facter.commands import config_from_args
+    from facterlab.facter.commands import config_from_args, register
 
     argv = ["run", "--model", model, "--dataset", dataset, "--n-rows", str(int(n_rows)), "--passes", "1"]
     argv += ["--delta", "twin", "--threshold", "null", "--twin", "reword"]
     if seed is not None:
         argv += ["--seed", str(int(seed))]
-    cfg = config_from_args(build_parser().parse_args(argv))
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))  # the `facterlab run` parser itself
+    cfg = config_from_args(parser.parse_args(argv))
     if fast_decoding:
         cfg = dataclasses.replace(
             cfg, model=dataclasses.replace(cfg.model, linear_kernel="onednn", stop_at_answer=True)
@@ -375,7 +378,7 @@ def negative_control_claims(result, alpha: float | None = None) -> tuple:
     cal = result.record.metrics.calibration
     alpha = float(cal.alpha) if alpha is None else float(alpha)
     facts: dict = {"run_id": result.run_id, "alpha": alpha, "q_null": float(cal.q_null)}
-    for method in ("neutral", "fair", "facter"):
+    for method in METHODS:
         rows = result.rows[method]
         rows = rows[rows["pass"] == rows["pass"].max()]
         flag = rows["viol_fixed"].to_numpy(dtype=bool)
