@@ -278,9 +278,14 @@ def run_task(task: SweepTask) -> dict:
     """Run one planned config in this process (a worker) and return where it went.
 
     A run folder that is already complete (an earlier attempt finished before its worker died) is
-    not redone.  LLM answers and embeddings go to this process's cache shards."""
+    not redone.  LLM answers and embeddings go to this process's cache shards.  A served hint raised
+    here names the sweep's ``--set`` (only within this call)."""
+    with served.command("sweep"):
+        return _run_task(task)
+
+
+def _run_task(task: SweepTask) -> dict:
     t0 = time.perf_counter()
-    served.COMMAND = "sweep"  # a hint from this worker names the sweep's --set
     where = {"host": socket.gethostname(), "pid": os.getpid()}
     if os.environ.get(ENV_CACHE) != task.cache_root:  # a worker reads the interactions the driver built
         os.environ[ENV_CACHE] = task.cache_root
@@ -603,7 +608,12 @@ def configs_from_args(args) -> list:
 
 
 def cmd_sweep(args) -> int:
-    served.COMMAND = "sweep"  # hints name the sweep's --set
+    """Run ``facterlab sweep`` (served hints name the sweep's ``--set``, only within this call)."""
+    with served.command("sweep"):
+        return _cmd_sweep(args)
+
+
+def _cmd_sweep(args) -> int:
     if not 0 <= args.retries <= MAX_RETRIES:
         raise ValueError(f"--retries {args.retries}: must be an integer in [0, {MAX_RETRIES}]")
     if not 1 <= args.workers <= MAX_WORKERS:
