@@ -496,9 +496,7 @@ if TESTBED:
     fig_power = gtf.plot_power(power, DATASET_NAME, SYNTHETIC, PROFILE)
 negative_control = {}
 if NEGATIVE_CONTROL:  # a real LLM: rewording the values must not be flagged beyond alpha (docs/FACTER.md §7.2)
-    nc_run = ex.run(
-        ta.negative_control_config(NEGATIVE_CONTROL, NEGATIVE_CONTROL_N, DATASET_NAME), data_dir=DATA_DIR
-    )
+    nc_run = ex.run(ta.negative_control_config(NEGATIVE_CONTROL, NEGATIVE_CONTROL_N, DATASET_NAME), data_dir=DATA_DIR)
     nc_claim, negative_control = ta.negative_control_claims(nc_run)
     checks.append(nc_claim)
     print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in negative_control.items()))
