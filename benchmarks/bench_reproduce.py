@@ -6,7 +6,7 @@
     python benchmarks/bench_reproduce.py --no-warm                # cold only
 
 Each notebook runs alone (`facterlab reproduce --only NN`) in a child process of its own, with its own
-empty results and cache folders (`FACTERLAB_RESULTS`, `FACTERLAB_CACHE` under a temporary folder):
+empty results, cache and figures folders (`FACTERLAB_RESULTS`, `FACTERLAB_CACHE`, `FACTERLAB_FIGURES` under a temporary folder):
 **cold** is that first run (nothing saved, no run reused from another notebook: what a user who opens
 this one notebook first waits), **warm** a second run over the same folders (its runs and caches read
 back).  Per run it prints wall seconds, CPU seconds (user + system of the child and every process under
@@ -106,6 +106,8 @@ def main(argv=None) -> int:
                 "PYTHONHASHSEED": "0",
                 "FACTERLAB_RESULTS": str(Path(tmp) / "results"),
                 "FACTERLAB_CACHE": str(Path(tmp) / "cache"),
+                # a report run (ML-100K, default profile) would write the repository's report figures/
+                "FACTERLAB_FIGURES": str(Path(tmp) / "figures"),
             }
             cold = measure(nb, args.profile, args.set, env)
             warm = None if args.no_warm else measure(nb, args.profile, args.set, env)
