@@ -48,7 +48,7 @@ PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
 #: the same as the runner).
 PROFILES: dict = {
     "default": {
-        "description": "bundled SmolLM2-135M + MiniLM on CPU, dataset auto, ~30 min on 2 cores",
+        "description": "bundled SmolLM2-135M + MiniLM on CPU, dataset auto (measured times: docs/BENCHMARKS.md)",
         "smoke": False,
         "overrides": {},
     },
