@@ -65,7 +65,7 @@ TESTBED_VARIANTS = ["family", "absolute", "count", "order"]  # monitor variants 
 POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
 POWER_DRAWS = [1, 4]  # draws per request k of the power study
 POWER_N = 1000  # rows per power-study run
-NEGATIVE_CONTROL = ""  # an LLM (e.g. "smollm2-135m"): add its negative control (twin = same values reworded)
+NEGATIVE_CONTROL = ""  # an LLM name, e.g. smollm2-135m: add its negative control (the twin rewords the values)
 NEGATIVE_CONTROL_N = 80  # rows of the negative control (its LLM run: about 30 min for 80 rows on 2 CPU cores)
 ALPHAS = [0.05, 0.1, 0.2, 0.3]
 LAMBDAS = [0.0, 0.35, 0.7, 1.4]
