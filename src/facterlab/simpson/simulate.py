@@ -158,7 +158,7 @@ class Simulation:
 
     @property
     def mu1_hat(self) -> np.ndarray:
-        """mu_1/|mu_1| under this world's configuration (:func:`mu1_hat`)."""
+        """``mu_1/|mu_1|`` under this world's configuration (:func:`mu1_hat`)."""
         return mu1_hat(self.config)
 
     @property
