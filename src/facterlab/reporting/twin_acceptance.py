@@ -385,7 +385,7 @@ def negative_control_claims(result, alpha: float | None = None) -> tuple:
         facts[f"{method}_flagged"], facts[f"{method}_n"] = int(flag.sum()), int(len(flag))
         if "delta" in rows:
             facts[f"{method}_mean_twin_distance"] = float(np.nanmean(rows["delta"].to_numpy(dtype=float)))
-    llm = result.config.get("config", result.config)["model"]["llm"]  # config.json: {"config": {...}, ...}
+    llm = result.record.config.setting("model.llm")
     claim = rate_claim(
         f"negative control ({llm}, twin = the same values reworded): "
         f"Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
