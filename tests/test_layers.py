@@ -33,6 +33,8 @@ LAYERS: tuple = (
         "base": [
             "facterlab.__init__",
             "facterlab.config",
+            "facterlab.config_bounds",
+            "facterlab.config_served",
             "facterlab.datatypes",
             "facterlab.executors",
             "facterlab.filehash",
