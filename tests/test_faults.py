@@ -1102,10 +1102,11 @@ def test_a_bad_server_url_is_one_line_before_any_request(url, says, tmp_path, mo
 
 @pytest.mark.parametrize("how", ["hang", "drip", "garbage", "truncated", "huge"])
 def test_a_misbehaving_server_ends_the_run_within_its_timeout_in_one_line(how, tmp_path, monkeypatch, capsys):
-    from facterlab.models import served
+    from facterlab.models import served_http
     from facterlab.testing.server import OpenAIServer
 
-    monkeypatch.setattr(served, "MAX_RESPONSE_BYTES", 2**20)  # the endless body meets the cap sooner
+    # the endless body meets the cap sooner; the cap lives with the HTTP exchange that reads it (served_http)
+    monkeypatch.setattr(served_http, "MAX_RESPONSE_BYTES", 2**20)
     says = {
         "hang": "within the 10 s deadline (it sent no status line)",
         "drip": "within the 10 s deadline (it sent HTTP 200 and",

@@ -22,7 +22,7 @@ import pytest
 from facterlab.config import ModelConfig, config_hash, config_to_dict, preset
 from facterlab.datatypes import PromptRequest
 from facterlab.executors import SerialExecutor, permanent
-from facterlab.models import served
+from facterlab.models import served, served_http
 from facterlab.models.served import (
     ServedRecommender,
     ServerError,
@@ -258,7 +258,8 @@ def test_a_dripping_server_ends_within_the_deadline_and_says_what_it_sent():
 
 
 def test_an_endless_body_stops_at_the_size_cap(monkeypatch):
-    monkeypatch.setattr(served, "MAX_RESPONSE_BYTES", 2**20)
+    # the cap lives with the HTTP exchange that reads it (served_http; served re-exports its value)
+    monkeypatch.setattr(served_http, "MAX_RESPONSE_BYTES", 2**20)
     with OpenAIServer() as srv:
         rec = _built(srv, "huge", timeout=30, max_retries=2)
         t0 = time.monotonic()

@@ -53,36 +53,72 @@ the server's kind/version (and quantisation, revision) also written out at its e
 tokenizer, its files' fingerprint (:func:`facterlab.models.registry.resolve_llm`) and ``max_prompt_tokens`` too, e.g.
 ``openai:my-model:open:generate:f98bdedd61cc[server=vllm/0.11.0]``.  The server's
 URL is not part of it (the same model served elsewhere shares the cache).
+
+This module holds the recommender (:class:`ServedRecommender`: prompts, generation, the likelihood
+ranker, the batch's progress lines) and its fingerprint; the rest of the backend has its own rooms,
+whose names this module re-exports: :mod:`facterlab.models.served_checks` (the questions asked before
+any prompt, :func:`check_served`), :mod:`facterlab.models.served_http` (one request within its
+deadline, the :data:`~facterlab.models.served_http.MAX_RESPONSE_BYTES` cap, :class:`ServerError`) and
+:mod:`facterlab.models.served_hints` (which command's flags a hint names, :func:`command`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import hashlib
-import http.client
-import json
 import logging
-import os
 import re
-import socket
-import ssl
 import sys
-import threading
 import time
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
 from facterlab.config import ModelConfig
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.llm import CausalLM
 from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
-from facterlab.models.registry import SERVED_PREFIX, resolve_llm, served_model_id
+from facterlab.models.registry import resolve_llm
+
+# The backend's other rooms (issue 32); every name that lived here is re-exported.  ``check_served`` is
+# looked up in this module's namespace by ServedRecommender, so a patch of ``served.check_served`` reaches it.
+from facterlab.models.served_checks import (  # noqa: F401
+    NO_LOGPROBS_MSG,
+    NO_TOKEN_PROMPTS_MSG,
+    TOKENIZER_MISMATCH_MSG,
+    TOKENIZER_PROBES,
+    ServerInfo,
+    check_served,
+    check_tokenizer,
+    probe_server,
+    sampling_fields,
+    server_of,
+    server_token_ids,
+    supports_prompt_logprobs,
+    supports_sampling,
+    supports_token_prompts,
+)
+from facterlab.models.served_hints import (  # noqa: F401
+    _COMMAND,
+    RUN_FLAGS,
+    command,
+    current_command,
+    refusal_hint,
+    setting_hint,
+)
+from facterlab.models.served_http import (  # noqa: F401
+    _RETRY_STATUS,
+    MAX_RESPONSE_BYTES,
+    NoAnswer,
+    Reply,
+    ServerError,
+    ServerUnavailable,
+    _http,
+    _url,
+    api_key,
+)
 from facterlab.progress import format_seconds
 
 __all__ = [
@@ -113,22 +149,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NO_LOGPROBS_MSG = (
-    "the server at {url} ({kind} {version}) returned no prompt log-probabilities for model {model!r} "
-    "(POST /v1/completions with echo and logprobs), which the likelihood ranker needs; use {ranker}, "
-    "or serve the model with vLLM (docs/SCALING.md)"
-)
-NO_TOKEN_PROMPTS_MSG = (
-    "the server at {url} ({kind} {version}) does not take token-id prompts on POST /v1/completions "
-    "({why}), which model.tokenizer={tokenizer!r} needs; leave model.tokenizer unset to use its "
-    "chat endpoint, or serve the model with vLLM (docs/SCALING.md)"
-)
-TOKENIZER_MISMATCH_MSG = (
-    "model.tokenizer={tokenizer!r} does not tokenise as the model the server at {url} serves ({model!r}): "
-    "{text!r} is {ours} here and {theirs} there (POST /tokenize); name the served model's own tokenizer"
-)
-#: texts tokenised both here and by the server (``POST /tokenize``) to check that they agree
-TOKENIZER_PROBES = ("One two three", "Amélie (2001), Star Wars: Episode IV - A New Hope (1977)")
 TOO_LONG_HINT = (
     " (the prompt does not fit the served model's context; set model.tokenizer to the model's tokenizer "
     "(model__tokenizer=NAME in a sweep's --set or in run_config) so that facterlab drops the oldest history titles "
@@ -138,90 +158,11 @@ TOO_LONG_HINT = (
 _TOO_LONG = re.compile(r"context length|context size|context window|max_model_len|maximum model length|too long", re.I)
 #: the context a server that reports none is taken to have (only ``max_prompt_tokens`` truncates then)
 _NO_LIMIT = 2**31
-#: HTTP statuses worth another try
-_RETRY_STATUS = (408, 425, 429, 500, 502, 503, 504)
-
-
-class ServerError(ValueError):
-    """The server cannot be used: model unknown, a refusal, an answer without what we need.  The same
-    request gets the same answer, so an executor does not run the task again (``permanent``)."""
-
-    permanent = True
-
-
-class ServerUnavailable(ServerError):
-    """The server did not answer (unreachable, reset, past the deadline): another attempt later may."""
-
-    permanent = False
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What the server says about itself and the model (:func:`probe_server`)."""
-
-    url: str
-    model: str
-    kind: str
-    version: str
-    details: tuple  # (key, value) pairs of the model's /v1/models entry that identify it
-
-    @property
-    def max_model_len(self) -> int | None:
-        """The model's context as the server reports it (vLLM: ``max_model_len`` in ``/v1/models``)."""
-        value = dict(self.details).get("max_model_len")
-        try:
-            return int(value) if value is not None and int(value) > 0 else None
-        except ValueError:
-            return None
-
-    @property
-    def fingerprint(self) -> str:
-        extra = ",".join(f"{k}={v}" for k, v in self.details)
-        return f"{SERVED_PREFIX}{self.model}@{self.kind}-{self.version}" + (f"[{extra}]" if extra else "")
-
-
-def _url(base: str, path: str) -> str:
-    base = base.rstrip("/")
-    if base.endswith("/v1") and path.startswith("/v1/"):
-        base = base[: -len("/v1")]
-    return base + path
-
-
-#: the largest response body read from a server (an echo answer with log-probabilities for 20
-#: candidates of 2,000 tokens each is about 6 MB); a longer one is an error that says so
-MAX_RESPONSE_BYTES = 64 * 2**20
 #: seconds between the progress lines while requests wait on a server
 PROGRESS_EVERY = 15.0
 #: seconds of waiting on one batch after which the progress lines are warnings (half the deadline
 #: when that is shorter; the lines come every ``min(PROGRESS_EVERY, timeout / 4)`` seconds)
 STALL_WARNING = 60.0
-#: what a hint names a setting with, by the command typed (:func:`setting_hint`): "run", "sweep", or
-#: None (the Python API).  A context variable, so that it belongs to the call that set it: a thread or
-#: an asyncio task gets its own, and :func:`command` restores the value it found when it ends.
-_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("facterlab_served_command", default=None)
-
-
-@contextlib.contextmanager
-def command(name: str | None) -> Iterator[None]:
-    """``with command("run"):`` hints in this block (and in the request threads it starts) name
-    ``facterlab run``'s flags; the value before it is restored at its end, even on an error.
-
-    >>> with command("sweep"):
-    ...     setting_hint("timeout", "60")
-    '--set model__timeout=60'
-    >>> current_command() is None
-    True
-    """
-    token = _COMMAND.set(name)
-    try:
-        yield
-    finally:
-        _COMMAND.reset(token)
-
-
-def current_command() -> str | None:
-    """The command whose flags hints name here (:func:`command`); None: the Python API."""
-    return _COMMAND.get()
 
 
 class _Module(types.ModuleType):
@@ -241,282 +182,6 @@ sys.modules[__name__].__class__ = _Module
 if TYPE_CHECKING:
     COMMAND: str | None  # the property above: prefer ``with command(...)``
 
-#: ``facterlab run``'s flags for the model settings a hint may name
-RUN_FLAGS = {
-    "temperature": "--temperature",
-    "repetition_penalty": "--repetition-penalty",
-    "tokenizer": "--tokenizer",
-    "ranker": "--ranker",
-    "timeout": "--timeout",
-    "max_retries": "--retries",
-    "concurrency": "--concurrency",
-    "api_key_env": "--api-key-env",
-    "server_url": "--server-url",
-}
-
-
-def setting_hint(name: str, value: str) -> str:
-    """How the user sets model setting ``name`` to ``value`` through the door they used (:func:`command`).
-
-    >>> setting_hint("repetition_penalty", "1")
-    'model.repetition_penalty=1 (ModelConfig; REPETITION_PENALTY in a notebook)'
-    """
-    cmd = _COMMAND.get()
-    if cmd == "run" and name in RUN_FLAGS:
-        return f"{RUN_FLAGS[name]} {value}"
-    if cmd == "sweep":
-        return f"--set model__{name}={value}"
-    return f"model.{name}={value} (ModelConfig; {name.upper()} in a notebook)"
-
-
-class NoAnswer(OSError):
-    """A request that got no usable HTTP answer: ``reason`` names what the server did (or did not do);
-    ``transient``: another attempt may fare better (a refused or reset connection, a timeout)."""
-
-    def __init__(self, reason: str, transient: bool = True):
-        super().__init__(reason)
-        self.reason = reason
-        self.transient = transient
-
-
-@dataclass(frozen=True)
-class Reply:
-    """An HTTP answer: ``status``, the body as JSON (None when it is not JSON), the headers, the raw body."""
-
-    status: int
-    obj: Any
-    headers: dict
-    raw: bytes = b""
-
-    def what(self) -> str:
-        """The server's message, or what the body was when it was not JSON."""
-        if self.obj is None and self.raw.strip():
-            return f"a body that is not JSON ({len(self.raw)} bytes: {self.raw[:80]!r})"
-        if self.obj is None:
-            return "an empty body"
-        return _error_text(self.obj)
-
-
-def api_key(env: str | None) -> str | None:
-    """The API key in environment variable ``env`` (read at each request, never stored); a
-    :class:`ServerError` when the variable is not set."""
-    if env is None:
-        return None
-    key = os.environ.get(env, "").strip()
-    if not key:
-        raise ServerError(
-            f"model.api_key_env names ${env}, which is not set here: export {env}=<your key> "
-            f"(or {setting_hint('api_key_env', 'OTHER_VARIABLE')}); the key is never stored"
-        )
-    return key
-
-
-def _send_once(
-    method: str, url: str, data: bytes | None, headers: dict, deadline: float, total: float | None = None
-) -> Reply:
-    """One HTTP exchange that ends by ``deadline`` (``time.monotonic()``): a watchdog closes the socket
-    then, so that a server that never answers, or drips its answer, cannot hold the request longer
-    (a socket timeout alone restarts with every byte); a body longer than :data:`MAX_RESPONSE_BYTES` is
-    refused.  Raises :class:`NoAnswer`."""
-    parts = urlsplit(url)
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise NoAnswer("no time left", transient=False)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    try:
-        conn = cls(parts.hostname or "", parts.port, timeout=left)
-    except (http.client.HTTPException, ValueError) as exc:  # InvalidURL
-        raise NoAnswer(f"an invalid URL ({exc})", transient=False) from None
-    fired = threading.Event()
-    got: dict[str, Any] = {"bytes": 0, "status": None, "sock": None}
-
-    def expire() -> None:
-        fired.set()
-        # the socket as connected: an HTTP/1.0 answer detaches it from ``conn`` while its body is read
-        sock = got["sock"] or conn.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    timer = threading.Timer(left, expire)
-    timer.daemon = True
-    timer.start()
-    try:
-        conn.connect()
-        got["sock"] = conn.sock
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn.request(method, target, body=data, headers=headers)
-        resp = got["resp"] = conn.getresponse()
-        got["status"] = resp.status
-        length = resp.getheader("Content-Length")
-        if length and length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
-            raise NoAnswer(
-                f"it announced a body of {int(length):,} bytes, over the {MAX_RESPONSE_BYTES:,}-byte cap",
-                transient=False,
-            )
-        chunks = []
-        while True:
-            chunk = resp.read1(65536)
-            if not chunk:
-                break
-            got["bytes"] += len(chunk)
-            if got["bytes"] > MAX_RESPONSE_BYTES:
-                raise NoAnswer(f"it sent more than the {MAX_RESPONSE_BYTES:,}-byte cap of a body", transient=False)
-            chunks.append(chunk)
-        if fired.is_set():  # the watchdog ended the body: an end of file, not the server's
-            raise OSError("deadline")
-        raw = b"".join(chunks)
-        if length and length.isdigit() and len(raw) < int(length):
-            raise NoAnswer(f"it closed the connection mid-body ({len(raw):,} of {int(length):,} bytes)")
-        return Reply(resp.status, _json(raw), dict(resp.headers), raw)
-    except NoAnswer:
-        raise
-    except (http.client.HTTPException, OSError) as exc:
-        if fired.is_set():
-            sent = (
-                "no status line"
-                if got["status"] is None
-                else f"HTTP {got['status']} and {got['bytes']:,} bytes of its body, unfinished"
-            )
-            within = f"the {total:g} s deadline" if total is not None else f"{left:.3g} s"
-            raise NoAnswer(f"no complete answer within {within} (it sent {sent})") from None
-        raise _no_answer(exc) from None
-    finally:
-        timer.cancel()
-        if got.get("resp") is not None:
-            got["resp"].close()
-        conn.close()
-        if got["sock"] is not None:
-            got["sock"].close()
-
-
-def _no_answer(exc: BaseException) -> NoAnswer:
-    """What an ``http.client``/socket error says the server did, in one line."""
-    if isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, http.client.RemoteDisconnected):
-        line = exc.args[0] if exc.args else ""
-        return NoAnswer(f"it did not answer in HTTP (its first line: {str(line)[:80]!r}); is it the right port?", False)
-    if isinstance(exc, http.client.LineTooLong):
-        return NoAnswer(f"it sent an HTTP header line that is too long ({exc})", False)
-    if isinstance(exc, http.client.IncompleteRead):
-        return NoAnswer(f"it closed the connection mid-body ({len(exc.partial)} bytes read)")
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return NoAnswer("it closed the connection without an answer")
-    if isinstance(exc, http.client.HTTPException):
-        return NoAnswer(f"an HTTP error ({type(exc).__name__}: {str(exc)[:120]})", False)
-    if isinstance(exc, ssl.SSLCertVerificationError):  # the same certificate fails again: not retried
-        why = exc.verify_message or exc.reason or "verification failed"
-        return NoAnswer(
-            f"its TLS certificate is not trusted here ({why}); give this machine the CA that signed it "
-            "(SSL_CERT_FILE=/path/ca.pem) or use the server's http:// URL",
-            False,
-        )
-    if isinstance(exc, ssl.SSLError):  # e.g. an https:// URL for a plain-HTTP port
-        return NoAnswer(f"the TLS handshake failed ({exc.reason or exc}); does the port speak https?", False)
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return NoAnswer("a read timed out")
-    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return NoAnswer(str(reason)[:200])
-
-
-def _http(
-    method: str,
-    url: str,
-    body: dict | None = None,
-    timeout: float = 60.0,
-    retries: int = 0,
-    backoff: float = 0.5,
-    key_env: str | None = None,
-) -> Reply:
-    """The server's :class:`Reply` within ``timeout`` seconds in all (every attempt, read and backoff
-    included); retries connection errors, timeouts and HTTP 408/425/429/5xx with exponential backoff,
-    at most ``retries`` times while time is left; raises :class:`NoAnswer` when no attempt got an answer."""
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    key = api_key(key_env)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    deadline = time.monotonic() + float(timeout)
-    for attempt in range(retries + 1):
-        try:
-            reply = _send_once(method, url, data, headers, deadline, float(timeout))
-        except NoAnswer as exc:
-            if not exc.transient or attempt == retries or time.monotonic() >= deadline:
-                raise
-        else:
-            if key and key.encode() in reply.raw:  # a server that echoes the key: never in a message
-                reply = Reply(reply.status, None, reply.headers, reply.raw.replace(key.encode(), b"***"))
-            if reply.status not in _RETRY_STATUS or attempt == retries:
-                return reply
-        pause = min(backoff * 2**attempt, max(0.0, deadline - time.monotonic()))
-        time.sleep(pause)
-        if time.monotonic() >= deadline:
-            raise NoAnswer(f"no answer within the {timeout:g} s deadline after {attempt + 1} attempts")
-    raise AssertionError("unreachable")
-
-
-def _json(raw: bytes):
-    try:
-        return json.loads(raw or b"null")
-    except (ValueError, RecursionError):
-        return None
-
-
-def _error_text(obj) -> str:
-    if isinstance(obj, dict):
-        err = obj.get("error", obj.get("detail", obj))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        return str(err)[:300]
-    return str(obj)[:300]
-
-
-@functools.lru_cache(maxsize=32)
-def probe_server(url: str, model: str, timeout: float = 10.0, key_env: str | None = None) -> ServerInfo:
-    """Ask the server at ``url`` for its models and version (once per process and ``(url, model)``);
-    :class:`ServerError` in one line when it cannot be reached or does not serve ``model``."""
-    try:
-        reply = _http("GET", _url(url, "/v1/models"), timeout=timeout, retries=1, key_env=key_env)
-    except NoAnswer as exc:
-        raise (ServerUnavailable if exc.transient else ServerError)(
-            f"cannot reach the OpenAI-compatible server at {url} ({exc.reason}); "
-            f"{'start it or pass' if exc.transient else 'pass'} the right server URL ({setting_hint('server_url', 'URL')})"
-        ) from None
-    obj = reply.obj
-    if reply.status != 200 or not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
-        raise ServerError(
-            f"the server at {url} did not answer GET /v1/models with a model list (HTTP {reply.status}: "
-            f"{reply.what()}); is it an OpenAI-compatible server?"
-            + (f" It wants an API key: {setting_hint('api_key_env', 'NAME')}" if reply.status == 401 else "")
-        )
-    entries = {str(m.get("id")): m for m in obj["data"] if isinstance(m, dict)}
-    if model not in entries:
-        served = ", ".join(repr(m) for m in sorted(entries)[:20]) or "none"
-        raise ServerError(f"the server at {url} does not serve model {model!r}; it serves: {served}")
-    kind, version = _server_kind(url, reply.headers, timeout, key_env)
-    entry = entries[model]
-    keep = ("root", "owned_by", "max_model_len", "quantization", "revision", "parent")
-    details = tuple((k, str(entry[k])[:200]) for k in keep if entry.get(k) not in (None, "", model))
-    return ServerInfo(url, model, kind, version, details)
-
-
-def _server_kind(url: str, headers: dict, timeout: float, key_env: str | None = None) -> tuple:
-    """``(kind, version)``: vLLM answers ``GET /version``; otherwise the ``Server`` header's name/version."""
-    server = str(headers.get("Server") or headers.get("server") or "").split()
-    try:
-        reply = _http("GET", _url(url, "/version"), timeout=timeout, key_env=key_env)
-        status, obj = reply.status, reply.obj
-    except NoAnswer:
-        status, obj = 0, None
-    if status == 200 and isinstance(obj, dict) and obj.get("version"):
-        name = server[0].split("/")[0] if server and not server[0].lower().startswith("uvicorn") else "vllm"
-        return name, str(obj["version"])[:80]
-    if server:
-        name, _, ver = server[0].partition("/")
-        return name or "unknown", ver or "unknown"
-    return "unknown", "unknown"
-
 
 def transcript(messages: Sequence[dict]) -> str:
     """The plain text prompt of the likelihood ranker (module docstring).
@@ -526,116 +191,6 @@ def transcript(messages: Sequence[dict]) -> str:
     """
     parts = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
     return "\n\n".join(parts + ["Assistant:"])
-
-
-@functools.lru_cache(maxsize=32)
-def supports_prompt_logprobs(url: str, model: str, timeout: float = 30.0, key_env: str | None = None) -> bool:
-    """Whether ``POST /v1/completions`` with ``echo`` and ``logprobs`` returns the prompt's token
-    log-probabilities (asked once per process)."""
-    body = {"model": model, "prompt": "One two three", "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
-    try:
-        reply = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1, key_env=key_env)
-    except NoAnswer:
-        return False
-    obj = reply.obj
-    if reply.status != 200 or not isinstance(obj, dict):
-        return False
-    try:
-        lp = obj["choices"][0]["logprobs"]
-        values = [x for x in lp["token_logprobs"] if x is not None]
-        return len(values) >= 2 and len(lp["text_offset"]) == len(lp["token_logprobs"])
-    except (KeyError, IndexError, TypeError):
-        return False
-
-
-@functools.lru_cache(maxsize=32)
-def supports_token_prompts(
-    url: str, model: str, ids: tuple, timeout: float = 60.0, key_env: str | None = None
-) -> tuple:
-    """``(True, "")`` when ``POST /v1/completions`` takes a prompt of token ids (asked once per process),
-    else ``(False, "HTTP <status>: <the server's message>")``."""
-    body = {"model": model, "prompt": list(ids), "max_tokens": 1, "temperature": 0}
-    try:
-        reply = _http("POST", _url(url, "/v1/completions"), body, timeout=timeout, retries=1, key_env=key_env)
-    except NoAnswer as exc:
-        return False, f"no answer: {exc.reason}"
-    if reply.status == 200 and isinstance(reply.obj, dict) and reply.obj.get("choices"):
-        return True, ""
-    return False, f"HTTP {reply.status}: {reply.what()}"
-
-
-def sampling_fields(model_cfg: ModelConfig) -> dict:
-    """The decoding fields a generation request carries beyond OpenAI's ``model``/``messages``/``max_tokens``
-    (the same as :meth:`ServedRecommender._generate` sends)."""
-    out: dict = {"temperature": float(model_cfg.temperature)}
-    if model_cfg.temperature > 0:
-        out["top_p"] = float(model_cfg.top_p)
-    if model_cfg.repetition_penalty != 1.0:
-        out["repetition_penalty"] = float(model_cfg.repetition_penalty)  # vLLM, SGLang, TGI accept it
-    return out
-
-
-@functools.lru_cache(maxsize=32)
-def supports_sampling(
-    url: str, model: str, fields: tuple, chat: bool = True, timeout: float = 60.0, key_env: str | None = None
-) -> tuple:
-    """``(ok, why, kind)`` of a one-token generation request with the decoding ``fields`` (``(name,
-    value)`` pairs, :func:`sampling_fields`), asked once per process: ``(True, "", "ok")`` when answered
-    (a 5xx included: not this probe's to judge); ``(False, "HTTP <status>: <message>", "refused")`` for a
-    deterministic refusal (HTTP 4xx other than 408/425/429); ``(False, "no answer ...", "silent")`` when
-    the server listed the model but did not answer within ``timeout``; ``(False, "no usable answer ...",
-    "broken")`` when it answered in something other than HTTP, or past the size cap."""
-    body: dict = {"model": model, "max_tokens": 1, "seed": 0, **dict(fields)}
-    if chat:
-        body["messages"] = [{"role": "user", "content": "Say one word."}]
-    else:
-        body["prompt"] = "Say one word."
-    path = "/v1/chat/completions" if chat else "/v1/completions"
-    try:
-        reply = _http("POST", _url(url, path), body, timeout=timeout, retries=1, key_env=key_env)
-    except NoAnswer as exc:
-        if exc.transient or "deadline" in exc.reason:
-            return False, f"no answer to a one-token request {path} within {timeout:g} s: {exc.reason}", "silent"
-        return False, f"no usable answer to a one-token request {path}: {exc.reason}", "broken"
-    if 400 <= reply.status < 500 and reply.status not in _RETRY_STATUS:
-        return False, f"HTTP {reply.status}: {reply.what()}", "refused"
-    return True, "", "ok"
-
-
-@functools.lru_cache(maxsize=32)
-def server_token_ids(
-    url: str, model: str, text: str, timeout: float = 60.0, key_env: str | None = None
-) -> tuple | None:
-    """The server's token ids of ``text`` (``POST /tokenize``, as vLLM and SGLang offer, without special
-    tokens), asked once per process; None when the server has no such endpoint or gives no ids."""
-    body = {"model": model, "prompt": text, "add_special_tokens": False}
-    try:
-        reply = _http("POST", _url(url, "/tokenize"), body, timeout=timeout, retries=1, key_env=key_env)
-    except NoAnswer:
-        return None
-    obj = reply.obj
-    tokens = obj.get("tokens") if reply.status == 200 and isinstance(obj, dict) else None
-    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-        return None
-    return tuple(tokens)
-
-
-def check_tokenizer(tok, name: str, url: str, model: str, key_env: str | None = None) -> bool:
-    """Raise a :class:`ServerError` when the tokenizer ``tok`` (``model.tokenizer = name``) gives other ids
-    than the server for any of :data:`TOKENIZER_PROBES`; True when they agree, False when the server
-    cannot say (no ``POST /tokenize``)."""
-    for text in TOKENIZER_PROBES:
-        theirs = server_token_ids(url, model, text, key_env=key_env)
-        if theirs is None:
-            return False
-        ours = tuple(tok(text, add_special_tokens=False)["input_ids"])
-        if ours != theirs:
-            raise ServerError(
-                TOKENIZER_MISMATCH_MSG.format(
-                    tokenizer=name, url=url, model=model, text=text, ours=list(ours), theirs=list(theirs)
-                )
-            )
-    return True
 
 
 @functools.lru_cache(maxsize=8)
@@ -684,74 +239,6 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
     named = "".join(f",{k}={v}" for k, v in info.details if k in ("quantization", "revision"))
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
     return f"{model_cfg.llm}:{protocol}:{ranker}:{digest}[server={info.kind}/{info.version}{named}]"
-
-
-def server_of(model_cfg: ModelConfig) -> tuple:
-    """``(server URL, model id)`` of a served model's config; a clear error when either is missing."""
-    model = served_model_id(model_cfg.llm)
-    if model is None:
-        raise ValueError(f"model {model_cfg.llm!r} is not a served model ('{SERVED_PREFIX}<model id>')")
-    if not model_cfg.server_url:
-        raise ServerError(f"model {model_cfg.llm!r} needs the server's URL: --server-url http://HOST:PORT")
-    return model_cfg.server_url, model
-
-
-def refusal_hint(name: str, value: Any) -> str:
-    """The hint after a server's refusal of decoding field ``name`` (its default in OpenAI's API is 1)."""
-    return (
-        f" (this server does not take {name}, which the config sets to {value:g}: "
-        f"{setting_hint(name, '1')}, or serve the model with vLLM)"
-    )
-
-
-def check_served(model_cfg: ModelConfig, protocol: str) -> ServerInfo:
-    """Ask the server of ``model_cfg`` (once per process for each question) whether it can answer this
-    config's requests, before any prompt goes out: it serves the model (``GET /v1/models``); it returns
-    prompt log-probabilities, for the likelihood ranker; it takes token-id prompts, with
-    ``model.tokenizer``; it answers a one-token request with the config's decoding fields (``transformers
-    serve`` refuses ``repetition_penalty``), for the generate ranker.  A refusal is a :class:`ServerError`
-    in one line naming the setting to change; a server that lists the model but does not answer is a
-    :class:`ServerUnavailable`.  ``facterlab sweep`` calls it while it plans, once per distinct server
-    and settings; :class:`ServedRecommender` when it is built."""
-    url, model = server_of(model_cfg)
-    key_env = model_cfg.api_key_env
-    api_key(key_env)  # the variable is set, before any request
-    probe_timeout = min(float(model_cfg.timeout), 60.0)
-    info = probe_server(url, model, min(probe_timeout, 10.0), key_env)
-    ranker = model_cfg.ranker_for(protocol)
-    if ranker == "likelihood":
-        if not supports_prompt_logprobs(url, model, probe_timeout, key_env):
-            raise ServerError(
-                NO_LOGPROBS_MSG.format(
-                    url=url,
-                    kind=info.kind,
-                    version=info.version,
-                    model=model,
-                    ranker=setting_hint("ranker", "generate"),
-                )
-            )
-        return info
-    if model_cfg.tokenizer:  # token ids 1, 2, 3 are in every vocabulary; the tokenizer is not loaded here
-        ok, why = supports_token_prompts(url, model, (1, 2, 3), probe_timeout, key_env)
-        if not ok:
-            raise ServerError(
-                NO_TOKEN_PROMPTS_MSG.format(
-                    url=url, kind=info.kind, version=info.version, why=why, tokenizer=model_cfg.tokenizer
-                )
-            )
-        return info
-    fields = sampling_fields(model_cfg)
-    ok, why, kind = supports_sampling(url, model, tuple(sorted(fields.items())), True, probe_timeout, key_env)
-    if ok:
-        return info
-    if kind == "silent":
-        raise ServerUnavailable(
-            f"the server at {url} lists model {model!r} but gave {why} ({setting_hint('timeout', 'SECONDS')})"
-        )
-    if kind == "broken":
-        raise ServerError(f"the server at {url} lists model {model!r} but gave {why}")
-    hint = next((refusal_hint(k, v) for k, v in fields.items() if k != "temperature" and k in why), "")
-    raise ServerError(f"the server at {url} refuses this config's decoding settings {fields}: {why}{hint}")
 
 
 class ServedRecommender(Recommender):
