@@ -145,12 +145,35 @@ class PredictionCache(_SqliteKV):
         super().__init__(Path(path) if path is not None else cache_dir() / "llm_cache.sqlite", "predictions")
 
     def get_predictions(self, keys: Sequence[str]) -> dict:
+        """The cached predictions of ``keys``.
+
+        Parameters
+        ----------
+        keys : sequence of str
+            Request keys (:func:`request_key`).
+
+        Returns
+        -------
+        dict
+            ``key -> Prediction`` for the keys found; keys not in the cache are left out.
+        """
         return {
             k: Prediction(**{**json.loads(v), "titles": tuple(json.loads(v)["titles"])})
             for k, v in self.get_many(keys).items()
         }
 
     def put_predictions(self, pairs: Iterable[tuple]) -> None:
+        """Store predictions, each as its JSON (a key already stored is overwritten).
+
+        Parameters
+        ----------
+        pairs : iterable of (str, Prediction)
+            Request key (:func:`request_key`) and its prediction.
+
+        Returns
+        -------
+        None
+        """
         self.put_many((k, json.dumps(asdict(p), ensure_ascii=False)) for k, p in pairs)
 
 
@@ -161,9 +184,32 @@ class EmbeddingCache(_SqliteKV):
         super().__init__(Path(path) if path is not None else cache_dir() / "embeddings.sqlite", "embeddings")
 
     def get_vectors(self, keys: Sequence[str]) -> dict:
+        """The cached vectors of ``keys``.
+
+        Parameters
+        ----------
+        keys : sequence of str
+            Text keys (:func:`text_key`).
+
+        Returns
+        -------
+        dict
+            ``key -> float32 vector`` for the keys found; keys not in the cache are left out.
+        """
         return {k: np.frombuffer(v, dtype=np.float32) for k, v in self.get_many(keys).items()}
 
     def put_vectors(self, pairs: Iterable[tuple]) -> None:
+        """Store vectors as float32 bytes (a key already stored is overwritten).
+
+        Parameters
+        ----------
+        pairs : iterable of (str, array-like)
+            Text key (:func:`text_key`) and its vector.
+
+        Returns
+        -------
+        None
+        """
         self.put_many((k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in pairs)
 
 
@@ -199,6 +245,19 @@ class CachedRecommender(Recommender):
         return self.inner.plan_batches(requests)
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:
+        """One prediction per request: cached ones from disk, the misses from the inner recommender
+        (each distinct request once, in the batches of its plan), written to the cache batch by batch.
+
+        Parameters
+        ----------
+        requests : sequence of PromptRequest
+            The requests.
+
+        Returns
+        -------
+        list of Prediction
+            ``len(requests)`` predictions, in the order of ``requests``.
+        """
         requests = list(requests)
         keys = [request_key(self.fingerprint, r) for r in requests]
         found = self.cache.get_predictions(keys)

@@ -121,6 +121,13 @@ class SentenceEncoder:
 
     @property
     def dim(self) -> int:
+        """The embedding dimension (loads the model the first time it is asked).
+
+        Returns
+        -------
+        int
+            The length of each vector :meth:`encode` returns.
+        """
         if self._dim is None:
             self._load()
         assert self._dim is not None  # set by _load

@@ -409,6 +409,18 @@ class CausalLM:
 
     # ---------------------------------------------------------------- likelihood
     def candidate_ids(self, text: str) -> list:
+        """The token ids of a candidate's text, without special tokens (the likelihood ranker's candidate).
+
+        Parameters
+        ----------
+        text : str
+            The candidate's title.
+
+        Returns
+        -------
+        list of int
+            Its token ids.
+        """
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def score_candidates(self, prompt_ids: Sequence[int], candidates: Sequence[Sequence[int]], chunk: int = 40) -> list:

@@ -237,6 +237,20 @@ class LLMRecommender(Recommender):
 
     # ------------------------------------------------------------------ predict
     def predict(self, requests: Sequence[PromptRequest]) -> list:
+        """One prediction per request: each prompt fitted to the context (oldest history titles dropped),
+        then generated and parsed (open: titles; rank: matched to the candidates), or, with the
+        likelihood ranker, the candidates ranked by ``log p(c | x)``.
+
+        Parameters
+        ----------
+        requests : sequence of PromptRequest
+            The requests (protocol ``"rank"``: each with its candidates).
+
+        Returns
+        -------
+        list of Prediction
+            ``len(requests)`` predictions, in the order of ``requests``.
+        """
         requests = list(requests)
         for r in requests:
             if self.protocol == "rank" and not r.candidates:

@@ -311,6 +311,19 @@ class ServedRecommender(Recommender):
         return recommender(TokenizerOnly(tok, window, self.fingerprint), model_cfg, protocol)
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:
+        """One prediction per request from the server, ``concurrency`` requests at a time (with a
+        tokenizer, each prompt is fitted here first); the first error ends the batch.
+
+        Parameters
+        ----------
+        requests : sequence of PromptRequest
+            The requests (protocol ``"rank"``: each with its candidates).
+
+        Returns
+        -------
+        list of Prediction
+            ``len(requests)`` predictions, in the order of ``requests``.
+        """
         requests = list(requests)
         for r in requests:
             if self.protocol == "rank" and not r.candidates:

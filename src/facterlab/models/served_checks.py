@@ -75,6 +75,13 @@ class ServerInfo:
 
     @property
     def fingerprint(self) -> str:
+        """The served model's identity: ``openai:<model>@<kind>-<version>[<details>]``.
+
+        Returns
+        -------
+        str
+            The model id, the server's kind and version, and the model's identifying details.
+        """
         extra = ",".join(f"{k}={v}" for k, v in self.details)
         return f"{SERVED_PREFIX}{self.model}@{self.kind}-{self.version}" + (f"[{extra}]" if extra else "")
 
