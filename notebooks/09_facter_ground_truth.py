@@ -129,15 +129,14 @@ def config(seed, beta, rho, twin=False, **kw):
     )
 
 
-listening = {
-    (seed, beta): ex.run(config(seed, beta, 1.0), data_dir=DATA_DIR, progress=False) for seed in SEEDS for beta in BETAS
-}
-by_rho = {
-    (beta, rho): ex.run(config(SEEDS[0], beta, rho), data_dir=DATA_DIR, progress=False)
-    for beta in BETAS
-    for rho in RHOS
-    if rho != 1.0
-}
+# every run of sections 1-5 at once: in worker processes, one per CPU core (FACTERLAB_WORKERS=1: one by one here)
+runs = ex.run_many(
+    {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS}
+    | {("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0},
+    data_dir=DATA_DIR,
+)
+listening = {(seed, beta): r for (kind, seed, beta), r in runs.items() if kind == "listening"}
+by_rho = {(beta, rho): r for (kind, beta, rho), r in runs.items() if kind == "by_rho"}
 by_rho.update({(beta, 1.0): listening[(SEEDS[0], beta)] for beta in BETAS})
 first = listening[(SEEDS[0], BETAS[0])].record.metrics  # the typed run record (docs/CONTRACTS.md)
 DATASET_NAME, SYNTHETIC = first.dataset, bool(first.is_synthetic)
@@ -346,21 +345,22 @@ for b in [b for b in BETAS if b > 0]:
 # %%
 twin_runs = {}
 if TWIN:
-    twin_runs = {
-        (seed, beta, 1.0): ex.run(config(seed, beta, 1.0, twin=True), data_dir=DATA_DIR, progress=False)
-        for seed in SEEDS
-        for beta in BETAS
-    }
     mid = [b for b in BETAS if b > 0][0]
-    twin_runs.update(
-        {
-            (seed, mid, 0.0): ex.run(config(seed, mid, 0.0, twin=True), data_dir=DATA_DIR, progress=False)
-            for seed in SEEDS
-        }
+    # the panel {faithful, twin} x {absolute (soft: demote by DEMOTE SDs only), relative (the push cancelled)} x rho
+    runs = ex.run_many(
+        {("twin", seed, beta, 1.0): config(seed, beta, 1.0, twin=True) for seed in SEEDS for beta in BETAS}
+        | {("twin", seed, mid, 0.0): config(seed, mid, 0.0, twin=True) for seed in SEEDS}
+        | {("contrast",): config(SEEDS[0], mid, 1.0, twin=True, facter__rule_mining="contrast")}
+        | {
+            ("soft", twin, rho): config(SEEDS[0], mid, rho, twin=twin, sim__compliance="absolute")
+            for twin in (False, True)
+            for rho in RHOS
+        },
+        data_dir=DATA_DIR,
     )
-    contrast_run = ex.run(
-        config(SEEDS[0], mid, 1.0, twin=True, facter__rule_mining="contrast"), data_dir=DATA_DIR, progress=False
-    )
+    twin_runs = {key[1:]: r for key, r in runs.items() if key[0] == "twin"}
+    contrast_run = runs[("contrast",)]
+    soft = {key[1:]: r for key, r in runs.items() if key[0] == "soft"}
     det_all = gt.run_detector_frame(list(twin_runs.values()) + list(listening.values()))
     display(
         Markdown(
@@ -389,14 +389,6 @@ if TWIN:
     )
     display(rules.round(3))
     fair_twin = gt.fairness_table([twin_runs[(s, b, 1.0)] for s in SEEDS for b in BETAS])
-    # the panel {faithful, twin} x {absolute (soft: demote by DEMOTE SDs only), relative (the push cancelled)} x rho
-    soft = {
-        (twin, rho): ex.run(
-            config(SEEDS[0], mid, rho, twin=twin, sim__compliance="absolute"), data_dir=DATA_DIR, progress=False
-        )
-        for twin in (False, True)
-        for rho in RHOS
-    }
     panel_runs = (
         list(soft.values()) + [by_rho[(mid, rho)] for rho in RHOS] + [twin_runs[(SEEDS[0], mid, rho)] for rho in RHOS]
     )
@@ -442,25 +434,26 @@ if TESTBED:
         cfr_rows=CFR_ROWS,
         encoder=ENCODER,
     )
-    testbed_runs = {  # the same runs as `python -m facterlab.reporting.twin_acceptance`
-        key: ex.run(ta.case_config(*key, **base), data_dir=DATA_DIR, progress=False)
-        for key in ta.plan(list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
-    }
-    power_runs = {
-        (temp, k, SEEDS[0]): ex.run(
-            ta.case_config(
+    runs = ex.run_many(  # the same runs as `python -m facterlab.reporting.twin_acceptance`, and the power study's
+        {
+            ("testbed", *key): ta.case_config(*key, **base)
+            for key in ta.plan(list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
+        }
+        | {
+            ("power", temp, k, SEEDS[0]): ta.case_config(
                 "sampled-bias",
                 SEEDS[0],
                 sim__temperature=float(temp),
                 facter__draws=int(k),
                 **{**base, "n_rows": POWER_N},
-            ),
-            data_dir=DATA_DIR,
-            progress=False,
-        )
-        for temp in POWER_TEMPERATURES
-        for k in POWER_DRAWS
-    }
+            )
+            for temp in POWER_TEMPERATURES
+            for k in POWER_DRAWS
+        },
+        data_dir=DATA_DIR,
+    )
+    testbed_runs = {key[1:]: r for key, r in runs.items() if key[0] == "testbed"}
+    power_runs = {key[1:]: r for key, r in runs.items() if key[0] == "power"}
     tb_frame = ta.acceptance_frame(testbed_runs)
     alpha_tb = float(next(iter(testbed_runs.values())).record.metrics.calibration.alpha)
     checks += ta.acceptance_claims(tb_frame, testbed_runs, alpha_tb, "family")

@@ -258,12 +258,16 @@ WORKER_DIED = "a worker process died (killed, or out of memory) while this task 
 class ProcessExecutor(Executor):
     """A local pool of ``workers`` processes (module docstring), ``spawn``ed by default; ``start_method``
     None: the platform's default (``fork`` on Linux before Python 3.14: fast, and a script needs no
-    ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state)."""
+    ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state).
+
+    ``keep_pool``: the pool lives from the first :meth:`run` to :meth:`close` (else one pool per call),
+    so that successive calls (the waves of :func:`facterlab.reporting.experiments.run_many`) start their
+    workers, and import their models, once; a pool that broke (a worker died) is replaced."""
 
     name = "process"
     local = True
 
-    def __init__(self, workers: int = 2, start_method: str | None = "spawn"):
+    def __init__(self, workers: int = 2, start_method: str | None = "spawn", keep_pool: bool = False):
         import multiprocessing
 
         _check(0, workers)
@@ -272,12 +276,27 @@ class ProcessExecutor(Executor):
             raise ValueError(f"unknown start method {start_method!r}; this platform has {', '.join(methods)}")
         self.workers = int(workers)
         self.start_method = start_method
+        self.keep_pool = bool(keep_pool)
+        self._live = None
 
     def _pool(self):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method))
+        if self._live is None:
+            self._live = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method)
+            )
+        return self._live
+
+    def _drop(self) -> None:
+        if self._live is not None:
+            self._live.shutdown(wait=True, cancel_futures=True)
+            self._live = None
+
+    def close(self) -> None:
+        """Shut the pool down (its workers exit)."""
+        self._drop()
 
     def run(self, fn, tasks, retries=2, on_event=None):
         """The tasks in a pool of worker processes, rebuilt when a worker dies: :meth:`Executor.run`."""
@@ -307,7 +326,8 @@ class ProcessExecutor(Executor):
                             elif book.failed(key, _error_line(exc), _trace(exc), exc):
                                 self._submit(pool, fn, key, book, pending, todo, marks)
                 finally:
-                    pool.shutdown(wait=True, cancel_futures=True)
+                    if lost or pending or not self.keep_pool:  # a broken or interrupted pool is never kept
+                        self._drop()
                 started = {key for key, marker, _ in lost if os.path.exists(marker)}
                 for key, _, exc in lost:
                     if started and key not in started:  # queued behind the task that died: no attempt

@@ -1,0 +1,111 @@
+"""``experiments.run_many``: many runs in worker processes give the run folders of ``run`` one by one.
+
+With the torch-free hash encoder every file but the timestamps of ``run.json`` and ``timings.json`` is
+compared byte for byte; a second call reads every run back and starts nothing; a failed run is named.
+"""
+
+from __future__ import annotations
+
+import filecmp
+
+import pytest
+
+from facterlab.reporting import experiments as ex
+from facterlab.reporting import sweep
+
+
+def _configs(n_seeds: int = 2) -> dict:
+    cfgs = {}
+    for seed in range(n_seeds):
+        for beta in (0.0, 2.0, 4.0):
+            cfgs[("f", seed, beta)] = ex.run_config(
+                dataset="synthetic",
+                model="simulated",
+                encoder="hash-encoder",
+                seed=seed,
+                n_rows=300,
+                passes=2,
+                cfr_rows=20,
+                sim__beta=beta,
+            )
+        for beta in (0.0, 2.0):
+            cfgs[("t", seed, beta)] = ex.run_config(
+                dataset="synthetic",
+                model="simulated",
+                encoder="hash-encoder",
+                seed=seed,
+                n_rows=300,
+                passes=2,
+                cfr_rows=20,
+                sim__beta=beta,
+                facter__delta="twin",
+                facter__threshold="null",
+            )
+    return cfgs
+
+
+def _folders(monkeypatch, root):
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(root / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(root / "cache"))
+
+
+@pytest.mark.integration
+def test_run_many_in_workers_equals_run_one_by_one(tmp_path, monkeypatch):
+    cfgs = _configs()
+    _folders(monkeypatch, tmp_path / "serial")
+    one_by_one = {key: ex.run(cfg, progress=False) for key, cfg in cfgs.items()}
+    _folders(monkeypatch, tmp_path / "many")
+    started = []
+    real = sweep.run_sweep
+    monkeypatch.setattr(sweep, "run_sweep", lambda wave, **kw: started.append(len(wave)) or real(wave, **kw))
+    many = ex.run_many(cfgs, workers=2)
+    assert started == [2, 8]  # a first run of each row sample (seed), then the rest, on the worker processes
+    assert list(many) == list(cfgs)
+    for key, res in many.items():
+        a, b = one_by_one[key].out_dir, res.out_dir
+        assert res.run_id == one_by_one[key].run_id
+        names = sorted(p.name for p in a.iterdir())
+        assert names == sorted(p.name for p in b.iterdir())
+        for name in names:
+            if name in ("run.json", "timings.json"):  # when and where it ran
+                continue
+            assert filecmp.cmp(a / name, b / name, shallow=False), (key, name)
+    again = ex.run_many(cfgs, workers=2)  # every run is finished: read back, nothing started
+    assert started == [2, 8]
+    assert {k: r.run_id for k, r in again.items()} == {k: r.run_id for k, r in many.items()}
+
+
+def test_run_many_names_a_failed_run(tmp_path, monkeypatch):
+    _folders(monkeypatch, tmp_path)
+    cfgs = {k: c for k, c in _configs(n_seeds=2).items()}
+
+    def broken(task):
+        if task.cfg.seed == 1:
+            raise ValueError("no such thing")
+        return sweep._run_task(task)
+
+    monkeypatch.setattr(sweep, "run_task", broken)
+    with pytest.raises(RuntimeError, match=r"runs failed: .*no such thing"):
+        ex.run_many(cfgs, workers=2, executor="serial")
+
+
+def test_few_runs_go_one_by_one_here(tmp_path, monkeypatch):
+    _folders(monkeypatch, tmp_path)
+    cfgs = dict(list(_configs(n_seeds=1).items())[:3])
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **kw: pytest.fail("3 runs need no worker processes"))
+    out = ex.run_many(cfgs, workers=4)
+    assert [r.run_id for r in out.values()] == [ex.run(c, progress=False).run_id for c in cfgs.values()]
+
+
+@pytest.mark.parametrize("raw", ["0", "two", "-1", "1.5"])
+def test_workers_from_the_environment_are_checked(monkeypatch, raw):
+    monkeypatch.setenv("FACTERLAB_WORKERS", raw)
+    with pytest.raises(ValueError, match="FACTERLAB_WORKERS"):
+        ex.default_workers()
+
+
+def test_workers_default(monkeypatch):
+    monkeypatch.setenv("FACTERLAB_WORKERS", "3")
+    assert ex.default_workers() == 3
+    monkeypatch.delenv("FACTERLAB_WORKERS")
+    assert 1 <= ex.default_workers() <= 8
