@@ -38,8 +38,8 @@ def _isolated_figures(tmp_path_factory, monkeypatch):
 # The unit tier is `pytest -m "not slow and not browser and not integration"` (`make test-unit`). Tests that
 # start JupyterLab or Chromium are `browser`; tests that run notebooks, the CLI in subprocesses, model servers,
 # killed processes or the bundled models are `integration`. A test's own markers are kept; these are added by
-# file, so a new test in one of these files lands in the right tier. The files stay in one folder (moving them
-# would collide with the work of the engineers editing them); the markers give the same tiers.
+# file, so a new test in one of these files lands in the right tier. tests/<component>/ mirrors src/facterlab/
+# (docs/USAGE.md, Tests); the file names are unique across the folders.
 BROWSER_FILES = {"test_browser_explorer.py", "test_browser_facter_reuse.py", "test_notebook_sources.py"}
 INTEGRATION_FILES = {
     "test_notebooks_smoke.py",
