@@ -1,6 +1,7 @@
 """Design-document references resolve: every ``docs/<name>.md §N`` citation in the repository names an existing
 file and section, every relative Markdown link in README.md and docs/*.md points at an existing file, and
-nothing points outside the repository at the development machines' shared folder."""
+nothing points outside the repository at the development machines' shared folder, and every test file a text
+names (``tests/<folder>/<file>.py``) exists: the tests moved into folders by component (issue 32)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SHARED = ".." + "/shared"  # spelled in two parts so that this file does not match its own check
 SHARED_ALLOWED = {".ci/run"}  # CI's own data path (not user-facing)
@@ -18,6 +19,7 @@ TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".cfg", ".txt
 CITATION = re.compile(r"docs/([A-Za-z0-9_]+\.md) ?§ ?(\d+(?:\.\d+)*)((?:\s*[-–]\s*§ ?\d+(?:\.\d+)*)?)")
 HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+TEST_PATH = re.compile(r"(?<![\w./-])tests/[\w*][\w/*.-]*\.py\b")
 
 
 def repo_files() -> list:
@@ -111,3 +113,18 @@ def test_nothing_points_at_the_shared_folder():
             if SHARED in line:
                 hits.append(f"{rel}:{n}: {line.strip()[:100]}")
     assert not hits, f"files pointing at {SHARED} (outside the repository):\n" + "\n".join(hits)
+
+
+def test_named_test_files_exist():
+    """Every ``tests/...py`` path in a tracked text file (docs, docstrings, comments) exists; a pattern
+    (``tests/browser/test_browser_*.py``) matches at least one file."""
+    bad, seen = [], 0
+    for path in text_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in TEST_PATH.finditer(line):
+                seen += 1
+                named = m.group(0)
+                if not (any(ROOT.glob(named)) if "*" in named else (ROOT / named).is_file()):
+                    bad.append(f"{path.relative_to(ROOT)}:{n}: {named}")
+    assert seen > 30, f"only {seen} test paths found: the pattern no longer matches how texts name tests"
+    assert not bad, "test files named but missing:\n" + "\n".join(bad)
