@@ -77,7 +77,8 @@ docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs/html
 	@echo "docs: open build/docs/html/index.html"
 
-# The unit tier: no slow, browser or integration test (markers: tests/conftest.py); nbmake, the plugin that runs
+# The unit tier: no slow, browser or integration test (markers: tests/conftest.py, by file or folder of tests/;
+# the files and folders marked integration or browser are not even imported); nbmake, the plugin that runs
 # notebooks as tests, is not loaded (its import, through nbformat's JSON-schema checks, took 3 s of collection).
 test-unit: $(STAMP)
 	$(PY) -m pytest -m "not slow and not browser and not integration" -q -p no:nbmake

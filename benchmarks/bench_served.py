@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_served.py [--prompts 8] [--tokens 40] [--rounds 2] [--threads 2]
     FACTERLAB_VLLM_PYTHON=/path/to/vllm-venv/bin/python .venv/bin/python benchmarks/bench_served.py --server vllm
 
-The bundled SmolLM2 is converted once to safetensors (tests/transformers_serve.py) and served on
+The bundled SmolLM2 is converted once to safetensors (tests/helpers/transformers_serve.py) and served on
 localhost with ``--threads`` OpenMP threads, the same as the in-process model gets, by
 
 - ``transformers serve`` (default; needs ``transformers[serving]``: fastapi, uvicorn, openai), with
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     from facterlab.config import ModelConfig
     from facterlab.models.rankers import make_recommender
     from facterlab.models.served import ServedRecommender
-    from tests.transformers_serve import converted_smollm2, serve, serve_vllm
+    from tests.helpers.transformers_serve import converted_smollm2, serve, serve_vllm
 
     folder = converted_smollm2()
     reqs = _requests(args.prompts)

@@ -10,7 +10,7 @@ Notebook pages are never executed here (``nb_execution_mode = "off"``). For each
 ``notebooks/NN_name.ipynb`` the site takes, in this order:
 
 1. ``$FACTERLAB_DOCS_NOTEBOOKS/*.ipynb`` when that variable names a folder (then only those notebooks:
-   tests/test_docs_site.py builds a site from a small notebook it executes);
+   tests/project/test_docs_site.py builds a site from a small notebook it executes);
 2. the report run's executed copy ``build/notebooks/NN_name.ipynb`` (written by ``make reproduce``);
 3. else the stored source without outputs, with a note at the top saying so.
 

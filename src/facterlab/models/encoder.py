@@ -13,12 +13,12 @@ lengths waste little on padding, and a bounded batch keeps every activation (``t
 floats) small enough for the allocator to reuse its memory, where batches of 64 history contexts
 (about 40 MB per activation) were mapped and page-faulted afresh by the kernel for every tensor.
 ``max_batch_tokens=None`` gives sentence-transformers' own batches of ``batch_size`` texts.  The
-embeddings do not depend on the batching beyond float32 rounding (tests/test_models_encoder_speed.py;
+embeddings do not depend on the batching beyond float32 rounding (tests/models/test_models_encoder_speed.py;
 ``benchmarks/bench_simulated.py --encoder-ab`` prints the difference and the CPU time of both).
 
 Exact batching (``exact=True``, issue 30 "Encode each text once"): a batch holds texts of *one* token
 count only, so that no row is padded; each embedding is then bit-identical to the text encoded alone
-(checked with the bundled MiniLM in tests/test_embedding_cache.py), whatever other texts the call
+(checked with the bundled MiniLM in tests/models/test_embedding_cache.py), whatever other texts the call
 holds; the model then runs on one intra-op thread, since with several the split of a matrix product
 between threads depends on its row count (:func:`_one_thread`).  That is what makes a shared cache exact: a vector read back equals the one a fresh encoding
 would give, in any run.  The cache key names the recipe (:attr:`SentenceEncoder.cache_fingerprint`:

@@ -219,7 +219,7 @@ class CausalLM:
     @property
     def row_invariant(self) -> bool:
         """Whether a row's logits do not depend on how many rows share its forward pass (oneDNN's
-        GEMMs; tested by tests/test_models_llm.py): then batches need no dummy rows and finished rows
+        GEMMs; tested by tests/models/test_models_llm.py): then batches need no dummy rows and finished rows
         leave the batch."""
         return self.kernel == "onednn"
 
