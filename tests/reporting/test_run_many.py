@@ -14,7 +14,7 @@ from facterlab.reporting import experiments as ex
 from facterlab.reporting import sweep
 
 
-def _configs(n_seeds: int = 2) -> dict:
+def _configs(n_seeds: int = 2, n_rows: int = 300) -> dict:
     cfgs = {}
     for seed in range(n_seeds):
         for beta in (0.0, 2.0, 4.0):
@@ -23,7 +23,7 @@ def _configs(n_seeds: int = 2) -> dict:
                 model="simulated",
                 encoder="hash-encoder",
                 seed=seed,
-                n_rows=300,
+                n_rows=n_rows,
                 passes=2,
                 cfr_rows=20,
                 sim__beta=beta,
@@ -34,7 +34,7 @@ def _configs(n_seeds: int = 2) -> dict:
                 model="simulated",
                 encoder="hash-encoder",
                 seed=seed,
-                n_rows=300,
+                n_rows=n_rows,
                 passes=2,
                 cfr_rows=20,
                 sim__beta=beta,
@@ -75,9 +75,10 @@ def test_run_many_in_workers_equals_run_one_by_one(tmp_path, monkeypatch):
     assert {k: r.run_id for k, r in again.items()} == {k: r.run_id for k, r in many.items()}
 
 
+@pytest.mark.integration
 def test_run_many_names_a_failed_run(tmp_path, monkeypatch):
     _folders(monkeypatch, tmp_path)
-    cfgs = {k: c for k, c in _configs(n_seeds=2).items()}
+    cfgs = _configs(n_seeds=2, n_rows=120)
 
     def broken(task):
         if task.cfg.seed == 1:
@@ -89,9 +90,10 @@ def test_run_many_names_a_failed_run(tmp_path, monkeypatch):
         ex.run_many(cfgs, workers=2, executor="serial")
 
 
+@pytest.mark.integration
 def test_few_runs_go_one_by_one_here(tmp_path, monkeypatch):
     _folders(monkeypatch, tmp_path)
-    cfgs = dict(list(_configs(n_seeds=1).items())[:3])
+    cfgs = dict(list(_configs(n_seeds=1, n_rows=120).items())[:3])
     monkeypatch.setattr(sweep, "run_sweep", lambda *a, **kw: pytest.fail("3 runs need no worker processes"))
     out = ex.run_many(cfgs, workers=4)
     assert [r.run_id for r in out.values()] == [ex.run(c, progress=False).run_id for c in cfgs.values()]
