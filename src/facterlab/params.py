@@ -70,6 +70,7 @@ PROFILES: dict = {
             "BATCH_SIZE": 16,
             "FAST_DECODING": False,  # REPRO's decoding: full-length generation, the default kernel
             "DEVICE": "auto",
+            "SIM_ENCODER": "all-MiniLM-L6-v2",  # notebook 00's part 1: the paper's encoder (default: hash-encoder)
         },
     },
     "smoke": {
