@@ -42,6 +42,13 @@ item (``top1_changed``: against the same prompt without the push, rules kept), w
 from the demographics-blind answer (``top1_unfair``: no push and no rules, so that unfairness the rules
 cause is counted too), the top-k set, how many of the top k carry a pushed feature with and without the
 bias, and how many rules were honoured.  The same facts go into ``Prediction.raw`` as JSON.
+
+This module holds the recommender (:class:`SimulatedRecommender`, :func:`simulated_from_config`); its
+parts live in their own modules and every name is re-exported here: the bias tables
+(:mod:`facterlab.models.simulated_tables`), the preference model
+(:mod:`facterlab.models.simulated_preferences`), what the text-reading variant reads and its named cases
+(:mod:`facterlab.models.simulated_text`) and the per-request memos
+(:mod:`facterlab.models.simulated_memo`).
 """
 
 from __future__ import annotations
@@ -50,10 +57,8 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -62,7 +67,23 @@ from facterlab.config import SimulatorConfig
 from facterlab.data.wording import ATTRIBUTE_LABELS, canonical, is_default_spelling
 from facterlab.datatypes import PARSE_NA, Prediction, PromptRequest, Recommender
 from facterlab.models.fake import parse_avoid_rules
-from facterlab.safeio import read_json
+
+# the parts in their own modules, re-exported: every name stays importable from here
+from facterlab.models.simulated_memo import _LRU, MEMO_BYTES, MEMO_MAX, MEMO_MIN, _Core  # noqa: F401
+from facterlab.models.simulated_preferences import fit_preferences, training_pairs
+from facterlab.models.simulated_tables import (  # noqa: F401
+    BIAS_TABLE,
+    MAX_BIAS_WEIGHT,
+    NAMED_BIAS_TABLES,
+    NARROW_BIAS_TABLE,
+    RARE_BIAS_TABLE,
+    ROMANCE_BIAS_TABLE,
+    _table_error,
+    bias_table_markdown,
+    load_bias_table,
+    normalise_bias_table,
+)
+from facterlab.models.simulated_text import _BLOCK, TEXT_CASES, _aspect, demographic_lines  # noqa: F401
 
 __all__ = [
     "BIAS_TABLE",
@@ -83,173 +104,6 @@ __all__ = [
 SIMULATED_MODEL = "simulated"
 SIM_VERSION = "sim-v2"  # v2: weighted bias tables, "relative" compliance, the blind truth label
 
-#: attribute -> value -> features (genres) the bias pushes to users with that value.  Values cover the
-#: ML-1M labels and the ML-100K occupation names; a value not listed gets no push for that attribute.
-BIAS_TABLE: dict = {
-    "gender": {
-        "F": ("Romance", "Musical", "Children's"),
-        "M": ("Action", "War", "Sci-Fi"),
-    },
-    "age": {
-        "Under 18": ("Animation", "Horror"),
-        "18-24": ("Animation", "Horror"),
-        "50-55": ("Film-Noir", "Mystery"),
-        "56+": ("Film-Noir", "Mystery"),
-    },
-    "occupation": {
-        # technical
-        "programmer": ("Thriller", "Fantasy"),
-        "scientist": ("Thriller", "Fantasy"),
-        "technician/engineer": ("Thriller", "Fantasy"),
-        "engineer": ("Thriller", "Fantasy"),
-        "technician": ("Thriller", "Fantasy"),
-        # arts and letters
-        "artist": ("Documentary", "Film-Noir"),
-        "writer": ("Documentary", "Film-Noir"),
-        "entertainment": ("Documentary", "Film-Noir"),
-        "academic/educator": ("Documentary", "Film-Noir"),
-        "educator": ("Documentary", "Film-Noir"),
-        "librarian": ("Documentary", "Film-Noir"),
-        # students
-        "college/grad student": ("Comedy", "Horror"),
-        "K-12 student": ("Comedy", "Horror"),
-        "student": ("Comedy", "Horror"),
-        # home and retirement
-        "homemaker": ("Children's", "Musical"),
-        "retired": ("Western", "War"),
-    },
-}
-
-#: a positive control: the bias pushes genres that users rarely watch (each under 2% of the ML-100K
-#: ratings: Documentary 0.8%, Fantasy 1.4%, Film-Noir 1.7%, Western 1.9%) to every user by gender, so a
-#: biased top-1 item lies far from the user's own taste and the prediction error d sees it.
-RARE_BIAS_TABLE: dict = {
-    "gender": {
-        "F": ("Documentary", "Western"),
-        "M": ("Film-Noir", "Fantasy"),
-    },
-}
-
-#: a narrow bias: one age group and one occupation, small weights (a held-out style of table: the repair
-#: must not do harm where the bias touches few users; notebook 09 section 7)
-NARROW_BIAS_TABLE: dict = {
-    "age": {"25-34": {"Drama": 0.5, "Romance": 0.5}},
-    "occupation": {"student": {"Sci-Fi": 0.7}, "college/grad student": {"Sci-Fi": 0.7}},
-}
-
-#: the named cases of the text-reading simulator (``sim.reads = "text"``; docs/SIMULATED.md): sim section
-#: overrides.  The unbiased ones have beta = 0 (no demographic logic at all): every flag on them is false.
-TEXT_CASES: dict = {
-    # reads the demographics as a set of lines: order-invariant, but any change of a line's text moves it
-    "lines-set": {"reads": "text", "beta": 0.0, "wording_sd": 1.0},
-    # the whole prompt text seeds its answer (order, wording, fields, rules)
-    "prompt-hash": {"reads": "text", "beta": 0.0, "prompt_sd": 1.0},
-    # sampling noise: a fresh draw per request (temperature), nothing else
-    "per-call": {"reads": "text", "beta": 0.0, "temperature": 1.0},
-    # moved by the order of the lines only
-    "line-order": {"reads": "text", "beta": 0.0, "order_sd": 1.0},
-    # moved by irrelevant fields only
-    "irrelevant-field": {"reads": "text", "beta": 0.0, "field_sd": 1.0},
-    # every surface sensitivity at once, and sampling
-    "all-surfaces": {
-        "reads": "text",
-        "beta": 0.0,
-        "order_sd": 0.5,
-        "wording_sd": 0.5,
-        "field_sd": 0.5,
-        "temperature": 0.5,
-    },
-    # biased: the push fires on the literal spelling ("female", "F", "25-34"), not on "woman" / "25 to 34"
-    "word-triggered": {"reads": "text", "trigger": "literal", "beta": 2.0},
-    # biased on the meaning, read from the text, with sampling noise (the power-under-sampling study)
-    "sampled-bias": {"reads": "text", "beta": 2.0, "temperature": 1.0},
-}
-
-#: the hand-built world's table (facterlab.data.handbuilt; the tests and notebook 09's positive control)
-ROMANCE_BIAS_TABLE: dict = {"gender": {"F": ("Romance",)}}
-
-#: the tables a config may name (``sim.bias_table``); anything else is read as a JSON file
-NAMED_BIAS_TABLES = {
-    "default": BIAS_TABLE,
-    "rare": RARE_BIAS_TABLE,
-    "romance": ROMANCE_BIAS_TABLE,
-    "narrow": NARROW_BIAS_TABLE,
-}
-#: the largest weight a bias table may give a feature (in units of beta)
-MAX_BIAS_WEIGHT = 100.0
-
-
-def _table_error(where: str, what: str) -> ValueError:
-    return ValueError(
-        f"bias table {where}: {what}; expected {{attribute: {{value: [feature, ...] or {{feature: weight}}}}}} "
-        f"with attributes among gender, age, occupation and weights in [0, {MAX_BIAS_WEIGHT:g}]"
-    )
-
-
-def normalise_bias_table(table: Mapping, where: str = "(dict)") -> dict:
-    """``attribute -> value -> {feature: weight}`` from a table whose values are feature lists (weight 1)
-    or ``{feature: weight}`` mappings; a clear ``ValueError`` for anything else.
-
-    >>> normalise_bias_table({"gender": {"F": ["Romance"], "M": {"War": 2}}})
-    {'gender': {'F': {'Romance': 1.0}, 'M': {'War': 2.0}}}
-    """
-    import math
-
-    if not isinstance(table, Mapping) or not table:
-        raise _table_error(where, "not a non-empty mapping")
-    out: dict = {}
-    for attr, values in table.items():
-        if attr not in ("gender", "age", "occupation"):
-            raise _table_error(where, f"unknown attribute {attr!r}")
-        if not isinstance(values, Mapping):
-            raise _table_error(where, f"{attr}: not a mapping of values")
-        out[attr] = {}
-        for value, feats in values.items():
-            if isinstance(feats, Mapping):
-                pairs = list(feats.items())
-            elif isinstance(feats, (list, tuple)):
-                pairs = [(f, 1.0) for f in feats]
-            else:
-                raise _table_error(where, f"{attr}={value}: not a list of features or a feature -> weight mapping")
-            w: dict = {}
-            for f, x in pairs:
-                if not isinstance(f, str) or not f:
-                    raise _table_error(where, f"{attr}={value}: feature {f!r} is not a non-empty string")
-                if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                    raise _table_error(where, f"{attr}={value}: weight of {f!r} is not a finite number ({x!r})")
-                if not 0.0 <= float(x) <= MAX_BIAS_WEIGHT:
-                    raise _table_error(where, f"{attr}={value}: weight of {f!r} is {x!r}")
-                w[f] = float(x)
-            out[attr][str(value)] = w
-    return out
-
-
-def load_bias_table(spec: str | Mapping | None = None) -> dict:
-    """The bias table of ``spec``: ``None``/``"default"`` (:data:`BIAS_TABLE`), ``"rare"``
-    (:data:`RARE_BIAS_TABLE`), a mapping, or the path of a JSON file with the same shape
-    (``--sim-bias-table FILE``); normalised by :func:`normalise_bias_table`.
-
-    >>> load_bias_table("rare")["gender"]["F"]
-    {'Documentary': 1.0, 'Western': 1.0}
-    """
-    if spec is None:
-        spec = "default"
-    if isinstance(spec, Mapping):
-        return normalise_bias_table(spec)
-    if spec in NAMED_BIAS_TABLES:
-        return normalise_bias_table(NAMED_BIAS_TABLES[spec], repr(spec))
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise ValueError(
-            f"sim.bias_table {spec!r} is neither {' nor '.join(map(repr, NAMED_BIAS_TABLES))} nor an existing JSON file"
-        )
-    try:
-        data = read_json(path, what="bias table", kind="bias_table_bytes")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"bias table {path}: cannot be read as JSON ({e})") from None
-    return normalise_bias_table(data, str(path))
-
-
 FAIR_MARKER = "Do not reinforce stereotypes"
 _SIM_DEFAULTS = SimulatorConfig()  # the one owner of the knobs' defaults
 _YEAR = re.compile(r"\s*\(\d{4}\)\s*$")
@@ -259,193 +113,15 @@ N_VARIANTS = 3
 _TRUTH_JSON = json.JSONEncoder(sort_keys=True)
 
 
-def bias_table_markdown(table: Mapping | None = None) -> str:
-    """The bias table as Markdown (docs/SIMULATED.md embeds this text; a test keeps them equal).
-
-    >>> print(bias_table_markdown({"gender": {"F": ("Romance",)}}))
-    | attribute | value | features pushed |
-    |---|---|---|
-    | gender | F | Romance |
-    """
-    table = BIAS_TABLE if table is None else table
-    lines = ["| attribute | value | features pushed |", "|---|---|---|"]
-    for attr, values in table.items():
-        for value, feats in values.items():
-            if isinstance(feats, Mapping):
-                text = ", ".join(f if float(w) == 1.0 else f"{f} (x{float(w):g})" for f, w in feats.items())
-            else:
-                text = ", ".join(feats)
-            lines.append(f"| {attr} | {value} | {text} |")
-    return "\n".join(lines)
-
-
 def _hash64(*parts) -> int:
     h = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8)
     return int.from_bytes(h.digest(), "little")
-
-
-def training_pairs(rows: pd.DataFrame) -> pd.DataFrame:
-    """(user_id, item_id) pairs of the rows' watch histories, minus every pair that is a target or a
-    relevant item of any row (so no calibration or test target is ever seen by the preference model).
-
-    >>> rows = pd.DataFrame({"user_id": [1, 1], "history": [[10, 11], [11, 12]], "target": [12, 13],
-    ...                      "relevant": [[12], [13, 14]]})
-    >>> training_pairs(rows).values.tolist()
-    [[1, 10], [1, 11]]
-    """
-    users = rows["user_id"].to_numpy(dtype=np.int64)
-    hist = pd.DataFrame(
-        {
-            "user_id": np.repeat(users, [len(h) for h in rows["history"]]),
-            "item_id": np.concatenate([np.asarray(h, dtype=np.int64) for h in rows["history"]])
-            if len(rows)
-            else np.zeros(0, dtype=np.int64),
-        }
-    )
-    held = [(int(u), int(t)) for u, t in zip(users, rows["target"])]
-    if "relevant" in rows.columns:
-        held += [(int(u), int(i)) for u, rel in zip(users, rows["relevant"]) for i in rel]
-    held_df = pd.DataFrame(held, columns=["user_id", "item_id"]).drop_duplicates()
-    pairs = hist.drop_duplicates().merge(held_df, how="left", indicator=True)
-    pairs = pairs[pairs["_merge"] == "left_only"].drop(columns="_merge")
-    return pairs.sort_values(["user_id", "item_id"]).reset_index(drop=True)
-
-
-def fit_preferences(
-    pairs: pd.DataFrame, item_ids: Sequence[int], n_factors: int = _SIM_DEFAULTS.n_factors, seed: int = 0
-) -> np.ndarray:
-    """PureSVD item factors (n_items, f): a truncated SVD of the binary user x item matrix of ``pairs``,
-    rows of the result aligned with ``item_ids``; ``score(h) = V V^T h`` for a history indicator h.
-
-    >>> V = fit_preferences(pd.DataFrame({"user_id": [1, 1, 2, 2, 3], "item_id": [7, 8, 7, 8, 9]}), [7, 8, 9], 2)
-    >>> V.shape
-    (3, 2)
-
-    Reference: [cremonesi2010puresvd] (docs/references.bib).
-    """
-    from scipy.sparse import csr_matrix
-    from sklearn.decomposition import TruncatedSVD
-
-    ids = np.asarray(item_ids, dtype=np.int64)
-    pos = pd.Series(np.arange(len(ids)), index=ids)
-    keep = pairs[pairs["item_id"].isin(pos.index)]
-    if len(keep) == 0:
-        raise ValueError(
-            "the simulated recommender has no training interactions: the rows' histories are empty "
-            "after removing targets and relevant items; increase data.n_rows or data.history_len"
-        )
-    users = pd.factorize(keep["user_id"])[0]
-    cols = pos.loc[keep["item_id"].to_numpy()].to_numpy()
-    X = csr_matrix((np.ones(len(keep), dtype=np.float64), (users, cols)), shape=(int(users.max()) + 1, len(ids)))
-    f = int(min(n_factors, min(X.shape) - 1))
-    if f < 1:
-        raise ValueError(f"too few training users/items ({X.shape}) for a preference model")
-    svd = TruncatedSVD(n_components=f, algorithm="randomized", n_iter=7, random_state=int(seed))
-    svd.fit(X)
-    return np.ascontiguousarray(svd.components_.T, dtype=np.float64)  # (n_items, f)
-
-
-_BLOCK = re.compile(r"User demographics:\n((?:- [^\n]*\n?)+)")
-
-
-def demographic_lines(req: PromptRequest) -> list:
-    """``(label, value)`` of each line of the first "User demographics" block of the request's user
-    messages, in prompt order (empty when there is none): what a model that reads the text sees.
-
-    >>> r = PromptRequest(messages=(("user", "User demographics:\\n- Gender: female\\n- Age: 25-34\\n\\nHistory"),))
-    >>> demographic_lines(r)
-    [('Gender', 'female'), ('Age', '25-34')]
-    """
-    for role, content in req.messages:
-        if role != "user":
-            continue
-        m = _BLOCK.search(content)
-        if m is None:
-            continue
-        out = []
-        for line in m.group(1).rstrip("\n").split("\n"):
-            label, _, value = line[2:].partition(":")
-            out.append((label.strip(), value.strip()))
-        return out
-    return []
-
-
-def _aspect(name: str, req: PromptRequest, lines: list) -> tuple:
-    """The part of the prompt that seeds surface sensitivity ``name`` (order, wording, field, prompt)."""
-    if name == "order":
-        return tuple(lab for lab, _ in lines)
-    if name == "wording":
-        return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS))
-    if name == "field":
-        return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() not in ATTRIBUTE_LABELS))
-    return tuple(req.messages)
 
 
 @dataclass(frozen=True)
 class _Parsed:
     rules: tuple  # (attr, value, target, kind)
     fair: bool
-
-
-#: bytes each of the simulator's two memos may hold (per request core: its pool and its preferences plus
-#: noise, 12 bytes per item; per surface term: 8 bytes per item); the entry count follows from the
-#: catalogue size (:class:`_LRU`)
-MEMO_BYTES = 48 * 2**20
-#: fewest and most entries of a memo, whatever the catalogue size
-MEMO_MIN, MEMO_MAX = 64, 8192
-
-
-class _LRU:
-    """A mapping of at most ``maxsize`` entries, the least recently used dropped first.
-
-    The simulator's memos hold pure functions of their keys (and of the recommender's fixed parameters),
-    so a dropped entry is recomputed, bit for bit, when it is asked for again: the bound changes the
-    speed, never an answer.
-
-    >>> m = _LRU(2)
-    >>> _ = m.put("a", 1), m.put("b", 2), m.get("a"), m.put("c", 3)
-    >>> sorted(m.keys()), len(m)
-    (['a', 'c'], 2)
-    """
-
-    def __init__(self, maxsize: int):
-        self.maxsize = max(1, int(maxsize))
-        self._d: OrderedDict = OrderedDict()
-
-    def get(self, key):
-        got = self._d.get(key)
-        if got is not None:
-            self._d.move_to_end(key)
-        return got
-
-    def put(self, key, value):
-        self._d[key] = value
-        self._d.move_to_end(key)
-        while len(self._d) > self.maxsize:
-            self._d.popitem(last=False)
-        return value
-
-    def keys(self):
-        return self._d.keys()
-
-    def clear(self) -> None:
-        self._d.clear()
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
-class _Core:
-    """What a request's answer owes to (``seed``, request seed, history ids, candidates) alone: the pool
-    (int32 for open generation), the standardised preferences plus the sigma noise, the noise generator's state after that draw (the corruption draws continue it), the
-    corruption draws per answer length and the rule draws (``SimulatedRecommender._core``)."""
-
-    __slots__ = ("key", "pool", "base", "state", "corr", "rule_draws")
-
-    def __init__(self, key: tuple, pool: np.ndarray, base: np.ndarray, state):
-        self.key, self.pool, self.base, self.state = key, pool, base, state
-        self.corr: dict = {}
-        self.rule_draws: dict = {}
 
 
 class SimulatedRecommender(Recommender):
