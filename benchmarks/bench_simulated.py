@@ -41,7 +41,7 @@ The run is notebook 09's "lines-set" twin-acceptance case (``case_config("lines-
 n = ``--sim-rows`` rows, T = 3, 200 CFR rows, ``--sim-encoder``), each in a fresh process; per run the
 wall and CPU seconds (imports included), the CPU seconds inside ``SimulatedRecommender.predict``, its
 requests, and the load average; then medians, the ratios B / A, and whether the two versions' run
-folders are byte-identical (every file but timings.json, run.json's command line and clock aside).
+folders are byte-identical (every file but timings.json, run.json's command line, clock and code version aside).
 """
 
 from __future__ import annotations
@@ -446,7 +446,7 @@ def _src_of(rev: str) -> str:
 
 def _run_files(out: str) -> dict:
     """relative path -> bytes of every file of the one run under ``out`` (timings.json left out; run.json
-    without its command line and clock)."""
+    without its command line, clock and code version: A and B are two revisions)."""
     runs = sorted(Path(out).glob("runs/*"))
     if len(runs) != 1:
         raise SystemExit(f"expected one run under {out}, found {len(runs)}")
@@ -457,7 +457,7 @@ def _run_files(out: str) -> dict:
         data = p.read_bytes()
         if p.name == "run.json":
             meta = json.loads(data)
-            for k in ("command", "started_at", "finished_at"):
+            for k in ("command", "started_at", "finished_at", "code_version"):  # the revision differs by design
                 meta.pop(k, None)
             data = json.dumps(meta, sort_keys=True).encode()
         files[str(p.relative_to(runs[0]))] = data
