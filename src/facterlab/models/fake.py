@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -42,6 +43,7 @@ BIAS_FEATURES = {
 _AVOID = re.compile(r"AVOID:\s*\(([^=()]+)=([^()]*)\)\s*->\s*\((.*)\)\s*$")
 
 
+@functools.lru_cache(maxsize=1 << 18)  # words and trigrams repeat across texts: a pure function, hashed once
 def _stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
