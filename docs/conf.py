@@ -105,6 +105,10 @@ html_show_sourcelink = False
 # Warnings that are not faults of the pages (each one named, nothing broader):
 suppress_warnings = [
     "myst.header",  # a notebook's first markdown cell may start below H1
+    # "more than one target found" (the python domain's only warning without nitpicky): Sphinx turns every
+    # word of a numpydoc type into a cross-reference, shape words too ("array, shape (n, dim)"), and `dim`
+    # names two documented properties (ItemRepresenter.dim, SentenceEncoder.dim); a shape is no link
+    "ref.python",
 ]
 
 # ----------------------------------------------------------------------------------------------------
