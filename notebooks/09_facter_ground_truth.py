@@ -129,7 +129,7 @@ def config(seed, beta, rho, twin=False, **kw):
     )
 
 
-# every run of sections 1-5 at once: in worker processes, one per CPU core (FACTERLAB_WORKERS=1: one by one here)
+# every run of sections 1-5 at once: in worker processes, one per two CPU cores (docs/SCALING.md; FACTERLAB_WORKERS)
 runs = ex.run_many(
     {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS}
     | {("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0},
