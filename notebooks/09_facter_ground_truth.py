@@ -80,6 +80,7 @@ from facterlab.reporting import experiments as ex
 from facterlab.reporting import ground_truth as gt
 from facterlab.reporting import ground_truth_figures as gtf
 from facterlab.reporting import tables as tb
+from facterlab.reporting.batch import run_many
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
 
@@ -130,7 +131,7 @@ def config(seed, beta, rho, twin=False, **kw):
 
 
 # every run of sections 1-5 at once: in worker processes, one per two CPU cores (docs/SCALING.md; FACTERLAB_WORKERS)
-runs = ex.run_many(
+runs = run_many(
     {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS}
     | {("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0},
     data_dir=DATA_DIR,
@@ -347,7 +348,7 @@ twin_runs = {}
 if TWIN:
     mid = [b for b in BETAS if b > 0][0]
     # the panel {faithful, twin} x {absolute (soft: demote by DEMOTE SDs only), relative (the push cancelled)} x rho
-    runs = ex.run_many(
+    runs = run_many(
         {("twin", seed, beta, 1.0): config(seed, beta, 1.0, twin=True) for seed in SEEDS for beta in BETAS}
         | {("twin", seed, mid, 0.0): config(seed, mid, 0.0, twin=True) for seed in SEEDS}
         | {("contrast",): config(SEEDS[0], mid, 1.0, twin=True, facter__rule_mining="contrast")}
@@ -434,7 +435,7 @@ if TESTBED:
         cfr_rows=CFR_ROWS,
         encoder=ENCODER,
     )
-    runs = ex.run_many(  # the same runs as `python -m facterlab.reporting.twin_acceptance`, and the power study's
+    runs = run_many(  # the same runs as `python -m facterlab.reporting.twin_acceptance`, and the power study's
         {
             ("testbed", *key): ta.case_config(*key, **base)
             for key in ta.plan(list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES, SEEDS, TESTBED_VARIANTS)

@@ -261,7 +261,7 @@ class ProcessExecutor(Executor):
     ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state).
 
     ``keep_pool``: the pool lives from the first :meth:`run` to :meth:`close` (else one pool per call),
-    so that successive calls (the waves of :func:`facterlab.reporting.experiments.run_many`) start their
+    so that successive calls (the waves of :func:`facterlab.reporting.batch.run_many`) start their
     workers, and import their models, once; a pool that broke (a worker died) is replaced."""
 
     name = "process"

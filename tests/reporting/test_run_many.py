@@ -1,4 +1,4 @@
-"""``experiments.run_many``: many runs in worker processes give the run folders of ``run`` one by one.
+"""``batch.run_many``: many runs in worker processes give the run folders of ``run`` one by one.
 
 With the torch-free hash encoder every file but the timestamps of ``run.json`` and ``timings.json`` is
 compared byte for byte; a second call reads every run back and starts nothing; a failed run is named.
@@ -10,8 +10,8 @@ import filecmp
 
 import pytest
 
+from facterlab.reporting import batch, sweep
 from facterlab.reporting import experiments as ex
-from facterlab.reporting import sweep
 
 
 def _configs(n_seeds: int = 2, n_rows: int = 300) -> dict:
@@ -56,9 +56,9 @@ def test_run_many_in_workers_equals_run_one_by_one(tmp_path, monkeypatch):
     one_by_one = {key: ex.run(cfg, progress=False) for key, cfg in cfgs.items()}
     _folders(monkeypatch, tmp_path / "many")
     started = []
-    real = sweep.run_sweep
-    monkeypatch.setattr(sweep, "run_sweep", lambda wave, **kw: started.append(len(wave)) or real(wave, **kw))
-    many = ex.run_many(cfgs, workers=2)
+    real = batch.run_sweep
+    monkeypatch.setattr(batch, "run_sweep", lambda wave, **kw: started.append(len(wave)) or real(wave, **kw))
+    many = batch.run_many(cfgs, workers=2)
     assert started == [2, 8]  # a first run of each row sample (seed), then the rest, on the worker processes
     assert list(many) == list(cfgs)
     for key, res in many.items():
@@ -70,7 +70,7 @@ def test_run_many_in_workers_equals_run_one_by_one(tmp_path, monkeypatch):
             if name in ("run.json", "timings.json"):  # when and where it ran
                 continue
             assert filecmp.cmp(a / name, b / name, shallow=False), (key, name)
-    again = ex.run_many(cfgs, workers=2)  # every run is finished: read back, nothing started
+    again = batch.run_many(cfgs, workers=2)  # every run is finished: read back, nothing started
     assert started == [2, 8]
     assert {k: r.run_id for k, r in again.items()} == {k: r.run_id for k, r in many.items()}
 
@@ -87,15 +87,15 @@ def test_run_many_names_a_failed_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweep, "run_task", broken)
     with pytest.raises(RuntimeError, match=r"runs failed: .*no such thing"):
-        ex.run_many(cfgs, workers=2, executor="serial")
+        batch.run_many(cfgs, workers=2, executor="serial")
 
 
 @pytest.mark.integration
 def test_few_runs_go_one_by_one_here(tmp_path, monkeypatch):
     _folders(monkeypatch, tmp_path)
     cfgs = dict(list(_configs(n_seeds=1, n_rows=120).items())[:3])
-    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **kw: pytest.fail("3 runs need no worker processes"))
-    out = ex.run_many(cfgs, workers=4)
+    monkeypatch.setattr(batch, "run_sweep", lambda *a, **kw: pytest.fail("3 runs need no worker processes"))
+    out = batch.run_many(cfgs, workers=4)
     assert [r.run_id for r in out.values()] == [ex.run(c, progress=False).run_id for c in cfgs.values()]
 
 
@@ -103,11 +103,11 @@ def test_few_runs_go_one_by_one_here(tmp_path, monkeypatch):
 def test_workers_from_the_environment_are_checked(monkeypatch, raw):
     monkeypatch.setenv("FACTERLAB_WORKERS", raw)
     with pytest.raises(ValueError, match="FACTERLAB_WORKERS"):
-        ex.default_workers()
+        batch.default_workers()
 
 
 def test_workers_default(monkeypatch):
     monkeypatch.setenv("FACTERLAB_WORKERS", "3")
-    assert ex.default_workers() == 3
+    assert batch.default_workers() == 3
     monkeypatch.delenv("FACTERLAB_WORKERS")
-    assert 1 <= ex.default_workers() <= 8
+    assert 1 <= batch.default_workers() <= 8

@@ -1,4 +1,4 @@
-"""The simulated recommender's per-request memos (tests/test_simulated_memo.py): the bounded
+"""The simulated recommender's per-request memos (tests/models/test_simulated_memo.py): the bounded
 least-recently-used mapping they live in (``_LRU``), their size (:data:`MEMO_BYTES`,
 :data:`MEMO_MIN`, :data:`MEMO_MAX`) and a request's core (``_Core``: its pool, preferences plus
 noise and the draws that follow them).

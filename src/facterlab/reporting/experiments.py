@@ -21,10 +21,9 @@ collides with a real model's.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,126 +140,6 @@ def run(cfg: RunConfig, data_dir: os.PathLike | str | None = None, progress: boo
             _say_reused(result)
             return result
     return run_experiment(cfg, data_dir=data_dir, progress=progress, **kw)  # it builds fake and simulated models too
-
-
-#: the fewest runs that :func:`run_many` gives a worker process (fewer runs: fewer workers)
-MIN_RUNS_PER_WORKER = 5
-
-
-def default_workers() -> int:
-    """How many runs :func:`run_many` runs at once by default: ``FACTERLAB_WORKERS`` when set (an
-    integer >= 1), else one per two CPU cores this process may use (at least 1, at most 8).
-
-    Why two cores per run: a simulated run alone already keeps about two cores busy (the encoder's
-    torch threads beside the Python work): notebook 09 cold on the 2-core machine took 830.5 s wall and
-    1,407.6 s CPU one by one, against 1,213.2 s wall (1,753.0 s CPU, a busier machine) on 2 workers
-    (``bench_reproduce.py --only 09 --no-warm``, 2026-12-04).  More cores than two were not measured."""
-    raw = os.environ.get("FACTERLAB_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            raise ValueError(f"FACTERLAB_WORKERS={raw!r}: expected a whole number of worker processes (>= 1)") from None
-        if n < 1:
-            raise ValueError(f"FACTERLAB_WORKERS={raw!r}: expected a whole number of worker processes (>= 1)")
-        return n
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(8, cores // 2))
-
-
-def run_many(
-    configs: Mapping[Any, RunConfig],
-    data_dir: os.PathLike | str | None = None,
-    workers: int | None = None,
-    executor: str = "process",
-) -> dict:
-    """Run many experiments at once and return ``key -> RunResult`` in ``configs``' order.
-
-    Runs finished earlier are read back (as :func:`run`); the others go to ``workers`` worker
-    processes through :func:`facterlab.reporting.sweep.run_sweep` (each with its share of the cores, its
-    own cache shards merged at the end), and are then read back from their run folders.  A worker runs
-    the same ``run_experiment`` as :func:`run`: with the torch-free hash encoder the run folders are byte
-    for byte those of :func:`run` one after the other (tests/test_run_many.py).  With a neural encoder
-    a text's embedding can differ in its last bits with the other texts of its batch, and which texts
-    share a batch depends on what the embedding cache held when the run started, here as in any rerun:
-    8 simulated MiniLM runs on ML-100K differed from the one-by-one runs by at most 2.2e-7 in any
-    number, with every flag, count, rule and recommendation equal.
-
-    The first run of each row sample (its ``data`` section: dataset, rows, seed) goes first, so that
-    the contexts it encodes are in the shared embedding cache before the other runs of that sample
-    start.  The pool of workers is started once for all of them.  Each worker gets at least
-    :data:`MIN_RUNS_PER_WORKER` runs (fewer workers, or none: one by one here), because each first imports
-    the models and a few runs are faster one by one: measured on 2 cores, 8 warm runs took 42-62 s
-    one by one and 53-71 s on 2 workers, 18 warm runs 100-143 s one by one and 64-66 s on 2 workers.
-
-    Parameters
-    ----------
-    configs : Mapping
-        Any keys (a notebook's ``(seed, beta)``, ...) to run configs; equal configs run once.
-    data_dir : path-like, optional
-        The data folder (``FACTERLAB_DATA`` when None).
-    workers : int, optional
-        Worker processes (:func:`default_workers` when None); 1 runs everything here, in this process.
-    executor : str
-        ``"process"`` (default) or ``"serial"`` (:mod:`facterlab.executors`).
-
-    Returns
-    -------
-    dict
-        ``key -> RunResult`` for every key of ``configs``.
-
-    Raises
-    ------
-    RuntimeError
-        When a run failed after its retries (every failed run is named, with its error).
-    """
-    workers = default_workers() if workers is None else int(workers)
-    if workers < 1:
-        raise ValueError(f"workers={workers}: expected at least 1")
-    saved = {key: find_saved_run(cfg, data_dir) for key, cfg in configs.items()}
-    todo = {key: cfg for key, cfg in configs.items() if saved[key] is None}
-    by_hash: dict = {}
-    for cfg in todo.values():
-        by_hash.setdefault(config_hash(cfg), cfg)
-    workers = min(workers, len(by_hash) // MIN_RUNS_PER_WORKER)
-    if workers <= 1:
-        return {key: run(cfg, data_dir=data_dir, progress=False) for key, cfg in configs.items()}
-    from facterlab.config import config_to_dict
-    from facterlab.executors import ProcessExecutor, make_executor
-    from facterlab.reporting.sweep import run_sweep
-
-    # waves: the first run of each row sample (it encodes the sample's contexts), then the rest
-    waves: list = [[], []]
-    samples: set = set()
-    for cfg in by_hash.values():
-        sample = json.dumps(config_to_dict(cfg.data), sort_keys=True)
-        waves[sample in samples].append(cfg)
-        samples.add(sample)
-    pool = ProcessExecutor(workers, keep_pool=True) if executor == "process" else make_executor(executor, workers)
-    try:
-        for wave in waves:
-            if not wave:
-                continue
-            res = run_sweep(wave, executor=pool, data_dir=data_dir)
-            if res.n_failed:
-                failed = [f"{key}: {o.error}" for key, o in res.outcomes.items() if not o.ok]
-                raise RuntimeError(f"{len(failed)} of {len(wave)} runs failed: " + " | ".join(failed))
-    finally:
-        pool.close()
-    out = {}
-    msg = (
-        f"run_many: {len(configs) - len(todo)} of {len(configs)} runs read back from {runs_dir(None)}, "
-        f"{len(by_hash)} run on {workers} worker processes"
-    )
-    log.info(msg)
-    if not _logging_shows_info():
-        print(msg)
-    for key, cfg in configs.items():
-        path = saved[key] or find_saved_run(cfg, data_dir)
-        if path is None:
-            raise RuntimeError(f"run {key!r} finished but its run folder is missing or incomplete")
-        out[key] = load_saved_run(path)
-    return out
 
 
 def _say_reused(result) -> None:

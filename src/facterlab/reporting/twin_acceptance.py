@@ -438,7 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfr_rows=a.cfr_rows,
         encoder=a.encoder,
     )
-    runs = ex.run_many({key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}, data_dir=a.data_dir)
+    from facterlab.reporting.batch import run_many  # the sweep machinery, for the command line only
+
+    runs = run_many({key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}, data_dir=a.data_dir)
     frame = acceptance_frame(runs)
     alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
     print(frame.drop(columns=["run_id"]).round(4).to_string(index=False))
