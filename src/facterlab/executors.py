@@ -277,7 +277,7 @@ class ProcessExecutor(Executor):
         self.workers = int(workers)
         self.start_method = start_method
         self.keep_pool = bool(keep_pool)
-        self._live = None
+        self._live: Any = None  # the pool between calls (keep_pool)
 
     def _pool(self):
         import multiprocessing
