@@ -32,6 +32,7 @@ LAYERS: tuple = (
     {
         "base": [
             "facterlab.__init__",
+            "facterlab.blas",
             "facterlab.config",
             "facterlab.config_bounds",
             "facterlab.config_served",

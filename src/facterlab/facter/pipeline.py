@@ -31,6 +31,8 @@ import time
 
 import pandas as pd
 
+from facterlab.blas import blas_threads_setting, limit_blas
+from facterlab.blas import fingerprint_extra as blas_fingerprint
 from facterlab.config import (
     FAKE_LLM,
     HASH_ENCODER,
@@ -330,6 +332,13 @@ def run_experiment(
         The record, the records of each method, the calibration table and the run folder
         ``<out_dir>/runs/<run_id>/``.
     """
+    # numpy's BLAS on one thread by default (facterlab.blas: FACTERLAB_BLAS_THREADS, in the fingerprints)
+    with limit_blas(blas_threads_setting()):
+        return _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, dataset, fairllm)
+
+
+def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, dataset, fairllm) -> RunResult:
+    """:func:`run_experiment` inside its BLAS limit."""
     prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
 
     meta = RunMeta.start()  # run.json: start time, code version, command, host (not part of the run id)
@@ -354,7 +363,7 @@ def run_experiment(
     t0 = time.perf_counter()
     recommender, encoder = _models(cfg, inter, recommender, encoder)
     timings["models_s"] = time.perf_counter() - t0
-    fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint)}
+    fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint), **blas_fingerprint()}
     run_id = run_id_for(cfg, inter.content_hash, fingerprints)
     out = runs_dir(out_dir) / run_id
     lazy = not getattr(encoder, "loaded", True)  # the sentence encoder loads on its first uncached texts

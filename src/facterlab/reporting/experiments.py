@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from facterlab.blas import fingerprint_extra as blas_fingerprint
 from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, preset
 from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
@@ -97,13 +98,14 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
         enc_fp = HashEncoder().fingerprint
     else:
         enc_fp = resolve_encoder(cfg.model.encoder).fingerprint
+    blas = blas_fingerprint()  # numpy's BLAS threads (facterlab.blas), as run_experiment records them
     if cfg.model.llm in (SIMULATED_LLM, FAKE_LLM):  # built as the run builds them: cheap, from the interactions
         if inter is None:
             inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
         if cfg.model.llm == FAKE_LLM:
-            return {"llm": str(fake_recommender(cfg, inter.items).fingerprint), "encoder": str(enc_fp)}
-        return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp}
-    return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp}
+            return {"llm": str(fake_recommender(cfg, inter.items).fingerprint), "encoder": str(enc_fp), **blas}
+        return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp, **blas}
+    return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp, **blas}
 
 
 def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | None = None) -> Path | None:

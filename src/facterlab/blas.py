@@ -1,0 +1,138 @@
+"""numpy's BLAS threads inside a run: one by default, a named switch with its own fingerprint.
+
+Why: a run makes tens of thousands of small matrix products (the catalogue mapper's title x item
+cosines, the simulated recommender's fold-ins, the metrics' embeddings).  OpenBLAS splits each over
+one thread per core and makes the threads meet at the end of every product.  On a shared machine,
+where another process holds a core, each meeting waits for a thread the scheduler is not running:
+measured on the 2-core development machine at load 4.5, a (30 x 256) x (256 x 1,682) float32 product
+took 15.4 ms on OpenBLAS's two threads and 0.43 ms on one, and a paper-size simulated twin run took
+41-43 s wall on two threads and 16-18 s on one (docs/BENCHMARKS.md, "numpy's BLAS threads").
+
+Why it is fingerprinted: OpenBLAS's float32 products round differently on one thread and on two
+(measured: 14% of the elements of the mapper's products differ in their last bit), so the catalogue
+mapper can pick the other of two items whose cosines tie to the last bit (one mapped item of 22,500 in
+that run).  The previous default (OpenBLAS's own: one thread per core) therefore gave results that
+depended on the machine's core count.  One thread gives the same rounding on every machine with the
+same BLAS kernels; the run records the setting (``blas_threads`` in its fingerprints, so a run made
+with another setting is never reused in its place).
+
+``FACTERLAB_BLAS_THREADS``: unset or ``1`` (default) one thread; ``N`` (an integer >= 1) N threads;
+``auto`` OpenBLAS's default, which the run does not fingerprint: the behaviour, run ids and records
+before this switch.  torch's own thread pool (:mod:`facterlab.threads`) is not touched.
+
+>>> blas_threads_setting({})
+1
+>>> blas_threads_setting({"FACTERLAB_BLAS_THREADS": "auto"}) is None
+True
+>>> fingerprint_extra({"FACTERLAB_BLAS_THREADS": "2"})
+{'blas_threads': 2}
+>>> fingerprint_extra({"FACTERLAB_BLAS_THREADS": "auto"})
+{}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+
+__all__ = ["ENV_BLAS_THREADS", "DEFAULT_BLAS_THREADS", "blas_threads_setting", "fingerprint_extra", "limit_blas"]
+
+ENV_BLAS_THREADS = "FACTERLAB_BLAS_THREADS"
+#: the default: one BLAS thread in a run (module docstring)
+DEFAULT_BLAS_THREADS = 1
+
+
+def blas_threads_setting(environ: Mapping[str, str] | None = None) -> int | None:
+    """The run's BLAS threads from ``FACTERLAB_BLAS_THREADS`` (module docstring): an int, or None for
+    ``auto`` (OpenBLAS's default).
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment to read (default ``os.environ``).
+
+    Returns
+    -------
+    int or None
+        Threads per BLAS call, or None to leave OpenBLAS's default.
+
+    Raises
+    ------
+    ValueError
+        A value that is neither ``auto`` nor an integer >= 1, naming the variable.
+
+    Examples
+    --------
+    >>> blas_threads_setting({"FACTERLAB_BLAS_THREADS": " 4 "})
+    4
+    """
+    raw = (os.environ if environ is None else environ).get(ENV_BLAS_THREADS, "")
+    text = str(raw).strip().lower()
+    if not text:
+        return DEFAULT_BLAS_THREADS
+    if text == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{ENV_BLAS_THREADS}={raw!r}: expected 'auto' or an integer >= 1")
+    return n
+
+
+def fingerprint_extra(environ: Mapping[str, str] | None = None) -> dict:
+    """What a run adds to its fingerprints for its BLAS threads: ``{"blas_threads": n}``, or ``{}``
+    under ``auto`` (the run ids of before the switch).
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        The environment to read (default ``os.environ``).
+
+    Returns
+    -------
+    dict
+        Empty, or one key ``blas_threads``.
+
+    Examples
+    --------
+    >>> fingerprint_extra({})
+    {'blas_threads': 1}
+    """
+    n = blas_threads_setting(environ)
+    return {} if n is None else {"blas_threads": n}
+
+
+@contextlib.contextmanager
+def limit_blas(threads: int | None) -> Iterator[None]:
+    """numpy's and scipy's BLAS limited to ``threads`` inside the block (None: unchanged).
+
+    Parameters
+    ----------
+    threads : int or None
+        Threads per BLAS call (:func:`blas_threads_setting`).
+
+    Returns
+    -------
+    context manager
+        Restores the previous limits on exit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with limit_blas(1):
+    ...     float((np.ones((2, 3)) @ np.ones((3, 2)))[0, 0])
+    3.0
+    """
+    if threads is None:
+        yield
+        return
+    import scipy.linalg  # noqa: F401 - scipy's own OpenBLAS, loaded now so that the limit covers it too
+    from threadpoolctl import threadpool_limits
+
+    # (a BLAS library loaded inside the block would keep its default: the first run in a process and
+    # the next would then round differently)
+    with threadpool_limits(limits=int(threads), user_api="blas"):
+        yield
