@@ -187,3 +187,42 @@ def test_cli_runs_the_fake_model_as_the_notebooks_do(tmp_path, monkeypatch, caps
     cfg = json.loads((runs[0] / "config.json").read_text())
     model = cfg["config"]["model"]
     assert model["llm"] == "fake" and model["encoder"] == "hash-encoder"
+
+
+class _BlasProbe(FakeRecommender):
+    """A fake recommender that notes numpy's BLAS threads each time it is asked."""
+
+    seen: list = []
+
+    def predict(self, requests):
+        from threadpoolctl import threadpool_info
+
+        type(self).seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return super().predict(requests)
+
+
+def test_blas_threads_are_limited_inside_a_run_and_fingerprinted(ds, tmp_path, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    before = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    cfg = _cfg()
+    ids = {}
+    for setting in ("1", "auto"):
+        monkeypatch.setenv("FACTERLAB_BLAS_THREADS", setting)
+        _BlasProbe.seen = []
+        rec = _BlasProbe(ds.items, mode="biased", bias_features={"F": ("Romance",)})
+        res = run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path / setting)
+        ids[setting] = res.record.metrics.run_id
+        extra = json.loads((res.out_dir / "config.json").read_text())["fingerprints"].get("blas_threads")
+        if setting == "1":
+            assert _BlasProbe.seen and all(s == {1} for s in _BlasProbe.seen)
+            assert extra == 1
+        else:
+            assert all(s == before for s in _BlasProbe.seen)
+            assert extra is None
+    # the same config: the setting alone tells the two runs apart, and the limit ends with the run
+    assert ids["1"].split("-")[0] == ids["auto"].split("-")[0] and ids["1"] != ids["auto"]
+    assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == before
+    monkeypatch.setenv("FACTERLAB_BLAS_THREADS", "0")
+    with pytest.raises(ValueError, match="FACTERLAB_BLAS_THREADS"):
+        run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path / "bad")
