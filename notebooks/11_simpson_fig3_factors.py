@@ -43,7 +43,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweeps
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(
@@ -65,7 +65,8 @@ grids = {
     "sigma1": np.linspace(0.0, 10.0, N_POINTS),
     "bias": np.linspace(0.0, 0.1, N_POINTS),
 }
-raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS) for p, v in grids.items()}
+# one pool for the three sweeps; their common base point (d_1 = 1.5, sigma_1 = 0, b = 0) runs once per seed
+raw = sweeps(grids, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS)
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
 # %%
@@ -83,24 +84,26 @@ save_figure(
 plt.show()
 
 # %%
-from facterlab.simpson.simulate import simulate_and_measure
+import functools
+
+from facterlab.simpson.simulate import run_many, simulate_and_measure
 from facterlab.simpson.study import VARIANTS
 
-perf_rows = []
-for v in VARIANTS:
-    for s1 in (0.0, 10.0):
-        vals = [
-            simulate_and_measure(base.replace(n_users=N_READING_USERS, sigma1=s1, seed=seed, **v), ips=False)
-            for seed in range(N_SEEDS)
-        ]
-        perf_rows.append(
-            {
-                "reading": f"noise={v['noise']}, mu1={v['mu1']}",
-                "sigma1": s1,
-                "probe_ndcg": np.mean([x["probe_ndcg"] for x in vals]),
-                "mean_ndcg": np.mean([x["mean_ndcg"] for x in vals]),
-            }
-        )
+cases = [(v, s1) for v in VARIANTS for s1 in (0.0, 10.0)]
+runs = run_many(  # every (reading, sigma_1, seed) in one pool
+    functools.partial(simulate_and_measure, ips=False),
+    [base.replace(n_users=N_READING_USERS, sigma1=s1, seed=seed, **v) for v, s1 in cases for seed in range(N_SEEDS)],
+    n_jobs=N_JOBS,
+)
+perf_rows = [
+    {
+        "reading": f"noise={v['noise']}, mu1={v['mu1']}",
+        "sigma1": s1,
+        "probe_ndcg": np.mean([x["probe_ndcg"] for x in runs[k * N_SEEDS : (k + 1) * N_SEEDS]]),
+        "mean_ndcg": np.mean([x["mean_ndcg"] for x in runs[k * N_SEEDS : (k + 1) * N_SEEDS]]),
+    }
+    for k, (v, s1) in enumerate(cases)
+]
 perf = pd.DataFrame(perf_rows).pivot(index="reading", columns="sigma1", values=["probe_ndcg", "mean_ndcg"])
 perf[("drop", "probe_ndcg")] = perf[("probe_ndcg", 0.0)] - perf[("probe_ndcg", 10.0)]
 perf[("drop", "mean_ndcg")] = perf[("mean_ndcg", 0.0)] - perf[("mean_ndcg", 10.0)]

@@ -59,7 +59,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweeps
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(
@@ -135,7 +135,8 @@ grids = {
     "sigma1": np.linspace(0.0, 10.0, N_POINTS),
     "bias": np.linspace(0.0, 0.1, N_POINTS),
 }
-raw = {p: sweep(p, v, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS) for p, v in grids.items()}
+# one pool for the three sweeps; their common base point (d_1 = 1.5, sigma_1 = 0, b = 0) runs once per seed
+raw = sweeps(grids, seeds=range(N_SEEDS), base=base, ips=False, n_jobs=N_JOBS)
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
 # %%

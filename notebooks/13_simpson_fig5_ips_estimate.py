@@ -43,7 +43,7 @@ from IPython.display import display
 from facterlab import notebook
 from facterlab.reporting.figures import apply_style, save_figure, title_with_provenance
 from facterlab.reporting.results import write_metrics
-from facterlab.simpson import SimpsonConfig, plots, summarise, sweep
+from facterlab.simpson import SimpsonConfig, plots, summarise, sweeps
 
 # checks the parameters; PROFILE, and under SMOKE these sizes unless passed
 P = notebook.parameters(globals(), smoke={"N_USERS": 2_000, "N_SEEDS": 2, "N_POINTS": 4, "N_JOBS": 1})
@@ -57,14 +57,13 @@ def title(text):
 
 # %%
 base = SimpsonConfig(n_users=N_USERS, bias=BIAS)
-raw = {
-    "sigma1": sweep(
-        "sigma1", np.linspace(0, 10, N_POINTS), seeds=range(N_SEEDS), base=base.replace(d1=1.5), n_jobs=N_JOBS
-    ),
-    "d1": sweep(
-        "d1", np.linspace(1.5, 4, N_POINTS), seeds=range(N_SEEDS), base=base.replace(sigma1=0.0), n_jobs=N_JOBS
-    ),
-}
+# one pool for both sweeps; their common point (sigma_1 = 0, d_1 = 1.5) runs once per seed
+raw = sweeps(
+    {"sigma1": np.linspace(0, 10, N_POINTS), "d1": np.linspace(1.5, 4, N_POINTS)},
+    seeds=range(N_SEEDS),
+    base={"sigma1": base.replace(d1=1.5), "d1": base.replace(sigma1=0.0)},
+    n_jobs=N_JOBS,
+)
 summaries = {p: summarise(df, p) for p, df in raw.items()}
 
 # %%

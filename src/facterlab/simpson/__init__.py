@@ -41,6 +41,7 @@ from facterlab.simpson.simulate import (
     simulate_and_measure,
     summarise,
     sweep,
+    sweeps,
 )
 from facterlab.simpson.study import calibrate_bias, hold_per_user_gap, variant_study, variant_verdicts
 from facterlab.simpson.toy import draw_toy, toy_gaps, toy_table
@@ -85,6 +86,7 @@ __all__ = [
     "simulate",
     "summarise",
     "sweep",
+    "sweeps",
     "calibrate_bias",
     "hold_per_user_gap",
     "variant_study",

@@ -25,10 +25,10 @@ from facterlab.simpson.simulate import (
     DEFAULT_CONFIG,
     MU1_READINGS,
     NOISE_READINGS,
+    BiasFreeWorld,
     SimpsonConfig,
     measure,
     run_many,
-    simulate,
     simulate_and_measure,
 )
 
@@ -217,12 +217,23 @@ def knob_effect(rows: pd.DataFrame, column: str = "agg_minus_pu_pp") -> dict:
     }
 
 
-def calibrate_bias(cfg: SimpsonConfig, target: float = 0.0, bracket: tuple = (-0.5, 0.5), xtol: float = 1e-4) -> float:
+def calibrate_bias(
+    cfg: SimpsonConfig,
+    target: float = 0.0,
+    bracket: tuple = (-0.5, 0.5),
+    xtol: float = 1e-4,
+    world: BiasFreeWorld | None = None,
+) -> float:
     """The model bias b at which the PerUserGap of ``cfg`` (its seed, noise draws and users fixed)
     equals ``target`` (raw units), by Brent's method.  Raising b lifts every group-1 item for every
     user by the same amount, so the PerUserGap is non-increasing in b and the root is bracketed when
     the gap's sign differs at the bracket's ends; otherwise a ValueError says so.
 
+    The world is drawn once (``world``, default ``BiasFreeWorld(cfg)``) and ranked under each b Brent's
+    method tries, each b once (it asks for the bracket's ends again): the same b as simulating
+    ``cfg.replace(bias=b)`` afresh at every step, bit for bit (``tests/simpson/test_simpson_study.py``).
+
+    >>> from facterlab.simpson.simulate import simulate
     >>> cfg = SimpsonConfig(n_users=400, sigma1=2.0)
     >>> b = calibrate_bias(cfg)
     >>> abs(per_user_gap(simulate(cfg.replace(bias=b)).stats).value) < 2e-3
@@ -230,8 +241,14 @@ def calibrate_bias(cfg: SimpsonConfig, target: float = 0.0, bracket: tuple = (-0
     """
     from scipy.optimize import brentq
 
+    world = BiasFreeWorld(cfg) if world is None else world
+    seen: dict = {}
+
     def f(b):
-        return per_user_gap(simulate(cfg.replace(bias=float(b))).stats).value - target
+        b = float(b)
+        if b not in seen:
+            seen[b] = per_user_gap(world.stats(b)).value - target
+        return seen[b]
 
     lo, hi = f(bracket[0]), f(bracket[1])
     if not (np.isfinite(lo) and np.isfinite(hi)) or np.sign(lo) == np.sign(hi):
@@ -291,8 +308,9 @@ def hold_per_user_gap(
 def _held(job: tuple) -> dict:
     """One (config, target) of :func:`hold_per_user_gap` (module level: it travels to the workers)."""
     cfg, target = job
-    b = calibrate_bias(cfg, target)
-    sim = simulate(cfg.replace(bias=b))
+    world = BiasFreeWorld(cfg)
+    b = calibrate_bias(cfg, target, world=world)
+    sim = world.simulation(b)  # simulate(cfg.replace(bias=b)), without drawing the world again
     res = {k: getattr(sim.config, k) for k in ("n_users", "d1", "sigma1", "bias", "seed", "noise", "mu1")}
     res.update(measure(sim, ips=False))
     res["held_per_user_gap_target"] = target
