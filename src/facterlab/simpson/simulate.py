@@ -505,8 +505,29 @@ def sweeps(
 ) -> dict:
     """``{param: sweep(param, values, seeds, base, ips)}`` for every ``param: values`` of ``grids``, the frames
     bit for bit :func:`sweep`'s, through one :func:`run_many`: one pool for all the sweeps, and a
-    configuration that several sweeps share (their common base point) runs once.  ``base``: one
-    configuration for all, or ``{param: configuration}``.
+    configuration that several sweeps share (their common base point) runs once.
+
+    Parameters
+    ----------
+    grids : dict
+        ``{param: values}``: each swept setting of :class:`SimpsonConfig` (one of ``SWEEP_PARAMS``) and its values.
+    seeds : sequence of int
+        Independent repetitions per value (the same seeds in every sweep).
+    base : SimpsonConfig or dict
+        Every other setting: one configuration for all the sweeps, or ``{param: configuration}``.
+    ips : bool
+        Also compute the IPS estimates.
+    progress : bool
+        Progress lines.
+    n_jobs : int
+        Worker processes when ``executor`` is None.
+    executor : str or Executor, optional
+        ``"serial"``, ``"process"``, ``"dask"`` or an executor (:func:`run_many`).
+
+    Returns
+    -------
+    dict
+        ``{param: DataFrame}``, one row per (value, seed) as :func:`sweep` gives it.
 
     >>> out = sweeps({"bias": [0.0, 0.1], "d1": [1.5]}, seeds=[0], base=SimpsonConfig(n_users=300), progress=False)
     >>> out["bias"][["bias", "seed"]].values.tolist(), out["d1"].equals(out["bias"].iloc[:1])
@@ -627,6 +648,28 @@ def run_many(
     simulation (default 0 in this process, where a simulation that raised raises again; 2 elsewhere,
     where a worker may die under it).  A simulation that still fails raises a one-line RuntimeError
     naming it.  ``progress``: a bar and log lines as each simulation finishes (``desc``).
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function of one argument (it travels to the workers).
+    args : sequence
+        One argument per simulation; equal ones (by ``repr``) run once.
+    executor : str or Executor, optional
+        ``"serial"``, ``"process"``, ``"dask"`` or an executor (default by ``n_jobs``).
+    n_jobs : int
+        Worker processes when ``executor`` is a name or None.
+    progress : bool
+        A progress bar and log lines.
+    desc : str
+        The name of the phase in the progress lines.
+    retries : int, optional
+        Extra attempts of a failed simulation.
+
+    Returns
+    -------
+    list
+        ``fn(a)`` for every ``a`` of ``args``, in order.
 
     >>> run_many(abs, [-1, 2, -1], executor="serial")
     [1, 2, 1]
