@@ -5,6 +5,7 @@
     python benchmarks/bench_simpson.py --quick        # a few repeats only (no grid, no sweeps)
     python benchmarks/bench_simpson.py --explorer-n   # the explorer's default N (21 slider seeds per N)
     python benchmarks/bench_simpson.py --notebooks '1[1-5]_*'   # each Simpson notebook, cold (issue 30)
+    python benchmarks/bench_simpson.py --threads-ab   # one BLAS thread (facterlab.simpson.blas) vs the pools' default
 
 Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
 ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 configurations, N = 50,000,
@@ -17,6 +18,12 @@ gets them) in a fresh results / figures / cache folder, ``--repeats`` times, not
 (A B C, C B A, ...); per run the wall seconds, the CPU seconds of the whole process tree (user +
 system of every child waited for: papermill, the kernel, its worker pools) and the 1-minute load
 average before and after; then medians per notebook against the 120 s budget.
+
+``--threads-ab`` (issue 30): one simulation with every read-out (N = 10,000, as in notebooks 12 and 13;
+``--ab-users`` to change) with the thread pools limited to one thread around the linear algebra
+(:mod:`facterlab.simpson.blas`, A) and left at their default (B, as before), alternating A B A B; medians
+of wall and CPU seconds (the process's CPU: every thread of it) and the load, and whether A and B
+gave the same read-outs.
 """
 
 from __future__ import annotations
@@ -67,6 +74,55 @@ def explorer_n(sizes=(5_000, 10_000, 20_000, 50_000), seeds=range(21)) -> None:
             f"mean |IPS - PerUser| {np.abs(e).mean():.3f} pp; Agg - PerUser {a.mean():+.3f} ± {a.std(ddof=1):.3f} pp",
             flush=True,
         )
+
+
+def threads_ab(n_users: int = 10_000, repeats: int = 9) -> None:
+    """Module docstring, ``--threads-ab``."""
+    import contextlib
+    import math
+
+    from threadpoolctl import threadpool_info
+
+    from facterlab.simpson import blas
+    from facterlab.simpson.simulate import simulate_and_measure
+
+    mods = [sys.modules["facterlab.simpson.ips"], sys.modules["facterlab.simpson.simulate"]]
+
+    def run(limited: bool, seed: int) -> tuple:
+        for m in mods:  # B: no limit, the pools at their default threads (the code before issue 30)
+            m.one_thread = blas.one_thread if limited else contextlib.nullcontext
+        cfg = SimpsonConfig(n_users=n_users, bias=0.03, sigma1=5.0, d1=2.5, seed=seed)
+        t, c = time.perf_counter(), time.process_time()
+        out = simulate_and_measure(cfg)
+        return time.perf_counter() - t, time.process_time() - c, out
+
+    run(True, 0), run(False, 0)  # warm-up: imports, first allocations
+    got: dict = {"A": [], "B": []}
+    same = True
+    load0 = os.getloadavg()[0]
+    for k in range(repeats):
+        a = run(True, k)
+        b = run(False, k)
+        got["A"].append(a[:2])
+        got["B"].append(b[:2])
+        same &= all(
+            v == b[2][key] or (isinstance(v, float) and math.isnan(v) and math.isnan(b[2][key]))
+            for key, v in a[2].items()
+        )
+    for m in mods:
+        m.one_thread = blas.one_thread
+    pools = ", ".join(f"{p['internal_api']} {p['num_threads']}" for p in threadpool_info())
+    print(
+        f"simulate_and_measure, N = {n_users:,}, every read-out (model IPS included); {repeats} repeats, A B A B; "
+        f"pools by default: {pools}; load {load0:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
+    print("| variant | wall s (median) | CPU s (median) |")
+    print("|---|---|---|")
+    for key, label in (("A", "A: one thread (blas.one_thread)"), ("B", "B: default threads")):
+        print(
+            f"| {label} | {statistics.median(w for w, _ in got[key]):.3f} | {statistics.median(c for _, c in got[key]):.3f} |"
+        )
+    print(f"read-outs identical in A and B: {same}")
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -172,10 +228,15 @@ def main() -> None:
         "--explorer-n", action="store_true", help="only: at the explorer's default knobs, IPS vs aggregate per N"
     )
     ap.add_argument("--notebooks", metavar="GLOB", help="only: time these notebooks cold (module docstring)")
+    ap.add_argument("--threads-ab", action="store_true", help="only: one BLAS thread vs the default, A B A B")
+    ap.add_argument("--ab-users", type=int, default=10_000, help="N of --threads-ab (default 10,000)")
     ap.add_argument("--profile", default="default", choices=["default", "paper", "smoke"])
     args = ap.parse_args()
     if args.notebooks:
         notebooks_report(args.notebooks, args.profile, args.repeats or 1)
+        return
+    if args.threads_ab:
+        threads_ab(args.ab_users, args.repeats or 9)
         return
     if args.explorer_n:
         explorer_n()
