@@ -130,7 +130,7 @@ def config(seed, beta, rho, twin=False, **kw):
     )
 
 
-# every run of sections 1-5 at once: in worker processes, one per two CPU cores (docs/SCALING.md; FACTERLAB_WORKERS)
+# every run of sections 1-5 at once: in worker processes, one per CPU core (docs/SCALING.md; FACTERLAB_WORKERS)
 runs = run_many(
     {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS}
     | {("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0},

@@ -29,12 +29,14 @@ MIN_RUNS_PER_WORKER = 5
 
 def default_workers() -> int:
     """How many runs :func:`run_many` runs at once by default: ``FACTERLAB_WORKERS`` when set (an
-    integer >= 1), else one per two CPU cores this process may use (at least 1, at most 8).
+    integer >= 1), else one per CPU core this process may use (at least 1, at most 8).
 
-    Why two cores per run: a simulated run alone already keeps about two cores busy (the encoder's
-    torch threads beside the Python work): notebook 09 cold on the 2-core machine took 830.5 s wall and
-    1,407.6 s CPU one by one, against 1,213.2 s wall (1,753.0 s CPU, a busier machine) on 2 workers
-    (``bench_reproduce.py --only 09 --no-warm``, 2026-12-04).  More cores than two were not measured."""
+    Why one per core: a run keeps one core busy since numpy's BLAS runs on one thread inside it
+    (:mod:`facterlab.blas`).  Notebook 09 cold on the 2-core machine (``bench_reproduce.py --only 09
+    --no-warm``, 2026-12-04, one BLAS thread per run): 530.2 s wall, 880.2 s CPU on 2 workers (load
+    0.8-1.7), against 771.5 s wall, 752.5 s CPU one by one (another engineer's benchmarks beside it).
+    Before that limit, OpenBLAS's threads of two workers waited for each other and 2 workers were
+    slower (1,213.2 s against 830.5 s).  More cores than two were not measured."""
     raw = os.environ.get("FACTERLAB_WORKERS", "").strip()
     if raw:
         try:
@@ -45,7 +47,7 @@ def default_workers() -> int:
             raise ValueError(f"FACTERLAB_WORKERS={raw!r}: expected a whole number of worker processes (>= 1)")
         return n
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(8, cores // 2))
+    return max(1, min(8, cores))
 
 
 def run_many(
