@@ -43,15 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from facterlab.simpson.simulate import (
-    SimpsonConfig,
-    comparison_table,
-    grid_seeds,
-    measure,
-    random_experiment,
-    simulate,
-    sweep,
-)
+from facterlab.simpson.simulate import SimpsonConfig, measure, random_experiment, simulate
+from facterlab.simpson.sweeping import comparison_table, grid_seeds, sweep
 
 
 def explorer_n(sizes=(5_000, 10_000, 20_000, 50_000), seeds=range(21)) -> None:

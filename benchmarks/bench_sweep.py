@@ -94,7 +94,8 @@ def bench_simpson(args) -> None:
     import numpy as np
     import pandas as pd
 
-    from facterlab.simpson.simulate import SimpsonConfig, grid
+    from facterlab.simpson.simulate import SimpsonConfig
+    from facterlab.simpson.sweeping import grid
 
     n_sigma = max(1, args.runs // 2)
     sig, d1 = np.linspace(0, 10, n_sigma), np.linspace(1.5, 4, max(1, args.runs // n_sigma))

@@ -86,8 +86,9 @@ plt.show()
 # %%
 import functools
 
-from facterlab.simpson.simulate import run_many, simulate_and_measure
+from facterlab.simpson.simulate import simulate_and_measure
 from facterlab.simpson.study import VARIANTS
+from facterlab.simpson.sweeping import run_many
 
 cases = [(v, s1) for v in VARIANTS for s1 in (0.0, 10.0)]
 runs = run_many(  # every (reading, sigma_1, seed) in one pool

@@ -57,7 +57,7 @@ def title(text):
 
 
 # %%
-from facterlab.simpson.simulate import ESTIMATORS, comparison_table, grid_seeds, grid_summary
+from facterlab.simpson.sweeping import ESTIMATORS, comparison_table, grid_seeds, grid_summary
 
 base = SimpsonConfig(n_users=N_USERS, bias=BIAS)
 t_grid = time.time()

@@ -265,7 +265,8 @@ def test_simpson_grid_reports_progress(caplog, monkeypatch):
     time left (every FACTERLAB_LOG_EVERY s; 0 here: at every simulation) and a summary."""
     import numpy as np
 
-    from facterlab.simpson.simulate import SimConfig, grid
+    from facterlab.simpson.simulate import SimConfig
+    from facterlab.simpson.sweeping import grid
 
     monkeypatch.setenv(pg.ENV_LOG_EVERY, "0")
     with caplog.at_level(logging.INFO, logger="facterlab"):

@@ -319,7 +319,7 @@ import os, sys, time
 sys.path.insert(0, os.getcwd())  # flaky.py, for the kernel and (through sys.path) the Dask workers
 import flaky
 from facterlab.executors import make_executor
-from facterlab.simpson.simulate import run_many
+from facterlab.simpson.sweeping import run_many
 
 ex = make_executor("dask", workers=1)
 print("widgets", ex.widgets, "dashboard", ex.dashboard)

@@ -27,10 +27,9 @@ from facterlab.simpson.simulate import (
     noise_scale,
     ranks_from_scores,
     simulate,
-    sweep,
-    sweeps,
 )
 from facterlab.simpson.study import _held, calibrate_bias
+from facterlab.simpson.sweeping import sweep, sweeps
 
 CONFIGS = [
     SimpsonConfig(n_users=1_200, seed=1),
@@ -145,7 +144,7 @@ def test_calibrate_bias_is_brent_over_fresh_simulations_bit_for_bit():
 def test_sweeps_are_one_sweep_per_parameter_with_the_base_point_run_once(monkeypatch):
     import sys
 
-    sim_mod = sys.modules["facterlab.simpson.simulate"]
+    sim_mod = sys.modules["facterlab.simpson.sweeping"]
     base = SimpsonConfig(n_users=400, bias=0.0, sigma1=0.0, d1=1.5)
     grids = {"d1": np.linspace(1.5, 4.0, 3), "sigma1": np.linspace(0.0, 10.0, 3), "bias": np.linspace(0.0, 0.1, 3)}
     tasks = []

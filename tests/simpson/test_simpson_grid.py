@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from facterlab.simpson.simulate import SimpsonConfig, comparison_table, grid, grid_summary
+from facterlab.simpson.simulate import SimpsonConfig
+from facterlab.simpson.sweeping import comparison_table, grid, grid_summary
 
 
 @pytest.mark.slow

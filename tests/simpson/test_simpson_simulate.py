@@ -10,15 +10,13 @@ from facterlab.simpson.gaps import UserStats, aggregate_gap, per_user_gap
 from facterlab.simpson.ips import naive_estimate
 from facterlab.simpson.simulate import (
     SimpsonConfig,
-    grid_summary,
     noise_sd,
     random_experiment,
     ranks_from_scores,
     simulate,
     simulate_and_measure,
-    summarise,
-    sweep,
 )
+from facterlab.simpson.sweeping import grid_summary, summarise, sweep
 
 
 def analytic_relevance_rate(r, t):
@@ -171,7 +169,7 @@ def test_mu1_readings_place_group_1_items():
 def test_grid_seeds_are_independent_streams():
     """Old bug: grid(seed=1) reused seed 0's streams shifted by one configuration.  With identical
     parameters in every configuration, no two runs over seeds 0 and 1 may coincide."""
-    from facterlab.simpson.simulate import grid
+    from facterlab.simpson.sweeping import grid
 
     base = SimpsonConfig(n_users=300, bias=0.03)
     g0 = grid([0.0, 0.0, 0.0], [1.5], base=base, seed=0, progress=False)
@@ -201,7 +199,7 @@ def test_grid_is_identical_on_every_executor_of_the_seam():
     process pool (the default for n_jobs > 1, and an explicitly spawned one) and a Dask LocalCluster of
     2 workers give the same frame, bit for bit."""
     from facterlab.executors import ProcessExecutor, make_executor
-    from facterlab.simpson.simulate import grid
+    from facterlab.simpson.sweeping import grid
 
     base = SimpsonConfig(n_users=400, bias=0.03)
     args = ([0.0, 5.0], [1.5, 4.0])
@@ -240,7 +238,7 @@ def _negative_only(x: int) -> int:
 
 
 def test_run_many_merges_equal_arguments_and_a_failure_is_one_line_naming_it():
-    from facterlab.simpson.simulate import run_many
+    from facterlab.simpson.sweeping import run_many
 
     seen: list = []
     from facterlab import executors
@@ -269,7 +267,7 @@ def test_a_script_without_a_main_guard_still_runs_the_grid_in_a_pool(tmp_path):
 
     script = tmp_path / "unguarded.py"
     script.write_text(
-        "from facterlab.simpson.simulate import SimpsonConfig, grid\n"
+        "from facterlab.simpson.simulate import SimpsonConfig\nfrom facterlab.simpson.sweeping import grid\n"
         "df = grid([0.0, 5.0], [1.5], base=SimpsonConfig(n_users=200), progress=False, n_jobs=2)\n"
         "print(len(df))\n"
     )

@@ -26,24 +26,26 @@ from facterlab.simpson.gaps import (
 )
 from facterlab.simpson.ips import Estimate, ips_estimate, naive_estimate, weights_counts, weights_model, weights_oracle
 from facterlab.simpson.simulate import (
-    ESTIMATORS,
     RandomExperiment,
     SimConfig,
     SimpsonConfig,
     Simulation,
-    comparison_table,
-    grid,
-    grid_seeds,
-    grid_summary,
     measure,
     random_experiment,
     simulate,
     simulate_and_measure,
+)
+from facterlab.simpson.study import calibrate_bias, hold_per_user_gap, variant_study, variant_verdicts
+from facterlab.simpson.sweeping import (
+    ESTIMATORS,
+    comparison_table,
+    grid,
+    grid_seeds,
+    grid_summary,
     summarise,
     sweep,
     sweeps,
 )
-from facterlab.simpson.study import calibrate_bias, hold_per_user_gap, variant_study, variant_verdicts
 from facterlab.simpson.toy import draw_toy, toy_gaps, toy_table
 
 __all__ = [

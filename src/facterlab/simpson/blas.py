@@ -1,7 +1,7 @@
 """One BLAS / OpenMP thread around the simulator's small linear algebra.
 
 The simulations' linear algebra is small (a logistic regression on 8 features, N x 8 times 8 x M
-products) and runs in worker processes, one per core (:func:`facterlab.simpson.simulate.run_many`).
+products) and runs in worker processes, one per core (:func:`facterlab.simpson.sweeping.run_many`).
 With the kernel's thread plan (``OMP_NUM_THREADS`` = the cores, :mod:`facterlab.threads`) each worker's
 OpenBLAS would start as many threads, which on a busy machine wait for one another: the logistic
 regression of the model IPS took 68 ms per fit with 2 threads and 7 ms with 1 (5,000 x 8, 2 cores,

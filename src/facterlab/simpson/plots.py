@@ -167,7 +167,7 @@ def plot_gap_sweeps(
 def plot_grid(df, table, title: str = "", seed=None):
     """The grid, compared like for like.  Left: every estimate against the true PerUserGap (pp) for
     one seed, with y = x.  Right: mean ``|x - PerUserGap|`` (pp), mean ± sd over the grid's seeds, per
-    named estimator (``table`` from :func:`facterlab.simpson.simulate.comparison_table`), the paper's
+    named estimator (``table`` from :func:`facterlab.simpson.sweeping.comparison_table`), the paper's
     number beside the two it reports (its estimate is the model IPS), the half-of-aggregate line and
     each estimator's verdict."""
     import matplotlib.pyplot as plt

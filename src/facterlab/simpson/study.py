@@ -28,9 +28,9 @@ from facterlab.simpson.simulate import (
     BiasFreeWorld,
     SimpsonConfig,
     measure,
-    run_many,
     simulate_and_measure,
 )
+from facterlab.simpson.sweeping import run_many
 
 MOVE_PP = 1.0  # a knob "moves the aggregate" when the seed-mean of Agg - PerUser spans >= 1 pp over the knob
 HALF_RULE = 0.5  # "the estimate stays close": mean |IPS model - PerUser| <= half of mean |Agg - PerUser|
@@ -57,7 +57,7 @@ def variant_study(
 
     Column ``knob`` is ``"sigma1"`` (sigma_1 in linspace(0, 10, n_points), d_1 = 1.5) or ``"d1"``
     (d_1 in linspace(1.5, 4, n_points), sigma_1 = 0); ``variant`` names the reading.  The simulations
-    go through :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``: the executor seam
+    go through :func:`~facterlab.simpson.sweeping.run_many` (``n_jobs``, ``executor``: the executor seam
     of ``facterlab sweep``; the frame is the same on every executor).
 
     Parameters
@@ -272,7 +272,7 @@ def hold_per_user_gap(
     """Sweep ``param`` with the PerUserGap held at ``target``: for every (value, seed) the bias b is
     calibrated (:func:`calibrate_bias`), then the configuration is measured (no IPS).  Column
     ``bias`` holds the calibrated b, ``held_per_user_gap_target`` the target.  Each (value, seed) is
-    one task of :func:`~facterlab.simpson.simulate.run_many` (``n_jobs``, ``executor``).
+    one task of :func:`~facterlab.simpson.sweeping.run_many` (``n_jobs``, ``executor``).
 
     Parameters
     ----------
