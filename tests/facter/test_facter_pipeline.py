@@ -226,3 +226,33 @@ def test_blas_threads_are_limited_inside_a_run_and_fingerprinted(ds, tmp_path, m
     monkeypatch.setenv("FACTERLAB_BLAS_THREADS", "0")
     with pytest.raises(ValueError, match="FACTERLAB_BLAS_THREADS"):
         run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=tmp_path / "bad")
+
+
+class _OneByOne(FakeRecommender):
+    """The same answers, asked one request at a time, counting the calls."""
+
+    calls: list = []
+
+    def predict(self, requests):
+        type(self).calls.append(len(requests))
+        one = super().predict
+        return [one([r])[0] for r in requests]
+
+
+def test_a_run_does_not_depend_on_how_requests_are_batched(ds, tmp_path):
+    """The CFR block asks all its requests of a method in one call (method_metrics._cfr_block): a model
+    whose answer depends on its request alone must give the same run as when asked one by one."""
+    cfg = _cfg()
+    kw = dict(mode="biased", obey_rules=True, bias_share=0.5, bias_features={"F": ("Romance",)})
+    batched = run_experiment(
+        cfg, recommender=FakeRecommender(ds.items, **kw), encoder=HashEncoder(), dataset=ds, out_dir=tmp_path / "a"
+    )
+    _OneByOne.calls = []
+    one = run_experiment(
+        cfg, recommender=_OneByOne(ds.items, **kw), encoder=HashEncoder(), dataset=ds, out_dir=tmp_path / "b"
+    )
+    assert one.record.metrics == batched.record.metrics
+    for f in ("rows_neutral.parquet", "rows_fair.parquet", "rows_facter.parquet", "calibration.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(one.out_dir / f), pd.read_parquet(batched.out_dir / f))
+    # CFR: one call per method with the original rows and the four flips (5 x cfr_rows requests)
+    assert _OneByOne.calls.count(5 * cfg.metrics.cfr_rows) == 3
