@@ -18,7 +18,11 @@ def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     saved = ex.find_saved_run(cfg)
     assert saved is not None and saved.name == first.run_id
     fp = RunRecord.load(saved).config.fingerprints
-    assert {"llm": fp.llm, "encoder": fp.encoder} == ex.expected_fingerprints(cfg)
+    assert {"llm": fp.llm, "encoder": fp.encoder, **fp.extra} == ex.expected_fingerprints(cfg)
+    assert fp.extra == {"blas_threads": 1}  # numpy's BLAS threads (facterlab.blas): another setting, another run
+    monkeypatch.setenv("FACTERLAB_BLAS_THREADS", "auto")
+    assert ex.find_saved_run(cfg) is None
+    monkeypatch.delenv("FACTERLAB_BLAS_THREADS")
     again = ex.run(cfg, progress=False)  # read back, not recomputed
     assert again.run_id == first.run_id and again.timings == first.timings
     # the same config with other model files (or a newer parser) has another run id: not reused
