@@ -5,7 +5,7 @@
     python benchmarks/bench_simpson.py --quick        # a few repeats only (no grid, no sweeps)
     python benchmarks/bench_simpson.py --explorer-n   # the explorer's default N (21 slider seeds per N)
     python benchmarks/bench_simpson.py --notebooks '1[1-5]_*'   # each Simpson notebook, cold (issue 30)
-    python benchmarks/bench_simpson.py --threads-ab   # one BLAS thread (facterlab.simpson.blas) vs the pools' default
+    python benchmarks/bench_simpson.py --threads-ab   # one BLAS thread (facterlab.blas.one_thread) vs the pools' default
 
 Prints seconds per simulation (median of side-by-side repeats) for its stages, the chunk-size
 ratio, the wall and CPU time of the grid over 3 independent seeds (3 x 160 configurations, N = 50,000,
@@ -21,7 +21,7 @@ average before and after; then medians per notebook against the 120 s budget.
 
 ``--threads-ab`` (issue 30): one simulation with every read-out (N = 10,000, as in notebooks 12 and 13;
 ``--ab-users`` to change) with the thread pools limited to one thread around the linear algebra
-(:mod:`facterlab.simpson.blas`, A) and left at their default (B, as before), alternating A B A B; medians
+(:mod:`facterlab.blas` one_thread, A) and left at their default (B, as before), alternating A B A B; medians
 of wall and CPU seconds (the process's CPU: every thread of it) and the load, and whether A and B
 gave the same read-outs.
 """
@@ -76,7 +76,7 @@ def threads_ab(n_users: int = 10_000, repeats: int = 9) -> None:
 
     from threadpoolctl import threadpool_info
 
-    from facterlab.simpson import blas
+    from facterlab import blas
     from facterlab.simpson.simulate import simulate_and_measure
 
     mods = [sys.modules["facterlab.simpson.ips"], sys.modules["facterlab.simpson.simulate"]]

@@ -20,6 +20,14 @@ with another setting is never reused in its place).
 ``auto`` OpenBLAS's default, which the run does not fingerprint: the behaviour, run ids and records
 before this switch.  torch's own thread pool (:mod:`facterlab.threads`) is not touched.
 
+The Simpson simulations (:mod:`facterlab.simpson`) use :func:`one_thread` around their small linear
+algebra (a logistic regression on 8 features, N x 8 times 8 x M products), in worker processes, one per
+core: with the kernel's thread plan each worker's OpenBLAS would start one thread per core, which on a
+busy machine wait for one another (the model IPS's logistic regression took 68 ms per fit on 2 threads
+and 7 ms on 1: 5,000 x 8, 2 cores, load ~3, 2026-12-04).  Their results do not change, checked bit for
+bit (``tests/simpson/test_simpson_blas.py``), so that limit is not a switch.  Both limits go through
+one cached ``threadpoolctl`` controller (:func:`controller`).
+
 >>> blas_threads_setting({})
 1
 >>> blas_threads_setting({"FACTERLAB_BLAS_THREADS": "auto"}) is None
@@ -34,13 +42,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping
+from typing import Any
 
-__all__ = ["ENV_BLAS_THREADS", "DEFAULT_BLAS_THREADS", "blas_threads_setting", "fingerprint_extra", "limit_blas"]
+__all__ = [
+    "ENV_BLAS_THREADS",
+    "DEFAULT_BLAS_THREADS",
+    "blas_threads_setting",
+    "controller",
+    "fingerprint_extra",
+    "limit_blas",
+    "one_thread",
+]
 
 ENV_BLAS_THREADS = "FACTERLAB_BLAS_THREADS"
 #: the default: one BLAS thread in a run (module docstring)
 DEFAULT_BLAS_THREADS = 1
+
+_CONTROLLERS: dict = {}
 
 
 def blas_threads_setting(environ: Mapping[str, str] | None = None) -> int | None:
@@ -130,9 +150,53 @@ def limit_blas(threads: int | None) -> Iterator[None]:
         yield
         return
     import scipy.linalg  # noqa: F401 - scipy's own OpenBLAS, loaded now so that the limit covers it too
-    from threadpoolctl import threadpool_limits
 
     # (a BLAS library loaded inside the block would keep its default: the first run in a process and
     # the next would then round differently)
-    with threadpool_limits(limits=int(threads), user_api="blas"):
+    with controller().limit(limits=int(threads), user_api="blas"):
         yield
+
+
+def controller() -> Any:
+    """The ``threadpoolctl.ThreadpoolController`` of the thread pools loaded now (numpy's and scipy's
+    OpenBLAS, scikit-learn's OpenMP), looked up once per set of imported modules.
+
+    The lookup inspects every loaded shared library (about 3 ms); a new import may load another pool,
+    so the controller is rebuilt when ``sys.modules`` has grown.  Entering a limit again then costs
+    microseconds.
+
+    Returns
+    -------
+    threadpoolctl.ThreadpoolController
+        The controller; its ``limit(limits=..., user_api=...)`` is a context manager that restores the
+        pools on exit.
+
+    Examples
+    --------
+    >>> controller() is controller()
+    True
+    """
+    from threadpoolctl import ThreadpoolController
+
+    key = len(sys.modules)
+    ctl = _CONTROLLERS.get(key)
+    if ctl is None:
+        _CONTROLLERS.clear()
+        ctl = _CONTROLLERS[key] = ThreadpoolController()
+    return ctl
+
+
+def one_thread() -> Any:
+    """Every loaded BLAS / OpenMP pool limited to one thread inside the block (module docstring).
+
+    Returns
+    -------
+    context manager
+        Restores the pools' previous limits on exit.
+
+    Examples
+    --------
+    >>> with one_thread():
+    ...     pass
+    """
+    return controller().limit(limits=1)

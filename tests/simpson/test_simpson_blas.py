@@ -1,4 +1,4 @@
-"""One BLAS thread around the simulator's linear algebra (facterlab.simpson.blas) changes no result."""
+"""One BLAS thread around the simulator's linear algebra (facterlab.blas.one_thread) changes no result."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from facterlab.simpson.blas import one_thread
+from facterlab.blas import one_thread
 from facterlab.simpson.simulate import SimpsonConfig, simulate_and_measure
 
 threadpoolctl = pytest.importorskip("threadpoolctl")

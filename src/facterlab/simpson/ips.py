@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from facterlab.simpson.blas import one_thread
+from facterlab.blas import one_thread
 
 IPS_METHODS = ("counts", "model", "oracle", "oracle_both")
 
@@ -142,7 +142,7 @@ def weights_model(exp, floor: float = 1e-3, features: str = "embedding", C: floa
         if y.all() or not y.any():
             continue  # one class only: O_s is empty or the model is degenerate; estimate reports it
         o = in_s & rel
-        with one_thread():  # 8 features: one BLAS thread is several times faster on a busy machine (blas.py)
+        with one_thread():  # 8 features: one BLAS thread is several times faster on a busy machine (facterlab.blas)
             model = LogisticRegression(C=C, max_iter=1000).fit(X[in_s], y)
             h = model.predict_proba(X[o])[:, 1]
         w[o] = y.mean() / np.maximum(h, floor)

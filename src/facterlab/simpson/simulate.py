@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from facterlab.blas import one_thread
 from facterlab.metrics.embeddings import normalise_rows
 from facterlab.simpson import ips as ips_mod
-from facterlab.simpson.blas import one_thread
 from facterlab.simpson.exposure import competition, get_exposure
 from facterlab.simpson.gaps import UserStats, aggregate_gap, decompose, ips_estimand, lemma_aggregate_gap, per_user_gap
 
@@ -282,7 +282,7 @@ def _unbiased_chunks(cfg: SimpsonConfig, users: np.ndarray, items: np.ndarray, r
     array each), writing ``relevant`` (``aff > T``) on the way.  The noise stream is drawn chunk after
     chunk, so the draws do not depend on the chunk size."""
     rng_noise = np.random.default_rng(s_noise)
-    with one_thread():  # N x 8 times 8 x M: one BLAS thread per worker process (blas.py)
+    with one_thread():  # N x 8 times 8 x M: one BLAS thread per worker process (facterlab.blas)
         for start in range(0, cfg.n_users, cfg.chunk_size):
             u = users[start : start + cfg.chunk_size]
             aff = u @ items.T
