@@ -28,8 +28,9 @@
 #    figure comes within seconds: 16.7 s wall cold for its run on ML-100K at load 3.5 on the 2-core
 #    machine, against 80.7 s with MiniLM at 1,000 rows (`SIM_ENCODER = "all-MiniLM-L6-v2"`, which the
 #    `paper` profile sets; 2026-12-04, docs/BENCHMARKS.md).
-# 2. **The bundled LLM** (SmolLM2-135M on CPU): the same pipeline on a real model, at 20 rows: 189 s wall
-#    cold on the 2-core machine, 23 s of it loading the model (`make reproduce` with no data, 2026-12-04).
+# 2. **The bundled LLM** (SmolLM2-135M on CPU): the same pipeline on a real model, at the smallest size
+#    the method allows (14 rows, 10 calibration / 4 test; 1 CFR row): 139 s wall cold on the 2-core
+#    machine, 26 s of it loading the model (`make reproduce` with no data, 2026-12-04; part 1 took 8 s).
 #    It is too small to recommend well (its lists barely map to catalogue items), so read part 2 as the
 #    machinery running on an LLM; the `paper` profile runs the 7-8B backbones.  `LLM = False` skips it.
 #
