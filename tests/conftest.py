@@ -18,6 +18,8 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.mktemp("facterlab")
     monkeypatch.setenv("FACTERLAB_CACHE", str(base / "cache"))
     monkeypatch.setenv("FACTERLAB_RESULTS", str(base / "results"))
+    # no converted GGUF folder (540 MB) in every test's cache; tests/models/test_models_llm.py turns it on
+    monkeypatch.setenv("FACTERLAB_GGUF_CACHE", "0")
     yield
 
 

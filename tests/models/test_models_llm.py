@@ -451,3 +451,59 @@ def test_kernel_and_stop_switches_have_their_own_fingerprints(lm, lm_onednn):
         ModelConfig(linear_kernel="mkl")
     with pytest.raises(ValueError, match="stop_at_answer"):
         ModelConfig(stop_at_answer="yes")
+
+
+def test_converted_gguf_folder_loads_the_same_model(tmp_path, monkeypatch):
+    """facterlab.models.gguf_cache: the first load of the GGUF saves a converted folder; a load from that
+    folder gives bit-identical parameters, the same end and pad tokens, context window and chat-template
+    token ids, and the same greedy tokens; the fingerprint is the GGUF's."""
+    from facterlab.models import llm
+    from facterlab.models.gguf_cache import converted_dir, is_complete
+    from facterlab.models.registry import resolve_llm
+
+    monkeypatch.setenv("FACTERLAB_GGUF_CACHE", "1")
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path))
+    resolved = resolve_llm("smollm2-135m")
+    folder = converted_dir(resolved.name, resolved.fingerprint, "float32")
+    assert not is_complete(folder)
+    monkeypatch.setattr(llm, "_WEIGHTS", {})  # a fresh load, not the module fixture's weights
+    from_gguf = llm.CausalLM(resolved, "cpu", "float32")
+    assert is_complete(folder) and (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+    monkeypatch.setattr(llm, "_WEIGHTS", {})
+    from_folder = llm.CausalLM(resolved, "cpu", "float32")
+    assert from_folder.model is not from_gguf.model
+    a, b = dict(from_gguf.model.named_parameters()), dict(from_folder.model.named_parameters())
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    for attr in ("eos_ids", "pad_id", "context_window", "fingerprint"):
+        assert getattr(from_gguf, attr) == getattr(from_folder, attr), attr
+    prompts = [from_gguf.encode_messages(_messages(TITLES[i : i + 4])) for i in range(0, 12, 4)]
+    assert prompts == [from_folder.encode_messages(_messages(TITLES[i : i + 4])) for i in range(0, 12, 4)]
+    assert from_gguf.tokenizer.decode(prompts[0]) == from_folder.tokenizer.decode(prompts[0])
+    params = llm.DecodingParams(temperature=0.0, max_new_tokens=12, repetition_penalty=1.0)
+    for p in prompts:  # one prompt per call: a bucket of its own
+        assert from_gguf.generate_ids([p], [0], params) == from_folder.generate_ids([p], [0], params)
+
+
+def test_converted_gguf_folder_is_off_with_the_switch(tmp_path, monkeypatch):
+    """``FACTERLAB_GGUF_CACHE=0``: no folder is named, so nothing is written or read."""
+    from facterlab.models.gguf_cache import converted_dir, is_complete
+
+    monkeypatch.setenv("FACTERLAB_GGUF_CACHE", "0")
+    assert converted_dir("smollm2-135m", "x", "float32", cache=tmp_path) is None
+    assert not is_complete(None)
+
+
+def test_converted_gguf_folder_that_cannot_be_written_is_skipped(tmp_path, caplog):
+    """A save that fails (here the tokenizer's) leaves no folder, no temporary folder, and says why."""
+    from facterlab.models.gguf_cache import is_complete, save_converted
+
+    class Broken:
+        def save_pretrained(self, folder):
+            raise OSError("No space left on device")
+
+    folder = tmp_path / "converted-gguf" / "m-0"
+    assert save_converted(folder, Broken(), object()) is False
+    assert not is_complete(folder) and not folder.exists()
+    assert list(folder.parent.iterdir()) == []
+    assert "No space left on device" in caplog.text

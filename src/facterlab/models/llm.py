@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from facterlab.config import LINEAR_KERNELS
 from facterlab.models.device import resolve_device, torch_dtype
+from facterlab.models.gguf_cache import converted_dir, is_complete, save_converted
 from facterlab.models.registry import ResolvedModel, _cached_revision, hub_fingerprint, resolve_llm
 from facterlab.progress import loading
 
@@ -518,13 +519,22 @@ def _load_weights(resolved: ResolvedModel, device: str, dtype_name: str, trust_r
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kw: dict[str, bool | str] = {"trust_remote_code": bool(trust_remote_code)}
-    if resolved.gguf_file:
-        kw["gguf_file"] = resolved.gguf_file
     if resolved.is_local:
         kw["local_files_only"] = True
-    with loading(f"LLM {resolved.name}", log):
-        tokenizer = AutoTokenizer.from_pretrained(resolved.source, **kw)
-        model = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch_dtype(dtype_name), **kw)
+    # a GGUF model is converted once and read back from the cache (facterlab.models.gguf_cache)
+    converted = converted_dir(resolved.name, resolved.fingerprint, dtype_name) if resolved.gguf_file else None
+    source = resolved.source
+    if is_complete(converted):
+        source, kw["local_files_only"] = str(converted), True
+    elif resolved.gguf_file:
+        kw["gguf_file"] = resolved.gguf_file
+    with loading(
+        f"LLM {resolved.name}" + (" (converted GGUF from the cache)" if source != resolved.source else ""), log
+    ):
+        tokenizer = AutoTokenizer.from_pretrained(source, **kw)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype_name), **kw)
+    if converted is not None and source == resolved.source:
+        save_converted(converted, tokenizer, model)
     # transformers wraps PreTrainedModel.to with functools.wraps, which mypy cannot bind to the instance
     model.to(device).eval()  # type: ignore[arg-type]
     with torch.no_grad():  # fresh contiguous storage: dequantised GGUF tensors make slow GEMMs
