@@ -1,6 +1,6 @@
 """Runs are pooled as seeds only when everything but the seed matches (issue 23).
 
-Notebook 06's case: with ``MODEL = "simulated"`` the MODEL run (N_INTERACTIONS = 40 rows, 12 test rows)
+Notebook 06's case: with ``MODEL = "simulated"`` the MODEL run (N_INTERACTIONS rows)
 and the simulated run beside it (SIM_N_INTERACTIONS = 2,500 rows, 750 test rows) share a model name.
 They used to be averaged as two seeds (``V(0) 43.5 ± 60.1``); the table and Figure 1 now show them side
 by side, each labelled by what produced it.  The records here are built from the configs the notebook's
@@ -18,7 +18,7 @@ import pytest
 from facterlab import notebook
 from facterlab.config import config_to_dict
 from facterlab.facter.record import Fingerprints, RunConfigRecord, RunMetrics, RunRecord
-from facterlab.params import parameters_cell_of
+from facterlab.params import declared_in_notebook, parameters_cell_of
 from facterlab.reporting import tables as tb
 
 mpl = pytest.importorskip("matplotlib")
@@ -133,7 +133,8 @@ def test_per_pass_table_shows_settings_side_by_side():
     assert [r[3] for r in pass1] == ["1.0", "86.0"]  # V(0) of each setting, not their mean 43.5
     assert "43.5" not in md
     assert any("never pooled" in n for n in t.notes)
-    assert any(n.startswith("Settings that differ") and "rows 40" in n and "rows 2500" in n for n in t.notes)
+    rows = declared_in_notebook(NB06)["N_INTERACTIONS"].default  # the MODEL run's size: notebook 06's default
+    assert any(n.startswith("Settings that differ") and f"rows {rows}" in n and "rows 2500" in n for n in t.notes)
 
 
 def test_per_pass_table_pools_seeds_of_one_setting():
