@@ -60,7 +60,7 @@ def reference(tmp_path_factory):
     return run_id, _folder_bytes(base / "results" / "runs" / run_id), base
 
 
-@pytest.mark.parametrize("phase", ["calibration", "neutral", "fair", "facter", "metrics"])
+@pytest.mark.parametrize("phase", ["prefetch", "calibration", "neutral", "fair", "facter", "metrics"])
 def test_kill_during_a_phase_then_rerun_is_byte_identical(phase, reference, tmp_path):
     run_id, ref, _ = reference
     killed = _child(tmp_path / "results", f"phase:{phase}", tmp_path / "cache")

@@ -75,6 +75,11 @@ def main(results: str, fault: str) -> None:
     kind, _, what = fault.partition(":")
     if kind == "phase":
         Killable.target = what
+        if what in ("calibration", "neutral", "fair", "metrics"):
+            # the prefetch asks these phases' requests first (facterlab.facter.prefetch; metrics: the
+            # baselines' CFR blocks): without it each phase calls the model itself, and the kill lands inside it
+            os.environ["FACTERLAB_PREFETCH"] = "0"
+        pipeline.prefetch.prefetch = enter("prefetch", pipeline.prefetch.prefetch)
         pipeline.calibrate = enter("calibration", pipeline.calibrate)
         base = pipeline.run_baseline
         pipeline.run_baseline = lambda kind_, *a, **kw: enter(kind_, base)(kind_, *a, **kw)

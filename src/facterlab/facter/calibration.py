@@ -14,6 +14,7 @@ run's log lines, docs/PROGRESS.md).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -91,6 +92,80 @@ def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig) -> lis
     return twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
 
 
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """Every request the calibration of a run asks, known before any answer (:func:`calibration_plan`).
+
+    ``requests``: one per calibration row under the calibration prompt, seeds of pass 0; with the twin
+    Delta, ``flips`` (each row's twin attributes), ``twin_dicts`` (the twin rows) and ``twin_requests``
+    (same prompt and seed); with the null threshold, ``placebo_requests``: placebo kind -> one request per
+    row.  Each list is asked ``draws`` times (:func:`facterlab.facter.twins.with_draws`)."""
+
+    row_dicts: list
+    requests: list
+    draws: int = 1
+    flips: list = field(default_factory=list)
+    twin_dicts: list = field(default_factory=list)
+    twin_requests: list = field(default_factory=list)
+    placebo_requests: dict = field(default_factory=dict)
+
+    def all_requests(self) -> list:
+        """Every request, draws included, in the order :func:`calibrate` asks them."""
+        lists = [self.requests, self.twin_requests, *self.placebo_requests.values()]
+        return [r for reqs in lists if reqs for r in with_draws(reqs, self.draws)]
+
+
+def calibration_plan(
+    calib_rows: pd.DataFrame, items: pd.DataFrame, cfg: RunConfig, domain: str, prompts, attribute_values=None
+) -> CalibrationPlan:
+    """The requests of :func:`calibrate` for these rows (its arguments of the same names).
+
+    :func:`calibrate` asks exactly these, so a caller may ask them earlier, together with other phases'
+    requests (:mod:`facterlab.facter.prefetch`), and calibration then reads the answers from the cache.
+
+    Parameters
+    ----------
+    calib_rows : pandas.DataFrame
+        Calibration interaction rows.
+    items : pandas.DataFrame
+        The catalogue.
+    cfg : RunConfig
+        The run's configuration.
+    domain : str
+        Domain word of the prompts.
+    prompts : module
+        The prompt module.
+    attribute_values : dict or None, default None
+        Every value of each protected attribute; required with ``facter.delta = "twin"``.
+
+    Returns
+    -------
+    CalibrationPlan
+    """
+    fc = cfg.facter
+    rows = calib_rows.reset_index(drop=True)
+    row_dicts = rows.to_dict("records")
+    system = prompts.system_prompt(fc.calibration_prompt)
+    pitems = prompt_items(items)
+
+    def build(row: dict, seed: int):
+        return prompts.build_request(row, pitems, system, cfg.protocol, cfg.metrics.k, domain, seed)
+
+    reqs = [build(r, request_seed(cfg.seed, int(r["row_id"]), 0)) for r in row_dicts]
+    if fc.delta != "twin":
+        return CalibrationPlan(row_dicts, reqs)
+    if attribute_values is None:
+        raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
+    flips = _twins_of(rows, attribute_values, cfg)
+    twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
+    twin_reqs = [build(t, rq.seed) for t, rq in zip(twin_dicts, reqs)]
+    placebos: dict = {}
+    if fc.threshold == "null":  # the placebo family (docs/FACTER.md §7), one list per edit
+        kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
+        placebos = {kind: [placebo_request(r, kind) for r in reqs] for kind in kinds}
+    return CalibrationPlan(row_dicts, reqs, int(fc.draws), flips, twin_dicts, twin_reqs, placebos)
+
+
 def calibrate(
     calib_rows: pd.DataFrame,
     items: pd.DataFrame,
@@ -150,18 +225,10 @@ def calibrate(
     """
     fc = cfg.facter
     rows = calib_rows.reset_index(drop=True)
-    row_dicts = rows.to_dict("records")
-    system = prompts.system_prompt(fc.calibration_prompt)
-    pitems = prompt_items(items)
-    reqs = [
-        prompts.build_request(
-            r, pitems, system, cfg.protocol, cfg.metrics.k, domain, request_seed(cfg.seed, int(r["row_id"]), 0)
-        )
-        for r in row_dicts
-    ]
+    plan = calibration_plan(rows, items, cfg, domain, prompts, attribute_values)
+    row_dicts, reqs = plan.row_dicts, plan.requests
     batch = max(1, cfg.model.batch_size) * 8
-
-    draws = int(fc.draws) if fc.delta == "twin" else 1
+    draws = plan.draws
 
     def answers(requests: list, dicts: list, desc: str) -> tuple:
         """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``; with
@@ -179,15 +246,8 @@ def calibrate(
     twin_cols: dict = {}
     q_null = None
     if fc.delta == "twin":
-        if attribute_values is None:
-            raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
-        flips = _twins_of(rows, attribute_values, cfg)
-        twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
-        twin_reqs = [
-            prompts.build_request(t, pitems, system, cfg.protocol, cfg.metrics.k, domain, rq.seed)
-            for t, rq in zip(twin_dicts, reqs)
-        ]
-        twin_preds, twin_post, twin_emb = answers(twin_reqs, twin_dicts, "calibration twins")
+        flips, twin_dicts = plan.flips, plan.twin_dicts
+        twin_preds, twin_post, twin_emb = answers(plan.twin_requests, twin_dicts, "calibration twins")
         d = top1_distance(pred_emb, target_emb)
         delta = twin_distance(pred_emb, twin_emb)
         sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": NO_NEIGHBOUR_SEARCH})
@@ -200,18 +260,14 @@ def calibrate(
         }
         if fc.threshold == "null":
             # the placebo family (docs/FACTER.md §7): per row the largest distance over the edits asked
-            kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
             per_kind = {
-                kind: twin_distance(
-                    pred_emb,
-                    answers([placebo_request(r, kind) for r in reqs], row_dicts, f"calibration placebos ({kind})")[2],
-                )
-                for kind in kinds
+                kind: twin_distance(pred_emb, answers(plc, row_dicts, f"calibration placebos ({kind})")[2])
+                for kind, plc in plan.placebo_requests.items()
             }
             plc_delta = np.max(np.vstack(list(per_kind.values())), axis=0)
             q_null = null_threshold(plc_delta, fc.alpha, fc.null_tol)
             twin_cols["placebo_delta"] = plc_delta
-            if len(kinds) > 1:
+            if len(per_kind) > 1:
                 for kind, dist in per_kind.items():
                     twin_cols[f"placebo_delta_{kind}"] = dist
     else:

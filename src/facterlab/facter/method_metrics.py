@@ -59,6 +59,60 @@ def _parse_counts(statuses) -> dict:
     return out
 
 
+#: the counterfactual flips of CFR: every protected attribute at once ("multi"), then each alone
+CFR_FLIPS = {"multi": tuple(PROTECTED), **{a: (a,) for a in PROTECTED}}
+
+
+def cfr_sample(test_rows: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
+    """The test rows CFR is measured on (``metrics.cfr_rows`` of them, drawn with the run seed).
+
+    Parameters
+    ----------
+    test_rows : pandas.DataFrame
+        The test rows, in walk order.
+    cfg : RunConfig
+        The run's configuration.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The sampled rows.
+    """
+    test = test_rows.reset_index(drop=True)
+    return sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
+
+
+def cfr_requests(sample: pd.DataFrame, systems: list, attribute_values: dict, cfg: RunConfig, build) -> tuple:
+    """The rows and requests of the CFR block: ``({name: row dicts}, {name: requests})`` for the
+    original rows (``"orig"``) and each flip of :data:`CFR_FLIPS`, row i under ``systems[i]``.
+
+    Parameters
+    ----------
+    sample : pandas.DataFrame
+        The rows of :func:`cfr_sample`.
+    systems : list of str
+        Each row's audit system prompt.
+    attribute_values : dict
+        Every value of each protected attribute.
+    cfg : RunConfig
+        The run's configuration (``seed``, ``metrics.flip_strategy``).
+    build : callable
+        ``build(row, system) -> PromptRequest`` with the seeds of pass 0.
+
+    Returns
+    -------
+    tuple of (dict, dict)
+        Row dicts and requests per name, in the order the block asks them.
+    """
+    parts = {"orig": sample}
+    for i, (name, attrs) in enumerate(CFR_FLIPS.items()):
+        rng = np.random.default_rng([int(cfg.seed), 7, i])
+        parts[name] = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
+    dicts = {name: rows.to_dict("records") for name, rows in parts.items()}
+    reqs = {name: [build(r, s) for r, s in zip(ds, systems)] for name, ds in dicts.items()}
+    return dicts, reqs
+
+
 def _cfr_block(
     monitor: FacterMonitor, sample: pd.DataFrame, attribute_values: dict, cfg: RunConfig, mapper, postprocess
 ) -> tuple:
@@ -70,13 +124,8 @@ def _cfr_block(
     """
     k = cfg.metrics.k
     systems = [monitor.row_system(r, cfg.metrics.cfr_prompt) for r in sample.to_dict("records")]
-    flips = {"multi": tuple(PROTECTED), **{a: (a,) for a in PROTECTED}}
-    parts = {"orig": sample}
-    for i, (name, attrs) in enumerate(flips.items()):
-        rng = np.random.default_rng([int(cfg.seed), 7, i])
-        parts[name] = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
-    dicts = {name: rows.to_dict("records") for name, rows in parts.items()}
-    reqs = {name: [monitor.request_for(r, s, 0) for r, s in zip(ds, systems)] for name, ds in dicts.items()}
+    dicts, reqs = cfr_requests(sample, systems, attribute_values, cfg, lambda r, s: monitor.request_for(r, s, 0))
+    flips = [name for name in dicts if name != "orig"]
     # every request of the block in one call: full batches for an LLM instead of five of cfr_rows each
     # (an answer depends on its request alone: greedy decoding is batch-independent, the simulated and
     # fake models seed each request; tests/facter/test_facter_pipeline.py checks a run asked one request at a
@@ -190,7 +239,7 @@ def method_metrics(
     snsr = snsr_proxy(
         row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group, empty_rows=cfg.metrics.snsr_empty_rows
     )
-    sample = sample_cfr_rows(test, cfg.metrics.cfr_rows, np.random.default_rng([int(cfg.seed), 5]))
+    sample = cfr_sample(test, cfg)
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)
     fairllm_block = _fairllm_block(monitor, test, attribute_values, cfg, postprocess) if fairllm else None
     gt = detector_summary(rec, cfg.facter.delta, cfg.facter.threshold)

@@ -116,6 +116,58 @@ def prompt_items(items: pd.DataFrame) -> dict:
     return {int(i): str(t) for i, t in zip(tbl.index, tbl["title"])}
 
 
+def system_text(request) -> str:
+    """The system message of a request ("" when it has none): the prompt a row had at its turn."""
+    return next((c for r, c in request.messages if r == "system"), "")
+
+
+def baseline_requests(settings: MonitorSettings, rows: pd.DataFrame, items, prompts: Any = None, twins=None) -> list:
+    """Every request that the one-pass baseline ``settings.system_kind`` asks, known before it runs.
+
+    A baseline's system prompt is static (no rules, no announcement), so its requests do not depend
+    on any answer: each row's request under that prompt with the seeds of pass 0 and, with
+    ``facter.delta = "twin"``, each twin's, ``facter.draws`` times
+    (:func:`facterlab.facter.twins.with_draws`), as :class:`FacterMonitor` builds them.  Used to ask them
+    earlier, together with other phases' requests (:mod:`facterlab.facter.prefetch`).
+
+    Parameters
+    ----------
+    settings : MonitorSettings
+        The run's settings with the baseline's ``system_kind`` (not ``"facter"``).
+    rows : pandas.DataFrame
+        The test rows.
+    items : pandas.DataFrame or dict
+        The catalogue (or the item id -> title mapping of :func:`prompt_items`).
+    prompts : module or None, default None
+        The prompt module; None means :mod:`facterlab.facter.prompts`.
+    twins : sequence of mapping or None, default None
+        Each row's twin attributes (``facter.delta = "twin"``).
+
+    Returns
+    -------
+    list of PromptRequest
+        The rows' requests, then (twin Delta) the twins', draw by draw.
+    """
+    if settings.system_kind == "facter":
+        raise ValueError("FACTER's requests depend on the rules it mines: only a baseline's are known before it runs")
+    prompts = _prompts if prompts is None else prompts
+    system = prompts.system_prompt(settings.system_kind, (), announce=None)
+    titles = items if isinstance(items, dict) else prompt_items(items)
+
+    def build(row: dict):
+        seed = request_seed(settings.seed, int(row["row_id"]), 0)
+        return prompts.build_request(row, titles, system, settings.protocol, settings.k, settings.domain, seed)
+
+    dicts = rows.reset_index(drop=True).to_dict("records")
+    reqs = [build(r) for r in dicts]
+    if settings.facter.delta != "twin":
+        return reqs
+    if twins is None or len(twins) != len(dicts):
+        raise ValueError("facter.delta = 'twin' needs the twins' attributes (one per row)")
+    twin_reqs = [build(twin_row(r, {a: str(t[a]) for a in PROTECTED})) for r, t in zip(dicts, twins)]
+    return with_draws(reqs + twin_reqs, int(settings.facter.draws))
+
+
 @dataclass(frozen=True)
 class MonitorSettings:
     """How the online loop runs: everything but the data and the collaborators of :class:`FacterMonitor`.
@@ -609,7 +661,7 @@ class FacterMonitor:
                 del pending[p]
                 self._req_memo.pop(p, None)  # row p is done in this pass: its requests are not asked again
                 main_req = ent[0][0] if self.twin else ent[0]
-                self.last_pass_system[p] = next((c for r, c in main_req.messages if r == "system"), "")
+                self.last_pass_system[p] = system_text(main_req)
                 records.append(self._process(p, t, ent, rules_now))
                 if bar is not None:
                     bar.update(1)

@@ -4,6 +4,9 @@
 
 1. dataset (``"auto"`` resolved and recorded) and interaction rows (cached by content hash);
 2. encoder and recommender (unless given; the recommender answers from the LLM cache on reruns);
+   with a cached recommender, the requests known before any answer (calibration, the baselines and
+   their CFR blocks) are asked together first, in full batches (:mod:`facterlab.facter.prefetch`;
+   the phases then read them from the cache, and the records do not change);
 3. calibration: predictions for the calibration rows under the Neutral (or empty) system prompt,
    counterfactual neighbours among calibration contexts, scores S = d + lambda Delta, Q0;
 4. baselines Neutral and Fair (one pass) and FACTER (T passes) with the online monitor;
@@ -28,6 +31,7 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import replace
 
 import pandas as pd
 
@@ -46,6 +50,7 @@ from facterlab.config import (
 from facterlab.data import Dataset, load_dataset, resolve_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
+from facterlab.facter import prefetch
 from facterlab.facter import prompts as prompts_module
 
 # re-exported: these lived here before the pipeline was split along its seams (issue 32); old imports work
@@ -390,6 +395,25 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     if cfg.protocol == "rank" and any(len(c) == 0 for c in test_rows["candidates"]):
         raise ValueError("the re-ranking protocol needs candidates, but some rows have none")
 
+    settings = MonitorSettings(
+        facter=cfg.facter,
+        n_calib=len(calib_rows),  # the calibration's own count (state.n) once it has run
+        protocol=cfg.protocol,
+        k=k,
+        domain=inter.domain,
+        seed=cfg.seed,
+        batch_size=max(1, cfg.model.batch_size),
+        progress=progress,
+    )
+    twins = _twins_of(test_rows, ds.attribute_values, cfg) if cfg.facter.delta == "twin" else None
+    if prefetch.enabled(recommender):  # the requests known before any answer, in full batches
+        t0 = time.perf_counter()
+        known = prefetch.known_requests(
+            cfg, settings, calib_rows, test_rows, items, inter.domain, prompts, ds.attribute_values, twins
+        )
+        prefetch.prefetch(recommender, known, progress)
+        timings["prefetch_s"] = time.perf_counter() - t0
+
     t0 = time.perf_counter()
     log.info("calibration: %d rows under the %s system prompt", len(calib_rows), cfg.facter.calibration_prompt)
     state, calib_df = calibrate(
@@ -401,11 +425,9 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
 
     t0 = time.perf_counter()
     target_emb = represent.items(test_rows["target"].tolist())
-    twins = None
     scorer: OnlineScorer | TwinScorer
     if cfg.facter.delta == "twin":
         scorer = TwinScorer(state, target_emb, cfg.facter.lam)
-        twins = _twins_of(test_rows, ds.attribute_values, cfg)
     else:
         test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(
@@ -413,16 +435,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
         )
     timings["test_neighbours_s"] = time.perf_counter() - t0
 
-    settings = MonitorSettings(
-        facter=cfg.facter,
-        n_calib=state.n,
-        protocol=cfg.protocol,
-        k=k,
-        domain=inter.domain,
-        seed=cfg.seed,
-        batch_size=max(1, cfg.model.batch_size),
-        progress=progress,
-    )
+    settings = replace(settings, n_calib=state.n)
     parts = dict(
         rows=test_rows,
         items=items,
