@@ -130,12 +130,68 @@ def config(seed, beta, rho, twin=False, **kw):
     )
 
 
-# every run of sections 1-5 at once: in worker processes, one per CPU core (docs/SCALING.md; FACTERLAB_WORKERS)
-runs = run_many(
-    {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS}
-    | {("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0},
-    data_dir=DATA_DIR,
-)
+def faithful_configs():
+    """Sections 1-4: the faithful FACTER runs, per seed and beta (rho = 1), and per rho on the first seed."""
+    return {("listening", seed, beta): config(seed, beta, 1.0) for seed in SEEDS for beta in BETAS} | {
+        ("by_rho", beta, rho): config(SEEDS[0], beta, rho) for beta in BETAS for rho in RHOS if rho != 1.0
+    }
+
+
+def control_config():
+    """Section 5's positive control: the bias pushes genres users rarely watch."""
+    return config(SEEDS[0], BETAS[-1], 1.0, sim__bias_table="rare")
+
+
+MID = [b for b in BETAS if b > 0][0]  # the mid bias of section 6's panel
+
+
+def twin_configs():
+    """Section 6: the twin monitor's runs, and the panel {faithful, twin} x {absolute, relative} x rho."""
+    if not TWIN:
+        return {}
+    return (
+        {("twin", seed, beta, 1.0): config(seed, beta, 1.0, twin=True) for seed in SEEDS for beta in BETAS}
+        | {("twin", seed, MID, 0.0): config(seed, MID, 0.0, twin=True) for seed in SEEDS}
+        | {("contrast",): config(SEEDS[0], MID, 1.0, twin=True, facter__rule_mining="contrast")}
+        | {
+            ("soft", twin, rho): config(SEEDS[0], MID, rho, twin=twin, sim__compliance="absolute")
+            for twin in (False, True)
+            for rho in RHOS
+        }
+    )
+
+
+def testbed_configs():
+    """Section 7: the text testbed's runs (as `python -m facterlab.reporting.twin_acceptance`) and the power study's."""
+    from facterlab.reporting import twin_acceptance as ta
+
+    if not TESTBED:
+        return {}
+    base = dict(
+        dataset=DATASET,
+        protocol=PROTOCOL,
+        preset_name=PRESET,
+        n_rows=TESTBED_N,
+        passes=PASSES,
+        cfr_rows=CFR_ROWS,
+        encoder=ENCODER,
+    )
+    cases = list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES
+    return {("testbed", *key): ta.case_config(*key, **base) for key in ta.plan(cases, SEEDS, TESTBED_VARIANTS)} | {
+        ("power", temp, k, SEEDS[0]): ta.case_config(
+            "sampled-bias", SEEDS[0], sim__temperature=float(temp), facter__draws=int(k), **{**base, "n_rows": POWER_N}
+        )
+        for temp in POWER_TEMPERATURES
+        for k in POWER_DRAWS
+    }
+
+
+# every simulated run of the notebook at once, in worker processes, one per CPU core (docs/SCALING.md;
+# FACTERLAB_WORKERS): one pool, the first run of each row sample first (it encodes the sample's contexts),
+# then all the others, so no core waits at the end of a section; the sections below read them back
+ALL_RUNS = faithful_configs() | {("control",): control_config()} | twin_configs() | testbed_configs()
+run_many(ALL_RUNS, data_dir=DATA_DIR, load=False)
+runs = run_many(faithful_configs(), data_dir=DATA_DIR)
 listening = {(seed, beta): r for (kind, seed, beta), r in runs.items() if kind == "listening"}
 by_rho = {(beta, rho): r for (kind, beta, rho), r in runs.items() if kind == "by_rho"}
 by_rho.update({(beta, 1.0): listening[(SEEDS[0], beta)] for beta in BETAS})
@@ -272,7 +328,7 @@ fig_det = gtf.plot_detector(det, det_beta, DATASET_NAME, SYNTHETIC, PROFILE)
 
 
 # %%
-control = ex.run(config(SEEDS[0], BETAS[-1], 1.0, sim__bias_table="rare"), data_dir=DATA_DIR, progress=False)
+control = ex.run(control_config(), data_dir=DATA_DIR, progress=False)
 decomp = pd.DataFrame(
     [gt.decomposition_row(listening[(SEEDS[0], b)], f"default table, beta={b:g}") for b in BETAS if b > 0]
     + [gt.decomposition_row(control, f"rare table (positive control), beta={BETAS[-1]:g}")]
@@ -346,19 +402,9 @@ for b in [b for b in BETAS if b > 0]:
 # %%
 twin_runs = {}
 if TWIN:
-    mid = [b for b in BETAS if b > 0][0]
+    mid = MID
     # the panel {faithful, twin} x {absolute (soft: demote by DEMOTE SDs only), relative (the push cancelled)} x rho
-    runs = run_many(
-        {("twin", seed, beta, 1.0): config(seed, beta, 1.0, twin=True) for seed in SEEDS for beta in BETAS}
-        | {("twin", seed, mid, 0.0): config(seed, mid, 0.0, twin=True) for seed in SEEDS}
-        | {("contrast",): config(SEEDS[0], mid, 1.0, twin=True, facter__rule_mining="contrast")}
-        | {
-            ("soft", twin, rho): config(SEEDS[0], mid, rho, twin=twin, sim__compliance="absolute")
-            for twin in (False, True)
-            for rho in RHOS
-        },
-        data_dir=DATA_DIR,
-    )
+    runs = run_many(twin_configs(), data_dir=DATA_DIR)
     twin_runs = {key[1:]: r for key, r in runs.items() if key[0] == "twin"}
     contrast_run = runs[("contrast",)]
     soft = {key[1:]: r for key, r in runs.items() if key[0] == "soft"}
@@ -426,33 +472,8 @@ from facterlab.reporting import twin_acceptance as ta
 
 testbed_runs, power_runs = {}, {}
 if TESTBED:
-    base = dict(
-        dataset=DATASET,
-        protocol=PROTOCOL,
-        preset_name=PRESET,
-        n_rows=TESTBED_N,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS,
-        encoder=ENCODER,
-    )
-    runs = run_many(  # the same runs as `python -m facterlab.reporting.twin_acceptance`, and the power study's
-        {
-            ("testbed", *key): ta.case_config(*key, **base)
-            for key in ta.plan(list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES, SEEDS, TESTBED_VARIANTS)
-        }
-        | {
-            ("power", temp, k, SEEDS[0]): ta.case_config(
-                "sampled-bias",
-                SEEDS[0],
-                sim__temperature=float(temp),
-                facter__draws=int(k),
-                **{**base, "n_rows": POWER_N},
-            )
-            for temp in POWER_TEMPERATURES
-            for k in POWER_DRAWS
-        },
-        data_dir=DATA_DIR,
-    )
+    # the same runs as `python -m facterlab.reporting.twin_acceptance`, and the power study's
+    runs = run_many(testbed_configs(), data_dir=DATA_DIR)
     testbed_runs = {key[1:]: r for key, r in runs.items() if key[0] == "testbed"}
     power_runs = {key[1:]: r for key, r in runs.items() if key[0] == "power"}
     tb_frame = ta.acceptance_frame(testbed_runs)

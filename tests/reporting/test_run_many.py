@@ -111,3 +111,16 @@ def test_workers_default(monkeypatch):
     assert batch.default_workers() == 3
     monkeypatch.delenv("FACTERLAB_WORKERS")
     assert 1 <= batch.default_workers() <= 8
+
+
+def test_load_false_saves_every_run_and_reads_none_back(tmp_path, monkeypatch):
+    """A notebook runs all its runs first (``load=False``) and reads each section's back later."""
+    cfgs = dict(list(_configs(n_seeds=1, n_rows=200).items())[:2])
+    _folders(monkeypatch, tmp_path)
+    loaded = []
+    real = batch.load_saved_run
+    monkeypatch.setattr(batch, "load_saved_run", lambda path: loaded.append(path) or real(path))
+    assert batch.run_many(cfgs, workers=1, load=False) == {}
+    assert all(ex.find_saved_run(cfg) is not None for cfg in cfgs.values())
+    again = batch.run_many(cfgs, workers=1)  # read back, nothing run
+    assert set(again) == set(cfgs) and not loaded  # one by one here: ``run`` read them back itself

@@ -55,6 +55,7 @@ def run_many(
     data_dir: os.PathLike | str | None = None,
     workers: int | None = None,
     executor: str = "process",
+    load: bool = True,
 ) -> dict:
     """Run many experiments at once and return ``key -> RunResult`` in ``configs``' order.
 
@@ -85,11 +86,14 @@ def run_many(
         Worker processes (:func:`default_workers` when None); 1 runs everything here, in this process.
     executor : str
         ``"process"`` (default) or ``"serial"`` (:mod:`facterlab.executors`).
+    load : bool, default True
+        Read every run back; False only makes sure each run is saved, and returns an empty dict (a
+        notebook that runs all its runs first and reads each section's back later).
 
     Returns
     -------
     dict
-        ``key -> RunResult`` for every key of ``configs``.
+        ``key -> RunResult`` for every key of ``configs`` (empty with ``load=False``).
 
     Raises
     ------
@@ -106,7 +110,8 @@ def run_many(
         by_hash.setdefault(config_hash(cfg), cfg)
     workers = min(workers, len(by_hash) // MIN_RUNS_PER_WORKER)
     if workers <= 1:
-        return {key: run(cfg, data_dir=data_dir, progress=False) for key, cfg in configs.items()}
+        done = {key: run(cfg, data_dir=data_dir, progress=False) for key, cfg in configs.items()}
+        return done if load else {}
     # waves: the first run of each row sample (it encodes the sample's contexts), then the rest
     waves: list = [[], []]
     samples: set = set()
@@ -133,6 +138,8 @@ def run_many(
     log.info(msg)
     if not _logging_shows_info():
         print(msg)
+    if not load:
+        return out
     for key, cfg in configs.items():
         path = saved[key] or find_saved_run(cfg, data_dir)
         if path is None:
