@@ -5,7 +5,7 @@
     python benchmarks/bench_reproduce.py --profile smoke          # tiny sizes
     python benchmarks/bench_reproduce.py --no-warm                # cold only
 
-Each notebook runs alone (`facterlab reproduce --only NN`) in a child process of its own, with its own
+Each notebook runs alone (`facterlab reproduce --only NN --jobs 1`) in a child process of its own, with its own
 empty results, cache and figures folders (`FACTERLAB_RESULTS`, `FACTERLAB_CACHE`, `FACTERLAB_FIGURES` under a temporary folder):
 **cold** is that first run (nothing saved, no run reused from another notebook: what a user who opens
 this one notebook first waits), **warm** a second run over the same folders (its runs and caches read
@@ -41,7 +41,8 @@ def _child(notebook: str, profile: str, extra: list) -> int:
     """Run one notebook and print its measurement as JSON (this process's children only)."""
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    cmd = [*_facterlab(), "reproduce", "--profile", profile, "--only", notebook, *extra]
+    # --jobs 1: the notebook in the runner's own process at normal priority (one notebook is one lane anyway)
+    cmd = [*_facterlab(), "reproduce", "--profile", profile, "--only", notebook, "--jobs", "1", *extra]
     proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -1,0 +1,218 @@
+"""`facterlab reproduce --jobs`: the side lane (SIDE_LANE's notebooks in a child process at low priority).
+
+The rule's claim (its notebooks touch no FACTER run) is checked on the notebooks' imports; the lanes on
+tiny notebooks in a temporary folder (tests/helpers/nbgen.py), as tests/reporting/test_reporting_reproduce.py.
+No timing assertions: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from facterlab.reporting import reproduce as rp
+
+REPO = Path(__file__).resolve().parents[2]
+#: Modules that read or write FACTER runs: a side-lane notebook imports none of them.
+FACTER_MODULES = ("facterlab.facter", "facterlab.reporting.experiments", "facterlab.reporting.batch")
+
+
+def facter_imports(notebook: Path) -> list:
+    """The FACTER modules (:data:`FACTER_MODULES`, or a module under one) a notebook's code cells import,
+    by ``import x.y``, ``from x import y`` or a module name written as text (``importlib``)."""
+    import nbformat
+
+    found = []
+    for cell in nbformat.read(str(notebook), 4).cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        names = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.append(node.value)
+        found += [n for n in names if any(n == m or n.startswith(m + ".") for m in FACTER_MODULES)]
+    return found
+
+
+def test_side_lane_is_the_simpson_notebooks_10_to_15():
+    side = {p.stem for p in (REPO / "notebooks").glob("*.ipynb") if rp.in_side_lane(p)}
+    assert side == {
+        "10_simpson_fig2_toy",
+        "11_simpson_fig3_factors",
+        "12_simpson_fig4_aggregate_gap",
+        "13_simpson_fig5_ips_estimate",
+        "14_simpson_grid_160",
+        "15_simpson_explorer",
+    }
+    assert not rp.in_side_lane("20_simpson_in_llm_recommendations")  # it runs FACTER experiments
+
+
+def test_side_lane_notebooks_import_no_facter_module():
+    """Every notebook SIDE_LANE matches imports none of the modules that read or write FACTER runs, so it can
+    run beside the main lane in any order; notebook 20 (main lane) does, which shows the check sees them."""
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb"))
+    side = [nb for nb in notebooks if rp.in_side_lane(nb)]
+    assert side
+    for nb in side:
+        assert facter_imports(nb) == [], f"{nb.name} imports {facter_imports(nb)}: it cannot be in SIDE_LANE"
+    assert "facterlab.reporting.experiments" in facter_imports(
+        REPO / "notebooks" / "20_simpson_in_llm_recommendations.ipynb"
+    )
+
+
+def test_split_lanes():
+    nbs = [Path(n) for n in ("00_a.ipynb", "10_simpson_x.ipynb", "14_simpson_y.ipynb", "20_simpson_z.ipynb")]
+    main, side = rp.split_lanes(nbs, 2)
+    assert [p.stem for p in main] == ["00_a", "20_simpson_z"] and [p.stem for p in side] == [
+        "10_simpson_x",
+        "14_simpson_y",
+    ]
+    assert rp.split_lanes(nbs, 1) == (nbs, []) and rp.split_lanes(nbs, 3) == (main, side)
+    assert rp.split_lanes(nbs[1:3], 2) == (nbs[1:3], [])  # an empty main lane: everything here
+    assert rp.split_lanes(nbs[:1], 2) == (nbs[:1], [])
+    with pytest.raises(ValueError, match="at least 1"):
+        rp.split_lanes(nbs, 0)
+
+
+def test_jobs_parsing(monkeypatch, capsys):
+    from facterlab.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["reproduce", "--jobs", "1"]).jobs == 1
+    assert parser.parse_args(["reproduce", "--jobs", "2"]).jobs == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert parser.parse_args(["reproduce", "--jobs", "auto"]).jobs == 2
+    assert parser.parse_args(["reproduce"]).jobs == 2  # the command's default is auto
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert parser.parse_args(["reproduce"]).jobs == 1
+    for bad in ("x", "0", "-1", "1.5"):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["reproduce", "--jobs", bad])
+        assert exc.value.code == 2
+        assert f"argument --jobs: expected auto or a whole number >= 1, got '{bad}'" in capsys.readouterr().err
+
+
+def _probe(name: str) -> str:
+    """A cell that writes its kernel's process facts to ``probe_<name>.json`` (in the run's cwd)."""
+    return (
+        "import json, os\n"
+        f"facts = {{'pid': os.getpid(), 'ppid': os.getppid(), 'nice': os.nice(0), 'report': os.environ.get('FACTERLAB_REPORT')}}\n"
+        f"open('probe_{name}.json', 'w').write(json.dumps(facts))\n"
+        "print('probe', facts['ppid'], facts['nice'])"
+    )
+
+
+def _tiny_notebooks(nbdir: Path) -> None:
+    from nbgen import code, params, write_notebook
+
+    head = 'PROFILE = "default"\nSMOKE = False'
+    write_notebook(nbdir / "01_main.ipynb", [params(head), code(_probe("01_main"))])
+    write_notebook(nbdir / "10_simpson_side.ipynb", [params(head + "\nX = 1"), code(_probe("10_simpson_side"))])
+    write_notebook(nbdir / "11_simpson_fail.ipynb", [params(head), code('raise RuntimeError("boom on the side")')])
+    write_notebook(nbdir / "20_after.ipynb", [params(head), code(_probe("20_after"))])
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_two_lanes_same_runs_as_one_side_lane_in_a_lower_priority_process(tmp_path, monkeypatch):
+    nbdir = tmp_path / "notebooks"
+    _tiny_notebooks(nbdir)
+    monkeypatch.chdir(tmp_path)
+    one = rp.run_notebooks("smoke", cwd=tmp_path, extra={"X": "5"}, log=lambda *a: None, timings_path="t1.json")
+    probes_one = {n: json.loads((tmp_path / f"probe_{n}.json").read_text()) for n in ("01_main", "10_simpson_side")}
+    lines: list = []
+    two = rp.run_notebooks(
+        "smoke", cwd=tmp_path, extra={"X": "5"}, log=lines.append, timings_path="t2.json", jobs=2, report=True
+    )
+    key = [(r.notebook, r.status, r.parameters, r.skipped_parameters) for r in one]
+    assert [(r.notebook, r.status, r.parameters, r.skipped_parameters) for r in two] == key
+    assert [r.status for r in two] == ["ok", "ok", "failed", "ok"]  # numeric order, both lanes merged
+    assert [r.lane for r in one] == ["main"] * 4 and [r.lane for r in two] == ["main", "side", "side", "main"]
+    assert "RuntimeError" in two[2].error and "boom on the side" in two[2].error
+    assert all(Path(r.output).is_file() for r in two)  # the executed copies, side lane's included
+
+    me, my_nice = os.getpid(), os.nice(0)
+    side = json.loads((tmp_path / "probe_10_simpson_side.json").read_text())
+    main = json.loads((tmp_path / "probe_01_main.json").read_text())
+    assert main["ppid"] == me and main["nice"] == my_nice  # the main lane's kernels: started here, as before
+    assert probes_one["10_simpson_side"]["ppid"] == me and probes_one["10_simpson_side"]["nice"] == my_nice
+    assert side["ppid"] != me and side["nice"] == min(my_nice + rp.SIDE_NICE, 19)  # another process, nice 19
+    assert side["report"] == main["report"] == "1"  # the parent's report decision, in both lanes
+    assert any(line.startswith("[side] [10_simpson_side] probe") for line in lines)
+    assert any(line.startswith("[side] [reproduce] FAILED 11_simpson_fail.ipynb") for line in lines)
+    assert any(line.startswith("[reproduce] 2 lanes: main lane 2 notebook(s)") for line in lines)
+    assert not any(line.startswith("[side] [reproduce] dataset:") for line in lines)  # said once, by the parent
+
+    t1, t2 = (json.loads((tmp_path / f"t{i}.json").read_text()) for i in (1, 2))
+    assert (t1["jobs"], t1["lanes"], t2["jobs"], t2["lanes"]) == (1, ["main"], 2, ["main", "side"])
+    assert [n["lane"] for n in t2["notebooks"]] == ["main", "side", "side", "main"]
+    assert t2["notebook_seconds"] == pytest.approx(sum(n["seconds"] for n in t2["notebooks"]))
+    assert t1["total_seconds"] >= t1["notebook_seconds"] - 1e-6 and t2["total_seconds"] > 0
+    table = rp.timings_table(two, "smoke", wall=t2["total_seconds"])
+    assert "sum of notebooks (profile smoke)" in table and "wall, both lanes" in table and " side " in table
+    assert "total (profile smoke)" in rp.timings_table(one, "smoke")  # one lane: the table as before
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_side_lane_that_cannot_start_or_dies_gives_failed_runs(tmp_path, monkeypatch):
+    from nbgen import code, params, write_notebook
+
+    nbdir = tmp_path / "notebooks"
+    head = 'PROFILE = "default"\nSMOKE = False'
+    write_notebook(nbdir / "01_main.ipynb", [params(head), code("x = 1")])
+    write_notebook(nbdir / "12_simpson_a.ipynb", [params(head), code("x = 1")])
+    write_notebook(nbdir / "13_simpson_b.ipynb", [params(head), code("x = 1")])
+    monkeypatch.chdir(tmp_path)
+    for command, why in (
+        ((str(tmp_path / "no-such-python"),), "side lane could not start: FileNotFoundError"),
+        ((sys.executable, "-c", "raise SystemExit(3)"), "side lane exited with code 3 before running it"),
+    ):
+        monkeypatch.setattr(rp.SideLane, "command", command)
+        lines: list = []
+        runs = rp.run_notebooks("smoke", cwd=tmp_path, log=lines.append, timings_path="t.json", jobs=2)
+        assert [(r.notebook, r.status, r.lane) for r in runs] == [
+            ("01_main", "ok", "main"),
+            ("12_simpson_a", "failed", "side"),
+            ("13_simpson_b", "failed", "side"),
+        ]
+        assert all(r.error.startswith(why) for r in runs[1:]), runs
+        assert any(line.startswith("[reproduce] FAILED 13_simpson_b.ipynb: " + why) for line in lines)
+
+
+@pytest.mark.integration
+def test_interrupt_in_the_main_lane_stops_the_side_lane(tmp_path, monkeypatch):
+    """Ctrl-C (or any error) in the main lane: the side lane's process is ended before the exception leaves."""
+    from nbgen import code, params, write_notebook
+
+    nbdir = tmp_path / "notebooks"
+    for name in ("01_main", "12_simpson_a"):
+        write_notebook(nbdir / f"{name}.ipynb", [params('PROFILE = "default"\nSMOKE = False'), code("x = 1")])
+    started: list = []
+
+    class Recorded(rp.SideLane):
+        command = (sys.executable, "-c", "import time; print('side up', flush=True); time.sleep(600)")
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rp, "SideLane", Recorded)
+    monkeypatch.setattr(rp, "_run_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rp.run_notebooks("smoke", cwd=tmp_path, log=lambda *a: None, timings_path="t.json", jobs=2)
+    assert len(started) == 1 and started[0].proc is not None
+    assert started[0].proc.poll() is not None  # ended, not left running
