@@ -13,6 +13,12 @@ if it is not there yet: the first load converts it).  Per run: wall and CPU seco
 (user + system, imports and model load included), the model calls it made, and the 1-minute load
 average; then medians, the ratio on / off, and whether the two variants' run folders are identical
 (every record and metric; timings.json and run.json's clock aside).
+
+    python benchmarks/bench_prefetch.py --beside nice19,idle --rounds 2
+
+``--beside``: the same run (prefetch on) beside a single-threaded numpy loop (a 1,500 x 1,500 matrix
+product, repeated) started at ``nice 19`` or under Linux's ``SCHED_IDLE`` policy, alternating; what
+``facterlab reproduce``'s side lane does to its main lane (docs/USAGE.md, "Two lanes").
 """
 
 from __future__ import annotations
@@ -49,13 +55,30 @@ def _load() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0]) if Path("/proc/loadavg").exists() else float("nan")
 
 
-def _one(variant: str, rows: int, shared_model: Path | None) -> dict:
+HOG = "import numpy as np\na = np.random.rand(1500, 1500)\nwhile True:\n    a = a @ a\n    a /= a.max()\n"
+
+
+def _hog(policy: str) -> subprocess.Popen:
+    """A one-thread numpy loop at ``nice 19`` (``"nice19"``) or under ``SCHED_IDLE`` (``"idle"``)."""
+
+    def lower() -> None:
+        if policy == "idle":
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        else:
+            os.nice(19)
+
+    one = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", HOG], env={**os.environ, **one}, preexec_fn=lower)
+
+
+def _one(variant: str, rows: int, shared_model: Path | None, beside: str | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"bench_prefetch_{variant}_"))
     cache = work / "cache"
     cache.mkdir()
     if shared_model is not None and shared_model.is_dir():
         (cache / "converted-gguf").symlink_to(shared_model)
     env = {**os.environ, "FACTERLAB_CACHE": str(cache), "FACTERLAB_PREFETCH": "1" if variant == "on" else "0"}
+    hog = _hog(beside) if beside else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0 = _load()
     t0 = time.perf_counter()
@@ -64,6 +87,9 @@ def _one(variant: str, rows: int, shared_model: Path | None) -> dict:
     )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if hog is not None:
+        hog.kill()
+        hog.wait()
     if out.returncode:
         raise SystemExit(f"{variant} run failed:\n{out.stderr[-3000:]}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -89,6 +115,7 @@ def main(argv=None) -> int:
         default=None,
         help="a converted-gguf/ folder to share (default: the one under FACTERLAB_CACHE or ~/.cache/facterlab)",
     )
+    ap.add_argument("--beside", default=None, help="nice19,idle: the run (prefetch on) beside a numpy loop so started")
     args = ap.parse_args(argv)
     from facterlab.config import cache_dir
 
@@ -96,6 +123,8 @@ def main(argv=None) -> int:
     print(
         f"model folder shared by every run: {shared} ({'present' if shared.is_dir() else 'absent: each run converts'})"
     )
+    if args.beside:
+        return _beside(args.beside.split(","), args.rounds, args.rows, shared)
     got: dict = {"off": [], "on": []}
     for r in range(args.rounds):
         order = ("off", "on") if r % 2 == 0 else ("on", "off")
@@ -122,6 +151,23 @@ def main(argv=None) -> int:
         for x in rs:
             shutil.rmtree(x["dir"], ignore_errors=True)
     return 0 if same else 1
+
+
+def _beside(policies: list, rounds: int, rows: int, shared: Path) -> int:
+    """The run with prefetch beside a numpy loop under each policy, alternating; medians (CPU: the run's
+    and the loop's together, so it is not comparable with the plain runs')."""
+    walls: dict = {p: [] for p in policies}
+    for r in range(rounds):
+        for policy in policies if r % 2 == 0 else policies[::-1]:
+            res = _one("on", rows, shared, beside=policy)
+            walls[policy].append(res["wall_s"])
+            print(
+                f"round {r + 1} beside a numpy loop ({policy}): wall {res['wall_s']:.1f} s, load {res['load'][0]:.2f}->{res['load'][1]:.2f}"
+            )
+            shutil.rmtree(res["dir"], ignore_errors=True)
+    for policy, w in walls.items():
+        print(f"median beside ({policy}): wall {statistics.median(w):.1f} s")
+    return 0
 
 
 if __name__ == "__main__":

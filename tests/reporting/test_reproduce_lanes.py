@@ -106,7 +106,8 @@ def _probe(name: str) -> str:
     """A cell that writes its kernel's process facts to ``probe_<name>.json`` (in the run's cwd)."""
     return (
         "import json, os\n"
-        f"facts = {{'pid': os.getpid(), 'ppid': os.getppid(), 'nice': os.nice(0), 'report': os.environ.get('FACTERLAB_REPORT')}}\n"
+        f"facts = {{'pid': os.getpid(), 'ppid': os.getppid(), 'nice': os.nice(0), 'report': os.environ.get('FACTERLAB_REPORT'), "
+        "'policy': os.sched_getscheduler(0) if hasattr(os, 'sched_getscheduler') else None}\n"
         f"open('probe_{name}.json', 'w').write(json.dumps(facts))\n"
         "print('probe', facts['ppid'], facts['nice'])"
     )
@@ -147,6 +148,8 @@ def test_two_lanes_same_runs_as_one_side_lane_in_a_lower_priority_process(tmp_pa
     assert main["ppid"] == me and main["nice"] == my_nice  # the main lane's kernels: started here, as before
     assert probes_one["10_simpson_side"]["ppid"] == me and probes_one["10_simpson_side"]["nice"] == my_nice
     assert side["ppid"] != me and side["nice"] == min(my_nice + rp.SIDE_NICE, 19)  # another process, nice 19
+    if hasattr(os, "SCHED_IDLE"):  # Linux: the side lane only takes a core no other task wants
+        assert side["policy"] == os.SCHED_IDLE and main["policy"] == os.sched_getscheduler(0)
     assert side["report"] == main["report"] == "1"  # the parent's report decision, in both lanes
     assert any(line.startswith("[side] [10_simpson_side] probe") for line in lines)
     assert any(line.startswith("[side] [reproduce] FAILED 11_simpson_fail.ipynb") for line in lines)

@@ -377,6 +377,10 @@ def _run_one(
 #: matches), so they can run beside the others in any order.  Notebook 20 runs FACTER experiments: main lane.
 SIDE_LANE = ("1[0-5]_simpson_*",)
 #: The side lane's CPU priority (``nice``): the lowest, so it takes only the core time the main lane leaves.
+#: On Linux the side lane also runs under the ``SCHED_IDLE`` policy, which yields a core at once to any
+#: other task: SmolLM2's run of notebook 00 beside a single-threaded numpy loop took a median 133.8 s with
+#: the loop at nice 19 and 119.1 s with it under SCHED_IDLE (109.0 s alone; ``benchmarks/bench_prefetch.py
+#: --beside nice19,idle``, docs/BENCHMARKS.md).
 SIDE_NICE = 19
 
 
@@ -560,6 +564,12 @@ class SideLane:
 
 def _lower_priority() -> None:  # pragma: no cover - runs in the child between fork and exec
     os.nice(SIDE_NICE)
+    idle = getattr(os, "SCHED_IDLE", None)  # Linux: run only when no other task wants the core
+    if idle is not None and hasattr(os, "sched_setscheduler"):
+        try:
+            os.sched_setscheduler(0, idle, os.sched_param(0))
+        except OSError:  # not allowed here: nice 19 alone
+            pass
 
 
 def run_lane(spec: dict) -> int:
