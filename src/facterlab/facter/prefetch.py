@@ -101,6 +101,11 @@ def known_requests(
     titles = prompt_items(items)
     sample = cfr_sample(test_rows, cfg)
     pos = {int(r): i for i, r in enumerate(test_rows["row_id"])}
+
+    def build(row: dict, system: str):  # as FacterMonitor.request_for with the seeds of pass 0
+        seed = request_seed(cfg.seed, int(row["row_id"]), 0)
+        return prompts.build_request(row, titles, system, cfg.protocol, cfg.metrics.k, domain, seed)
+
     for kind in BASELINES:
         st = replace(settings, system_kind=kind, name=settings.name or kind)
         reqs = baseline_requests(st, test_rows, titles, prompts, twins)
@@ -112,10 +117,6 @@ def known_requests(
             systems = [system_text(reqs[pos[int(r)]]) if int(r) in pos else static for r in sample["row_id"]]
         else:
             systems = [static] * len(sample)
-
-        def build(row: dict, system: str, kind=kind):
-            seed = request_seed(cfg.seed, int(row["row_id"]), 0)
-            return prompts.build_request(row, titles, system, cfg.protocol, cfg.metrics.k, domain, seed)
 
         out[f"{kind} CFR"] = [
             q for qs in cfr_requests(sample, systems, attribute_values, cfg, build)[1].values() for q in qs

@@ -225,7 +225,7 @@ def run_notebooks(
     ``log(line)`` (default: print and flush) gets a line when each notebook starts and ends (with its
     wall time) and, as they come, the kernel's output lines (facterlab's log lines: phases, cached vs
     new predictions, time left) prefixed with ``[<notebook>]``; the side lane's lines come prefixed
-    with ``[side] ``."""
+    with ``"[side] "``."""
     t_all = time.perf_counter()  # the whole call: the dataset check (and a download) included
     if log is None:
         log = _say
@@ -459,7 +459,7 @@ def _serialised(log):
 class SideLane:
     """The side lane: its notebooks run in a child process (``python -m facterlab.reporting.reproduce <spec>``)
     at nice :data:`SIDE_NICE`, which its kernels and their workers inherit; the child's output lines go
-    to ``log`` as they come, prefixed ``[side] ``, and each notebook's :class:`NotebookRun` comes back
+    to ``log`` as they come, prefixed ``"[side] "``, and each notebook's :class:`NotebookRun` comes back
     through a JSON-lines file as it ends.
 
     Parameters
