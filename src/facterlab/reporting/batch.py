@@ -130,7 +130,7 @@ def run_many(
                 raise RuntimeError(f"{len(failed)} of {len(wave)} runs failed: " + " | ".join(failed))
     finally:
         pool.close()
-    out = {}
+    out: dict = {}
     msg = (
         f"run_many: {len(configs) - len(todo)} of {len(configs)} runs read back from {runs_dir(None)}, "
         f"{len(by_hash)} run on {workers} worker processes"
