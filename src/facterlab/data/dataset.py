@@ -12,6 +12,7 @@ import from here; :mod:`facterlab.data` re-exports everything (docs/ARCHITECTURE
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,11 +105,18 @@ class Dataset:
     """A recommendation dataset with protected user attributes (docs/FACTER.md §1.1).
 
     ``ratings``: user_id int64, item_id int64, rating float32, timestamp int64.
-    ``users``: user_id and the protected attributes ``gender``, ``age``, ``occupation`` as display
-    labels (strings).  ``items``: item_id, title, features (list of genres/categories), text (what
+    ``users``: user_id and one column per protected attribute, as display labels (strings): ``gender``,
+    ``age``, ``occupation`` for the built-in datasets, any names for an imported one
+    (:func:`facterlab.data.from_tables`).  ``items``: item_id, title, features (list of genres/categories), text (what
     the encoder embeds: ``"{title} :: {genre|genre}"`` for MovieLens, ``"{title}"`` for Amazon).
-    ``attribute_values``: every value of each protected attribute in canonical order.
+    ``attribute_values``: every value of each protected attribute in canonical order; its keys, in
+    order, are the dataset's protected attributes (:attr:`protected`).
     ``info``: provenance (files read, rows dropped and why).
+    ``wordings``: for the twin monitor's reword placebo, ``{attr: {value: the same value in other
+    words}}`` supplied by the user; the built-in vocabularies have theirs in
+    :mod:`facterlab.data.wording`.
+    ``item_noun``: what the prompts call the history ("Watch history" for movies and products,
+    "History" otherwise) is derived from ``domain``; see :func:`facterlab.facter.prompts.history_label`.
     """
 
     name: str
@@ -119,9 +127,19 @@ class Dataset:
     items: pd.DataFrame
     attribute_values: dict
     info: dict = field(default_factory=dict)
-    PROTECTED = PROTECTED
+    wordings: dict = field(default_factory=dict)
 
     _fingerprint: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def protected(self) -> tuple:
+        """The protected attributes, in canonical order: the keys of :attr:`attribute_values`.
+
+        >>> from facterlab.data.handbuilt import make_world
+        >>> make_world(n_users=8).protected
+        ('gender', 'age', 'occupation')
+        """
+        return tuple(self.attribute_values)
 
     def fingerprint(self) -> str:
         """SHA-256 of the dataset's content (ratings, users, item titles/features), 16 hex digits."""
@@ -131,8 +149,13 @@ class Dataset:
             for col in ("user_id", "item_id", "rating", "timestamp"):
                 h.update(np.ascontiguousarray(r[col].to_numpy()).tobytes())
             u = self.users
-            for col in ("user_id",) + PROTECTED:
+            for col in ("user_id",) + self.protected:
                 h.update("\x1f".join(map(str, u[col].tolist())).encode("utf-8"))
+            if self.protected != PROTECTED or self.wordings or self.domain not in ("movie", "product"):
+                # an imported dataset: its attribute names, vocabularies, wordings and domain are content too
+                # (never reached by the built-in datasets, whose fingerprints are unchanged by this)
+                extra = [list(self.protected), self.attribute_values, self.wordings, self.domain]
+                h.update(json.dumps(extra, sort_keys=True, default=str).encode("utf-8"))
             it = self.items
             h.update(np.ascontiguousarray(it["item_id"].to_numpy()).tobytes())
             h.update("\x1f".join(it["title"].tolist()).encode("utf-8"))
@@ -143,7 +166,7 @@ class Dataset:
     def summary(self) -> dict:
         """Sizes and attribute distributions (counts of users per value, canonical order)."""
         dist = {}
-        for attr in PROTECTED:
+        for attr in self.protected:
             counts = self.users[attr].value_counts()
             dist[attr] = {v: int(counts.get(v, 0)) for v in self.attribute_values[attr]}
         return {

@@ -43,7 +43,10 @@ PROTOCOL_VERSION = 1
 DEFAULT_N_ROWS = {"ml-1m": 2500, "amazon": 3750}
 STREAM_SAMPLE, STREAM_SPLIT, STREAM_CANDIDATES = 0, 1, 2
 LIST_COLUMNS = ("history", "relevant", "candidates")
+#: the rows' columns for the built-in datasets; an imported dataset has its own attributes in PROTECTED's place
 ROW_COLUMNS = ("row_id", "user_id") + PROTECTED + ("history", "target", "relevant", "candidates", "split")
+#: column names of the rows table that no protected attribute may take
+RESERVED_COLUMNS = ("row_id", "user_id", "item_id", "history", "target", "relevant", "candidates", "split")
 
 
 def default_n_rows(dataset_name: str) -> int:
@@ -68,6 +71,11 @@ class Interactions:
     content_hash: str
     n_distinct_users: dict = field(default_factory=dict)
     cache_path: Path | None = None
+    #: the dataset's protected attributes (``Dataset.protected``), the rows' attribute columns in order
+    protected: tuple = PROTECTED
+    #: ``Dataset.attribute_values`` and ``Dataset.wordings`` of the rows' dataset
+    attribute_values: dict = field(default_factory=dict)
+    wordings: dict = field(default_factory=dict)
 
     @property
     def calib(self) -> pd.DataFrame:
@@ -203,12 +211,12 @@ def build_interactions(dataset: Dataset, cfg: DataConfig | None = None, n_rows: 
     else:
         cands = [[] for _ in range(n)]
     users = dataset.users.set_index("user_id")
-    attrs = users.loc[user_ids, list(PROTECTED)]
+    attrs = users.loc[user_ids, list(dataset.protected)]
     rows = pd.DataFrame(
         {
             "row_id": np.arange(n, dtype=np.int64),
             "user_id": user_ids.astype(np.int64),
-            **{a: attrs[a].to_numpy() for a in PROTECTED},
+            **{a: attrs[a].to_numpy() for a in dataset.protected},
             "history": hist_lists,
             "target": targets.astype(np.int64),
             "relevant": relevant,
@@ -226,7 +234,13 @@ def build_interactions(dataset: Dataset, cfg: DataConfig | None = None, n_rows: 
         config=eff,
         content_hash=interactions_hash(dataset, eff),
         n_distinct_users=distinct_users(rows),
+        **_dataset_parts(dataset),
     )
+
+
+def _dataset_parts(dataset: Dataset) -> dict:
+    """What :class:`Interactions` keeps of its dataset's description."""
+    return {"protected": dataset.protected, "attribute_values": dataset.attribute_values, "wordings": dataset.wordings}
 
 
 def distinct_users(rows: pd.DataFrame) -> dict:
@@ -359,11 +373,12 @@ def _cached_interactions(d: Path, h: str, dataset: Dataset, eff: DataConfig) -> 
         content_hash=h,
         n_distinct_users=meta["n_distinct_users"],
         cache_path=d,
+        **_dataset_parts(dataset),
     )
 
 
 def group_sizes(inter: Interactions, split: str | None = "test", min_rows: int = 30) -> dict:
-    """Rows per value of each protected attribute and per joint (gender, age, occupation) tuple.
+    """Rows per value of each protected attribute and per joint tuple of them (``inter.protected``).
 
     Returns ``{attr: DataFrame[value, n_rows, reaches_min], ..., "joint": DataFrame[...],
     "n_qualifying": {attr: count of groups with >= min_rows rows}}`` for the given split (None: all).
@@ -371,13 +386,13 @@ def group_sizes(inter: Interactions, split: str | None = "test", min_rows: int =
     rows = inter.rows if split is None else inter.rows[inter.rows["split"] == split]
     out: dict = {}
     qual = {}
-    for attr in PROTECTED:
+    for attr in inter.protected:
         vc = rows[attr].value_counts()
         df = pd.DataFrame({"value": vc.index.astype(str), "n_rows": vc.to_numpy(np.int64)})
         df["reaches_min"] = df["n_rows"] >= min_rows
         out[attr] = df
         qual[attr] = int(df["reaches_min"].sum())
-    joint = rows.groupby(list(PROTECTED)).size().sort_values(ascending=False)
+    joint = rows.groupby(list(inter.protected)).size().sort_values(ascending=False)
     jdf = joint.reset_index(name="n_rows")
     jdf["reaches_min"] = jdf["n_rows"] >= min_rows
     out["joint"] = jdf

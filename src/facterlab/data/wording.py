@@ -22,7 +22,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["reword", "canonical", "is_default_spelling", "GENDER_FORMS", "ATTRIBUTE_LABELS"]
+__all__ = [
+    "reword",
+    "canonical",
+    "is_default_spelling",
+    "attribute_label",
+    "attribute_of_label",
+    "has_rewording",
+    "BUILTIN_REWORDED",
+    "GENDER_FORMS",
+    "ATTRIBUTE_LABELS",
+]
 
 #: every spelling of a gender code, the code first, then facterlab's word (``gender_in_prompt = "word"``), then the reword
 GENDER_FORMS = {"F": ("F", "female", "woman"), "M": ("M", "male", "man")}
@@ -30,9 +40,45 @@ GENDER_FORMS = {"F": ("F", "female", "woman"), "M": ("M", "male", "man")}
 ATTRIBUTE_LABELS = {"gender": "gender", "sex": "gender", "age": "age", "occupation": "occupation", "job": "occupation"}
 
 _GENDER_OF = {form.lower(): code for code, forms in GENDER_FORMS.items() for form in forms}
+#: the attributes whose values facterlab can write in other words without a user-supplied wording map
+BUILTIN_REWORDED = ("gender", "age", "occupation")
 
 
-def reword(attr: str, value: str, style: int = 1) -> str:
+def attribute_label(attr: str) -> str:
+    """The line label of an attribute in the prompt's "User demographics" block.
+
+    >>> attribute_label("gender"), attribute_label("home_country")
+    ('Gender', 'Home country')
+    """
+    return str(attr).replace("_", " ").strip().capitalize()
+
+
+def attribute_of_label(label: str, attrs=()) -> str | None:
+    """The protected attribute a demographics line's label names: the built-in labels
+    (:data:`ATTRIBUTE_LABELS`), else one of ``attrs`` whose :func:`attribute_label` it is; None for any
+    other line.
+
+    >>> attribute_of_label("Sex"), attribute_of_label("Home country", ["home_country"]), attribute_of_label("Member number")
+    ('gender', 'home_country', None)
+    """
+    key = str(label).strip().lower()
+    for a in attrs:
+        if attribute_label(a).lower() == key:
+            return str(a)
+    return ATTRIBUTE_LABELS.get(key)
+
+
+def has_rewording(attr: str, wordings=None) -> bool:
+    """Whether the reword placebo can write ``attr``'s values in other words: a built-in vocabulary
+    (:data:`BUILTIN_REWORDED`) or an entry in the user's ``wordings`` map.
+
+    >>> has_rewording("age"), has_rewording("country"), has_rewording("country", {"country": {"BR": "Brazil"}})
+    (True, False, True)
+    """
+    return attr in BUILTIN_REWORDED or bool((wordings or {}).get(attr))
+
+
+def reword(attr: str, value: str, style: int = 1, wordings=None) -> str:
     """``value`` of ``attr`` written in other words (the same meaning, different text).
 
     Style 1 (the reword placebo): gender: the code or word becomes "woman" / "man"; age: "25-34" ->
@@ -49,6 +95,9 @@ def reword(attr: str, value: str, style: int = 1) -> str:
         The value as the prompt shows it.
     style : {1, 2}, default 1
         Which rewording.
+    wordings : mapping or None, default None
+        The user's map ``{attr: {value: other wording}}`` (``Dataset.wordings``); a value it lists is
+        written as it says (both styles; style 2 adds nothing), before any built-in rule.
 
     Returns
     -------
@@ -61,6 +110,9 @@ def reword(attr: str, value: str, style: int = 1) -> str:
     ('Writer', 'younger than 18', 'man')
     """
     v = str(value)
+    alt = (wordings or {}).get(attr, {}).get(v)
+    if alt is not None and str(alt) != v:
+        return str(alt)
     if style == 2:
         return _reword2(attr, v)
     if attr == "gender":

@@ -14,6 +14,7 @@ run's log lines, docs/PROGRESS.md).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,7 @@ import pandas as pd
 
 from facterlab.config import RunConfig
 from facterlab.data.dataset import PROTECTED
+from facterlab.data.wording import has_rewording
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import prompt_items, request_seed
 from facterlab.facter.neighbours import counterfactual_neighbours
@@ -79,17 +81,34 @@ def context_embeddings(rows: pd.DataFrame, items: pd.DataFrame, encoder, prompts
     return np.asarray(encoder.encode(texts), dtype=np.float32)
 
 
-def _groups(rows: pd.DataFrame) -> list:
-    """Protected tuples (gender, age, occupation) of the rows."""
-    return list(zip(*(rows[a].astype(str).tolist() for a in PROTECTED)))
+def _groups(rows: pd.DataFrame, attrs: Sequence[str] = PROTECTED) -> list:
+    """Protected tuples of the rows (their values of ``attrs``, the dataset's protected attributes)."""
+    return list(zip(*(rows[a].astype(str).tolist() for a in attrs)))
 
 
-def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig) -> list:
+def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig, wordings: dict | None = None) -> list:
     """Each row's twin attributes: flipped (``facter.twin = "flip"``) or the row's own reworded
     (``"reword"``: the negative control, docs/FACTER.md §7.2)."""
     if cfg.facter.twin == "reword":
-        return reworded_twins(rows)
+        return reworded_twins(rows, tuple(attribute_values), wordings)
     return twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
+
+
+def _announce_rewording(kinds: Sequence[str], attrs: Sequence[str], wordings: dict | None) -> None:
+    """Say which attributes the reword placebo cannot write in other words (neither a built-in vocabulary
+    nor a user wording): their lines stay as they are under it, so the bound's null rests on the other
+    edits for those attributes (docs/FACTER.md §7, docs/OWN_DATA.md)."""
+    if "reword" not in kinds:
+        return
+    bare = [a for a in attrs if not has_rewording(a, wordings)]
+    if bare:
+        others = [k for k in kinds if k != "reword"]
+        log.warning(
+            "reword placebo: no wording for %s (pass a wording map: facterlab.data.from_tables(wordings=...)); "
+            "their lines are left unchanged by it, so for them the null threshold rests on %s",
+            ", ".join(bare),
+            " and ".join(f"the {k!r} placebo" for k in others) if others else "no other placebo",
+        )
 
 
 @dataclass(frozen=True)
@@ -156,13 +175,15 @@ def calibration_plan(
         return CalibrationPlan(row_dicts, reqs)
     if attribute_values is None:
         raise ValueError("facter.delta = 'twin' needs the dataset's attribute values to flip the twins")
-    flips = _twins_of(rows, attribute_values, cfg)
+    wordings = getattr(prompts, "wordings", None)
+    flips = _twins_of(rows, attribute_values, cfg, wordings)
     twin_dicts = [twin_row(r, t) for r, t in zip(row_dicts, flips)]
     twin_reqs = [build(t, rq.seed) for t, rq in zip(twin_dicts, reqs)]
     placebos: dict = {}
     if fc.threshold == "null":  # the placebo family (docs/FACTER.md §7), one list per edit
         kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
-        placebos = {kind: [placebo_request(r, kind) for r in reqs] for kind in kinds}
+        _announce_rewording(kinds, tuple(getattr(prompts, "attrs", PROTECTED)), wordings)
+        placebos = {kind: [placebo_request(r, kind, wordings) for r in reqs] for kind in kinds}
     return CalibrationPlan(row_dicts, reqs, int(fc.draws), flips, twin_dicts, twin_reqs, placebos)
 
 
@@ -242,7 +263,8 @@ def calibrate(
 
     preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
     target_emb = represent.items(rows["target"].tolist())
-    groups = _groups(rows)
+    attrs = tuple(getattr(prompts, "attrs", PROTECTED))
+    groups = _groups(rows, attrs)
     twin_cols: dict = {}
     q_null = None
     if fc.delta == "twin":
@@ -253,7 +275,7 @@ def calibrate(
         sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": NO_NEIGHBOUR_SEARCH})
         ctx = np.zeros((len(rows), 1), dtype=np.float32)  # no neighbour search with the twin Delta
         twin_cols = {
-            **{f"twin_{a}": [t[a] for t in flips] for a in PROTECTED},
+            **{f"twin_{a}": [t[a] for t in flips] for a in attrs},
             "twin_top1_id": [int(p[1]) for p in twin_post],
             "twin_top1_text": [p[2] for p in twin_post],
             "twin_raw": [str(p.raw or "") for p in twin_preds],
@@ -285,7 +307,7 @@ def calibrate(
         n=ct.n_,
         q_null=None if q_null is None else q_null.q,
     )
-    df = rows[["row_id", "user_id", *PROTECTED, "target"]].copy()
+    df = rows[["row_id", "user_id", *attrs, "target"]].copy()
     for c in ("S", "d", "delta", "n_neighbours"):
         df[c] = sc[c].to_numpy()
     for c, v in twin_cols.items():

@@ -59,8 +59,17 @@ def _parse_counts(statuses) -> dict:
     return out
 
 
-#: the counterfactual flips of CFR: every protected attribute at once ("multi"), then each alone
-CFR_FLIPS = {"multi": tuple(PROTECTED), **{a: (a,) for a in PROTECTED}}
+def cfr_flips(attrs=PROTECTED) -> dict:
+    """The counterfactual flips of CFR: every protected attribute at once (``"multi"``), then each alone.
+
+    >>> cfr_flips(("country", "language"))
+    {'multi': ('country', 'language'), 'country': ('country',), 'language': ('language',)}
+    """
+    return {"multi": tuple(attrs), **{a: (a,) for a in attrs}}
+
+
+#: the built-in datasets' flips (:func:`cfr_flips` of gender, age, occupation)
+CFR_FLIPS = cfr_flips(PROTECTED)
 
 
 def cfr_sample(test_rows: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
@@ -84,7 +93,8 @@ def cfr_sample(test_rows: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
 
 def cfr_requests(sample: pd.DataFrame, systems: list, attribute_values: dict, cfg: RunConfig, build) -> tuple:
     """The rows and requests of the CFR block: ``({name: row dicts}, {name: requests})`` for the
-    original rows (``"orig"``) and each flip of :data:`CFR_FLIPS`, row i under ``systems[i]``.
+    original rows (``"orig"``) and each flip of :func:`cfr_flips` over the keys of ``attribute_values``,
+    row i under ``systems[i]``.
 
     Parameters
     ----------
@@ -105,7 +115,7 @@ def cfr_requests(sample: pd.DataFrame, systems: list, attribute_values: dict, cf
         Row dicts and requests per name, in the order the block asks them.
     """
     parts = {"orig": sample}
-    for i, (name, attrs) in enumerate(CFR_FLIPS.items()):
+    for i, (name, attrs) in enumerate(cfr_flips(tuple(attribute_values)).items()):
         rng = np.random.default_rng([int(cfg.seed), 7, i])
         parts[name] = flip_attributes(sample, attribute_values, cfg.metrics.flip_strategy, attrs, rng)
     dicts = {name: rows.to_dict("records") for name, rows in parts.items()}
@@ -176,7 +186,7 @@ def _fairllm_block(
         return [po[0][:k] for po in postprocess(rows, monitor.rec.predict(reqs))]
 
     neutral = lists(dicts, demographics=False)
-    by_value = {a: {str(v): lists([{**r, a: v} for r in dicts]) for v in attribute_values[a]} for a in PROTECTED}
+    by_value = {a: {str(v): lists([{**r, a: v} for r in dicts]) for v in attribute_values[a]} for a in attribute_values}
     out = snsr_fairllm(by_value, neutral, k)
     out["n_users"] = int(len(dicts))
     return out
@@ -237,7 +247,7 @@ def method_metrics(
     else:  # item text ("title :: genres"), the raw title where nothing maps
         row_vecs = mapper.row_embeddings(titles, ranked, k=k)
     snsr = snsr_proxy(
-        row_vecs, test[list(PROTECTED)], min_group=cfg.metrics.snsr_min_group, empty_rows=cfg.metrics.snsr_empty_rows
+        row_vecs, test[list(attribute_values)], min_group=cfg.metrics.snsr_min_group, empty_rows=cfg.metrics.snsr_empty_rows
     )
     sample = cfr_sample(test, cfg)
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)

@@ -164,7 +164,7 @@ def baseline_requests(settings: MonitorSettings, rows: pd.DataFrame, items, prom
         return reqs
     if twins is None or len(twins) != len(dicts):
         raise ValueError("facter.delta = 'twin' needs the twins' attributes (one per row)")
-    twin_reqs = [build(twin_row(r, {a: str(t[a]) for a in PROTECTED})) for r, t in zip(dicts, twins)]
+    twin_reqs = [build(twin_row(r, {a: str(v) for a, v in t.items()})) for r, t in zip(dicts, twins)]
     return with_draws(reqs + twin_reqs, int(settings.facter.draws))
 
 
@@ -314,8 +314,9 @@ class FacterMonitor:
         self.batch_size, self.progress, self.prompts = int(st.batch_size), st.progress, prompts
         self.lookahead = 1 if self.batch_size == 1 else max(self.batch_size, int(st.lookahead or 4 * self.batch_size))
         self.name = st.name or st.system_kind
-        self.attrs = [{a: str(r[a]) for a in PROTECTED} for r in self.row_dicts]
-        self.keys = [tuple(a[x] for x in PROTECTED) for a in self.attrs]
+        self.protected = tuple(getattr(prompts, "attrs", PROTECTED))  # the dataset's protected attributes
+        self.attrs = [{a: str(r[a]) for a in self.protected} for r in self.row_dicts]
+        self.keys = [tuple(a[x] for x in self.protected) for a in self.attrs]
         self.twin = cfg.delta == "twin"
         self.twin_attrs: list[dict] = []
         self.twin_dicts: list[dict] = []
@@ -325,7 +326,7 @@ class FacterMonitor:
                     "facter.delta = 'twin' needs the twins' attributes (one per row) and a TwinScorer "
                     "(facterlab.facter.pipeline builds both)"
                 )
-            self.twin_attrs = [{a: str(t[a]) for a in PROTECTED} for t in twins]
+            self.twin_attrs = [{a: str(t[a]) for a in self.protected} for t in twins]
             self.twin_dicts = [twin_row(r, t) for r, t in zip(self.row_dicts, self.twin_attrs)]
         # state: the flag statistic is S against Q_t (conformal) or the twin Delta against Q_null (null),
         # a bar that does not move (gamma = 1 keeps it fixed whatever the rule)
@@ -340,7 +341,7 @@ class FacterMonitor:
         else:
             self.thr = OnlineThreshold(q0, cfg.threshold_rule, cfg.gamma, cfg.eta, cfg.alpha)
         # rule mining: the violation FIFO, the contrast reference, the confirmed rules (facter/monitor_rules.py)
-        self.rules = MonitorRules(cfg, self.repair, self.twin)
+        self.rules = MonitorRules(cfg, self.repair, self.twin, self.protected)
         self.buffer, self.reference, self.confirmed = self.rules.buffer, self.rules.reference, self.rules.confirmed
         self.contrast = self.rules.contrast
         self.repro = ReproCountCorrection(q0, max(1, len(self.rows)), cfg.buffer_size)
@@ -692,7 +693,7 @@ class FacterMonitor:
             The system prompt (announcing the last pass when ``announce_threshold`` is on).
         """
         t = max(1, self.passes_run)
-        return self.system_for({a: str(attrs[a]) for a in PROTECTED}, t - 1, t)[0]
+        return self.system_for({a: str(attrs[a]) for a in self.protected}, t - 1, t)[0]
 
     def row_system(self, row: dict, which: str = "last_pass") -> str:
         """The system prompt for auditing ``row`` (CFR, snsr_fairllm; MetricsConfig.cfr_prompt):

@@ -19,6 +19,8 @@ The mining itself is :mod:`facterlab.facter.repair`'s; this module only keeps th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from facterlab.config import FacterConfig
 from facterlab.data.dataset import PROTECTED
 from facterlab.facter.repair import ConfirmedRules, ViolationBuffer, mine_rules, mine_value_rules
@@ -54,17 +56,23 @@ class MonitorRules:
         With the twin and ``rule_mining = "confirmed"`` (FACTER only): the twin-confirmed rules; else None.
     """
 
-    def __init__(self, cfg: FacterConfig, repair: bool, twin: bool):
+    def __init__(self, cfg: FacterConfig, repair: bool, twin: bool, attrs: Sequence[str] = PROTECTED):
         self.cfg, self.repair, self.twin = cfg, repair, twin
-        self.buffer = ViolationBuffer(cfg.buffer_size)
+        self.attrs = tuple(attrs)  # the dataset's protected attributes
+        self.buffer = ViolationBuffer(cfg.buffer_size, self.attrs)
         # contrast mining: the group's other (unflagged) outputs, committed when a violation arrives
         self.contrast = cfg.rule_mining == "contrast"
         ref_size = cfg.buffer_size if twin else REFERENCE_FACTOR * cfg.buffer_size
-        self.reference = ViolationBuffer(ref_size) if self.contrast else None
+        self.reference = ViolationBuffer(ref_size, self.attrs) if self.contrast else None
         # confirmed mining (twin only): rules from twin-confirmed, enriched differences, changed between passes
         self.confirmed = (
             ConfirmedRules(
-                cfg.rule_level, cfg.rule_min_effect, cfg.rule_min_count, cfg.max_rules, cfg.max_rules_per_attr
+                cfg.rule_level,
+                cfg.rule_min_effect,
+                cfg.rule_min_count,
+                cfg.max_rules,
+                cfg.max_rules_per_attr,
+                self.attrs,
             )
             if repair and twin and cfg.rule_mining == "confirmed"
             else None
@@ -102,7 +110,7 @@ class MonitorRules:
             return self.confirmed.rules_for(attrs)
         if self.cfg.rule_keying == "per_attr":  # memoised per attribute value: many users share each
             out: tuple = ()
-            for a in PROTECTED:
+            for a in self.attrs:
                 vkey = (self.buffer.version, a, attrs[a])
                 part = self._memo.get(vkey)
                 if part is None:
@@ -119,7 +127,7 @@ class MonitorRules:
                     )
                 out += part
             return out
-        key = (self.buffer.version, tuple(attrs[a] for a in PROTECTED))
+        key = (self.buffer.version, tuple(attrs[a] for a in self.attrs))
         r = self._memo.get(key)
         if r is None:
             if len(self._memo) > _MEMO_SIZE:

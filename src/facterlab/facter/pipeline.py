@@ -354,6 +354,8 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     overall = Progress("run", log=log, bar=False, every=None, summary=False)
     t0 = time.perf_counter()
     ds, inter = _load_data(cfg, data_dir, dataset)
+    # the run's prompts know the dataset's protected attributes, wordings and item noun
+    prompts = prompts_module.for_config(cfg.facter, inter)
     check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
     timings["data_s"] = time.perf_counter() - t0
     log.info(
@@ -405,7 +407,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
         batch_size=max(1, cfg.model.batch_size),
         progress=progress,
     )
-    twins = _twins_of(test_rows, ds.attribute_values, cfg) if cfg.facter.delta == "twin" else None
+    twins = _twins_of(test_rows, ds.attribute_values, cfg, ds.wordings) if cfg.facter.delta == "twin" else None
     if prefetch.enabled(recommender):  # the requests known before any answer, in full batches
         t0 = time.perf_counter()
         known = prefetch.known_requests(
@@ -431,7 +433,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     else:
         test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(
-            state, test_ctx, _groups(test_rows), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
+            state, test_ctx, _groups(test_rows, inter.protected), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
         )
     timings["test_neighbours_s"] = time.perf_counter() - t0
 

@@ -21,16 +21,21 @@ Amazon (REPRO said "movies" for both).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from facterlab.config import PROTOCOLS
+from facterlab.data.dataset import PROTECTED
+from facterlab.data.wording import attribute_label
 from facterlab.datatypes import PromptRequest, Rule
 
 SYSTEM_KINDS = ("neutral", "fair", "facter", "empty")
+#: the built-in datasets' domains; an imported dataset names its own (any word: "job", "song", "book")
 DOMAINS = ("movie", "product")
+_DOMAIN_RE = re.compile(r"[A-Za-z][A-Za-z0-9 '\-]{0,39}")
 FACTER_HEADER = "Fairness constraints (learned from past violations):"
 
 NEUTRAL_SYSTEM = (
@@ -45,7 +50,17 @@ FAIR_SYSTEM = (
 GENDER_WORDS = {"M": "male", "F": "female"}
 
 
-def system_prompt(kind: str, rules: Sequence[Rule] = (), announce: tuple | None = None) -> str:
+def history_label(domain: str = "movie") -> str:
+    """The heading of the user's history in the prompts: "Watch history" for the built-in domains (movies
+    and products, as REPRO wrote it), "History" for any other (jobs, songs, books).
+
+    >>> history_label("movie"), history_label("job")
+    ('Watch history', 'History')
+    """
+    return "Watch history" if domain in DOMAINS else "History"
+
+
+def system_prompt(kind: str, rules: Sequence[Rule] = (), announce: tuple | None = None, domain: str = "movie") -> str:
     """The system prompt of a method (docs/FACTER.md §1.3).
 
     ``rules`` (FACTER only) are rendered under :data:`FACTER_HEADER` as ``- AVOID: (attr=value) ->
@@ -62,7 +77,7 @@ def system_prompt(kind: str, rules: Sequence[Rule] = (), announce: tuple | None 
     if kind == "empty":
         text = ""
     elif kind == "neutral":
-        text = NEUTRAL_SYSTEM
+        text = NEUTRAL_SYSTEM if domain in DOMAINS else NEUTRAL_SYSTEM.replace("watch history", "history")
     else:
         text = FAIR_SYSTEM
     if kind == "facter" and rules:
@@ -108,8 +123,11 @@ def _features_lookup(items: Any, ids: Sequence[int]) -> tuple:
 def _check(protocol: str, domain: str, k: int) -> None:
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose one of 'open', 'rank'")
-    if domain not in DOMAINS:
-        raise ValueError(f"unknown domain {domain!r}; choose one of 'movie', 'product'")
+    if domain not in DOMAINS and not _DOMAIN_RE.fullmatch(str(domain)):
+        raise ValueError(
+            f"domain {domain!r} is not a word the prompts can use: 'movie', 'product', or a noun of letters, "
+            "digits, spaces or hyphens (at most 40 characters), such as 'job' or 'song'"
+        )
     if int(k) < 1:
         raise ValueError(f"k must be at least 1, got {k}")
 
@@ -123,8 +141,10 @@ def _gender_text(value: str, gender: str) -> str:
     return GENDER_WORDS.get(value, value) if gender == "word" else value
 
 
-def demographics_block(row: Mapping, gender: str = "word") -> str:
-    """``User demographics:`` with gender, age label and occupation label.
+def demographics_block(row: Mapping, gender: str = "word", attrs: Sequence[str] = PROTECTED) -> str:
+    """``User demographics:`` with one line per protected attribute (``attrs``, the dataset's; gender,
+    age label and occupation label for the built-in datasets), labelled by
+    :func:`facterlab.data.wording.attribute_label` (``home_country`` -> "Home country").
 
     ``gender="word"`` writes male/female; ``"code"`` writes M/F, the value the repair rules name
     (``AVOID: (gender=M) -> ...``), as REPRO's prompt did (FacterConfig.gender_in_prompt).
@@ -135,8 +155,11 @@ def demographics_block(row: Mapping, gender: str = "word") -> str:
     - Age: 25-34
     - Occupation: writer
     """
-    g = _gender_text(str(row["gender"]), gender)
-    return f"User demographics:\n- Gender: {g}\n- Age: {row['age']}\n- Occupation: {row['occupation']}"
+    lines = ["User demographics:"]
+    for a in attrs:
+        v = str(row[a])
+        lines.append(f"- {attribute_label(a)}: {_gender_text(v, gender) if a == 'gender' else v}")
+    return "\n".join(lines)
 
 
 def _numbered(titles: Sequence[str]) -> str:
@@ -151,6 +174,7 @@ def user_prompt(
     domain: str = "movie",
     demographics: bool = True,
     gender: str = "word",
+    attrs: Sequence[str] = PROTECTED,
 ) -> str:
     """The user message for one row (docs/FACTER.md §1.3).
 
@@ -175,13 +199,13 @@ def user_prompt(
     _check(protocol, domain, k)
     parts = []
     if demographics:
-        parts.append(demographics_block(row, gender))
-    parts.append("Watch history (oldest first):\n" + _numbered(_title_lookup(items, row["history"])))
+        parts.append(demographics_block(row, gender, attrs))
+    parts.append(f"{history_label(domain)} (oldest first):\n" + _numbered(_title_lookup(items, row["history"])))
     if protocol == "open":
         parts.append(
             f"Task: Recommend the next {k} {domain}s this user would like, best first. "
             f"Return ONLY a JSON array of exactly {k} {domain} titles, with no explanations, "
-            f"and do not include titles from the watch history."
+            f"and do not include titles from the {history_label(domain).lower()}."
         )
     else:
         cands = list(row.get("candidates") or [])
@@ -217,6 +241,7 @@ def build_request(
     seed: int = 0,
     demographics: bool = True,
     gender: str = "word",
+    attrs: Sequence[str] = PROTECTED,
 ) -> PromptRequest:
     """A :class:`~facterlab.datatypes.PromptRequest` with the system and user messages of a row.
 
@@ -225,10 +250,11 @@ def build_request(
     (a tuple of feature tuples, one per history item), ``candidate_ids`` and ``row_id`` when present,
     so that fake recommenders can act on them.  The system message is always present (possibly "").
     """
-    user = user_prompt(row, items, protocol, k, domain, demographics, gender)
+    user = user_prompt(row, items, protocol, k, domain, demographics, gender, attrs)
     history = [int(i) for i in row["history"]]
     cand_ids = tuple(int(i) for i in (row.get("candidates") or ())) if protocol == "rank" else ()
-    meta: list[tuple[str, Any]] = [(a, str(row[a])) for a in ("gender", "age", "occupation") if a in row]
+    meta: list[tuple[str, Any]] = [(a, str(row[a])) for a in attrs if a in row]
+    meta.append(("protected", tuple(attrs)))
     meta += [
         ("history_ids", tuple(history)),
         ("history_titles", tuple(_title_lookup(items, history))),
@@ -247,20 +273,35 @@ def build_request(
 
 
 class PromptSet:
-    """This module's prompt functions with a run's wording choice bound (what the pipeline and the
-    monitor call as ``prompts``): ``gender`` is ``FacterConfig.gender_in_prompt``.
+    """This module's prompt functions with a run's wording choice and dataset bound (what the pipeline and
+    the monitor call as ``prompts``): ``gender`` is ``FacterConfig.gender_in_prompt``; ``attrs`` the
+    dataset's protected attributes (``Dataset.protected``), ``wordings`` its user-supplied wordings
+    (``Dataset.wordings``, for the reword placebo) and ``domain`` its item noun (the system prompt's
+    wording).
 
     >>> row = {"gender": "M", "age": "18-24", "occupation": "writer", "history": [1]}
     >>> PromptSet("code").user_prompt(row, {1: "Heat (1995)"}).splitlines()[1]
     '- Gender: M'
     """
 
-    def __init__(self, gender: str = "word"):
+    def __init__(
+        self,
+        gender: str = "word",
+        attrs: Sequence[str] = PROTECTED,
+        wordings: Mapping | None = None,
+        domain: str = "movie",
+    ):
         _gender_text("M", gender)  # validates
         self.gender = gender
+        self.attrs = tuple(attrs)
+        self.wordings = dict(wordings or {})
+        self.domain = domain
 
-    system_prompt = staticmethod(system_prompt)
     context_text = staticmethod(context_text)
+
+    def system_prompt(self, kind: str, rules: Sequence[Rule] = (), announce: tuple | None = None) -> str:
+        """:func:`system_prompt` in this set's domain."""
+        return system_prompt(kind, rules, announce, self.domain)
 
     def user_prompt(
         self,
@@ -271,8 +312,8 @@ class PromptSet:
         domain: str = "movie",
         demographics: bool = True,
     ) -> str:
-        """:func:`user_prompt` with this set's gender wording."""
-        return user_prompt(row, items, protocol, k, domain, demographics, self.gender)
+        """:func:`user_prompt` with this set's gender wording and attributes."""
+        return user_prompt(row, items, protocol, k, domain, demographics, self.gender, self.attrs)
 
     def build_request(
         self,
@@ -285,10 +326,15 @@ class PromptSet:
         seed: int = 0,
         demographics: bool = True,
     ) -> PromptRequest:
-        """:func:`build_request` with this set's gender wording."""
-        return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender)
+        """:func:`build_request` with this set's gender wording and attributes."""
+        return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender, self.attrs)
 
 
-def for_config(facter_cfg: Any) -> PromptSet:
-    """The :class:`PromptSet` of a :class:`~facterlab.config.FacterConfig` (its ``gender_in_prompt``)."""
-    return PromptSet(getattr(facter_cfg, "gender_in_prompt", "word"))
+def for_config(facter_cfg: Any, inter: Any = None) -> PromptSet:
+    """The :class:`PromptSet` of a :class:`~facterlab.config.FacterConfig` (its ``gender_in_prompt``) and,
+    when given, of the run's :class:`~facterlab.data.protocol.Interactions` (its dataset's attributes,
+    wordings and domain)."""
+    gender = getattr(facter_cfg, "gender_in_prompt", "word")
+    if inter is None:
+        return PromptSet(gender)
+    return PromptSet(gender, inter.protected, inter.wordings, inter.domain)

@@ -58,7 +58,7 @@ class Violation:
         The top-1 item's features (genres / categories).
     """
 
-    attrs: tuple  # ((attr, value), ...) in PROTECTED order
+    attrs: tuple  # ((attr, value), ...) in the buffer's attribute order
     title: str
     features: tuple
 
@@ -424,6 +424,8 @@ class ConfirmedRules:
         The most rules in force at once.
     max_per_attr : int
         The most rules in force per group value.
+    attrs : sequence of str, default ``PROTECTED``
+        The protected attributes observed (the dataset's).
 
     Examples
     --------
@@ -435,7 +437,16 @@ class ConfirmedRules:
     ['AVOID: (gender=F) -> (Romance-only)', 'AVOID: (gender=M) -> (Action-only)']
     """
 
-    def __init__(self, level: float, min_effect: float, min_count: int, max_rules: int, max_per_attr: int):
+    def __init__(
+        self,
+        level: float,
+        min_effect: float,
+        min_count: int,
+        max_rules: int,
+        max_per_attr: int,
+        attrs: Sequence[str] = PROTECTED,
+    ):
+        self.attrs = tuple(attrs)
         self.level, self.min_effect = float(level), float(min_effect)
         self.min_count, self.max_rules, self.max_per_attr = int(min_count), int(max_rules), int(max_per_attr)
         self.active: list = []  # RuleEvidence in force
@@ -453,13 +464,13 @@ class ConfirmedRules:
     ) -> None:
         """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule)."""
         self._obs.append(
-            ({a: str(attrs[a]) for a in PROTECTED}, bool(flagged), set(row_features), set(twin_features), bool(ruled))
+            ({a: str(attrs[a]) for a in self.attrs}, bool(flagged), set(row_features), set(twin_features), bool(ruled))
         )
 
     def rules_for(self, attrs: Mapping) -> tuple:
-        """The rules in force for a user with ``attrs`` (group values in :data:`PROTECTED` order)."""
+        """The rules in force for a user with ``attrs`` (group values in ``self.attrs`` order)."""
         return tuple(
-            e.rule for a in PROTECTED for e in self.active if e.rule.attr == a and e.rule.value == str(attrs[a])
+            e.rule for a in self.attrs for e in self.active if e.rule.attr == a and e.rule.value == str(attrs[a])
         )
 
     @staticmethod
@@ -483,12 +494,12 @@ class ConfirmedRules:
         disc: dict = {}  # (attr, value, feature) -> [b, c] over the pass's flagged pairs (judging rules)
         free: dict = {}  # the same over the flagged rule-free pairs (mining rules)
         for attrs, flagged, rf, tf, ruled in self._obs:
-            for a in PROTECTED:
+            for a in self.attrs:
                 rows[(a, attrs[a])] = rows.get((a, attrs[a]), 0) + 1
             if not flagged:
                 continue
             for f in rf ^ tf:
-                for a in PROTECTED:
+                for a in self.attrs:
                     for table in (disc, free) if not ruled else (disc,):
                         bc = table.setdefault((a, attrs[a], f), [0, 0])
                         bc[0 if f in rf else 1] += 1

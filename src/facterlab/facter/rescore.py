@@ -57,7 +57,13 @@ class Rescored:
 
 
 def rescore_inputs(
-    result, encoder, items: pd.DataFrame, calib_rows: pd.DataFrame, test_rows: pd.DataFrame, method: str = "neutral"
+    result,
+    encoder,
+    items: pd.DataFrame,
+    calib_rows: pd.DataFrame,
+    test_rows: pd.DataFrame,
+    method: str = "neutral",
+    attrs: tuple = PROTECTED,
 ) -> RescoreInputs:
     """Embed a saved run's calibration rows and ``method``'s first-pass records once.
 
@@ -66,6 +72,7 @@ def rescore_inputs(
     result : a :class:`facterlab.facter.runfolder.RunResult` (a run read back or just run).
     encoder : the run's encoder.  items : the catalogue.  calib_rows, test_rows : the interaction rows.
     method : whose records to rescore ("neutral" by default: one static prompt, exchangeable with calibration).
+    attrs : the dataset's protected attributes (``Interactions.protected``; the built-in ones by default).
 
     Returns
     -------
@@ -84,11 +91,11 @@ def rescore_inputs(
         cal_pred=rep.predictions(cal["top1_id"].tolist(), cal["top1_text"].tolist()),
         cal_target=rep.items(calib_rows["target"].tolist()),
         cal_ctx=context_embeddings(calib_rows, items, encoder, prompts),
-        cal_groups=list(zip(*(calib_rows[a].astype(str).tolist() for a in PROTECTED))),
+        cal_groups=list(zip(*(calib_rows[a].astype(str).tolist() for a in attrs))),
         test_pred=rep.predictions(rec["top1_id"].tolist(), rec["top1_text"].tolist()),
         test_target=rep.items(test_rows["target"].tolist()),
         test_ctx=context_embeddings(test_rows, items, encoder, prompts),
-        test_groups=list(zip(*(test_rows[a].astype(str).tolist() for a in PROTECTED))),
+        test_groups=list(zip(*(test_rows[a].astype(str).tolist() for a in attrs))),
         records=rec,
     )
 

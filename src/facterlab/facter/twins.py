@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.data.dataset import PROTECTED
-from facterlab.data.wording import ATTRIBUTE_LABELS, reword
+from facterlab.data.wording import attribute_of_label, has_rewording, reword
 from facterlab.datatypes import PromptRequest
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.metrics import flip_attributes
@@ -69,15 +69,17 @@ _TWIN_STREAM = 11
 
 
 def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str = "distinct", seed: int = 0) -> list:
-    """The flipped protected attributes of each row's twin (every attribute of :data:`PROTECTED` changed,
+    """The flipped protected attributes of each row's twin (every attribute of ``attribute_values`` changed,
     drawn once per row from ``(seed, 11)`` with :func:`facterlab.metrics.flip_attributes`).
 
     Parameters
     ----------
     rows : pandas.DataFrame
-        Rows with the protected-attribute columns (``gender``, ``age``, ``occupation``).
+        Rows with the protected-attribute columns (the keys of ``attribute_values``).
     attribute_values : mapping of str to sequence of str
-        Every value of each attribute, in canonical order (``Dataset.attribute_values``).
+        Every value of each attribute, in canonical order (``Dataset.attribute_values``); its keys are
+        the attributes flipped.  A twin's value is drawn among the attribute's observed values, so a
+        missing value (imported as its own value, e.g. ``"unknown"``) flips like any other.
     strategy : {"distinct", "minimal", "repro"}, default "distinct"
         How a counterfactual value is chosen (see :func:`facterlab.metrics.flip_attributes`);
         ``"minimal"`` draws nothing.
@@ -96,17 +98,18 @@ def twin_attributes(rows: pd.DataFrame, attribute_values: Mapping, strategy: str
     >>> twin_attributes(rows, vals, "minimal")
     [{'gender': 'F', 'age': '18-24', 'occupation': 'b'}]
     """
+    attrs = tuple(attribute_values)
     flipped = flip_attributes(
-        rows[list(PROTECTED)].astype(str),
+        rows[list(attrs)].astype(str),
         attribute_values,
         strategy,
-        attrs=PROTECTED,
+        attrs=attrs,
         rng=None if strategy == "minimal" else np.random.default_rng([int(seed), _TWIN_STREAM]),
     )
-    return [{a: str(r[a]) for a in PROTECTED} for r in flipped.to_dict("records")]
+    return [{a: str(r[a]) for a in attrs} for r in flipped.to_dict("records")]
 
 
-def reworded_twins(rows: pd.DataFrame) -> list:
+def reworded_twins(rows: pd.DataFrame, attrs: Sequence[str] = PROTECTED, wordings: Mapping | None = None) -> list:
     """The negative control's twins (``facter.twin = "reword"``): each row's own protected values
     written in other words (:func:`facterlab.data.wording.reword`, style 2: "a woman", "between 25 and
     34", "a writer"), so that the twin's demographics mean the same as the row's.
@@ -114,7 +117,9 @@ def reworded_twins(rows: pd.DataFrame) -> list:
     >>> reworded_twins(pd.DataFrame({"gender": ["F"], "age": ["25-34"], "occupation": ["writer"]}))
     [{'gender': 'a woman', 'age': 'between 25 and 34', 'occupation': 'a writer'}]
     """
-    return [{a: reword(a, str(r[a]), 2) for a in PROTECTED} for r in rows[list(PROTECTED)].to_dict("records")]
+    return [
+        {a: reword(a, str(r[a]), 2, wordings) for a in attrs} for r in rows[list(attrs)].to_dict("records")
+    ]
 
 
 def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
@@ -125,14 +130,14 @@ def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:
     row : mapping
         The row (all its keys are kept).
     twin_attrs : mapping
-        The twin's protected attributes; must have every name in :data:`PROTECTED`.
+        The twin's protected attributes (every one of the dataset's).
 
     Returns
     -------
     dict
         A new dict; the input is not modified.
     """
-    return {**row, **{a: twin_attrs[a] for a in PROTECTED}}
+    return {**row, **twin_attrs}
 
 
 _DEMO_BLOCK = re.compile(r"(User demographics:\n)((?:- [^\n]*\n?)+)")
@@ -143,15 +148,15 @@ PLACEBO_EDITS = ("reword", "field", "order")
 PLACEBO_FIELD = "Member number"
 
 
-def _reword_line(line: str) -> str:
+def _reword_line(line: str, wordings: Mapping | None = None) -> str:
     label, sep, value = line[2:].partition(":")
-    attr = ATTRIBUTE_LABELS.get(label.strip().lower())
-    if not sep or attr is None:
-        return line
-    return f"- {label}: {reword(attr, value.strip())}"
+    attr = attribute_of_label(label, wordings or ())
+    if not sep or attr is None or not has_rewording(attr, wordings):
+        return line  # no wording known for this attribute: the line is left as it is (docs/FACTER.md §7)
+    return f"- {label}: {reword(attr, value.strip(), 1, wordings)}"
 
 
-def placebo_request(req: PromptRequest, kind: str = "order") -> PromptRequest:
+def placebo_request(req: PromptRequest, kind: str = "order", wordings: Mapping | None = None) -> PromptRequest:
     """The request with its "User demographics" block changed in a way that keeps every value's
     meaning (the null threshold's placebo; docs/FACTER.md §7):
 
@@ -169,6 +174,9 @@ def placebo_request(req: PromptRequest, kind: str = "order") -> PromptRequest:
         The request; only its ``user`` messages are changed (the first block in each).
     kind : {"reword", "field", "order"}, default "order"
         The edit.
+    wordings : mapping or None, default None
+        The dataset's user-supplied wordings (``Dataset.wordings``) for the reword placebo; an attribute
+        with neither a built-in vocabulary nor a wording keeps its line unchanged under ``"reword"``.
 
     Returns
     -------
@@ -195,7 +203,7 @@ def placebo_request(req: PromptRequest, kind: str = "order") -> PromptRequest:
         if kind == "order":
             lines = list(reversed(lines))
         elif kind == "reword":
-            lines = [_reword_line(x) for x in lines]
+            lines = [_reword_line(x, wordings) for x in lines]
         else:
             member = 10_000 + int(hashlib.blake2b(f"field:{req.seed}".encode(), digest_size=4).hexdigest(), 16) % 90_000
             lines = [*lines, f"- {PLACEBO_FIELD}: {member}"]
@@ -205,7 +213,7 @@ def placebo_request(req: PromptRequest, kind: str = "order") -> PromptRequest:
     return replace(req, messages=msgs)
 
 
-def placebo_requests(req: PromptRequest, placebo: str = "family") -> list:
+def placebo_requests(req: PromptRequest, placebo: str = "family", wordings: Mapping | None = None) -> list:
     """The placebo requests of ``facter.placebo``: the three of :data:`PLACEBO_EDITS` for ``"family"``,
     else the one edit.
 
@@ -214,7 +222,7 @@ def placebo_requests(req: PromptRequest, placebo: str = "family") -> list:
     (3, 1)
     """
     kinds = PLACEBO_EDITS if placebo == "family" else (placebo,)
-    return [placebo_request(req, k) for k in kinds]
+    return [placebo_request(req, k, wordings) for k in kinds]
 
 
 def draw_seed(seed: int, draw: int) -> int:

@@ -305,7 +305,7 @@ class SimulatedRecommender(Recommender):
         user = "\n".join(c for r, c in req.messages if r == "user")
         if "User demographics" not in user:
             return {}
-        return {a: str(meta[a]) for a in ("gender", "age", "occupation") if a in meta}
+        return {a: str(meta[a]) for a in meta.get("protected", ("gender", "age", "occupation")) if a in meta}
 
     def _rule_applies(self, attr: str, value: str, attrs: Mapping) -> bool:
         text = self.reads == "text" and self.trigger == "semantic"
