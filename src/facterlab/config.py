@@ -77,6 +77,8 @@ from facterlab.config_bounds import (  # noqa: F401
     TWIN_EDITS,
     Bound,
     _check_choice,
+    dataset_arg,
+    is_dataset_name,
 )
 from facterlab.config_served import ENV_NAME as _ENV_NAME
 from facterlab.config_served import (  # noqa: F401
@@ -136,7 +138,8 @@ class DataConfig:
     tie_order: str = "file_order"  # same-timestamp positives: "file_order" (REPRO) | "item_id"
 
     def __post_init__(self) -> None:
-        _check_choice("dataset", self.dataset, DATASETS)
+        if not is_dataset_name(self.dataset):  # a built-in name, or an imported dataset's (loaded later)
+            _check_choice("dataset", self.dataset, DATASETS)
         _check_choice("tie_order", self.tie_order, TIE_ORDERS)
         _raise_bound_problems("data", self, only=("calib_frac",))
 

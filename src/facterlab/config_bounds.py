@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "DATASETS", "PROTOCOLS", "THRESHOLD_RULES", "CORRECTIONS", "RULE_KEYINGS", "FLIP_STRATEGIES", "MAPPINGS",
+    "DATASETS", "DATASET_NAME_PATTERN", "is_dataset_name", "dataset_arg", "PROTOCOLS", "THRESHOLD_RULES", "CORRECTIONS", "RULE_KEYINGS", "FLIP_STRATEGIES", "MAPPINGS",
     "RANKERS", "LINEAR_KERNELS", "CALIBRATION_PROMPTS", "TIE_ORDERS", "RULE_TIE_ORDERS", "TOP1_RULES",
     "EMPTY_OUTPUT_RULES", "GENDER_WORDINGS", "NDCG_POSITIONS", "SNSR_ITEMS", "SNSR_EMPTY_ROWS", "CFR_PROMPTS",
     "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "SIM_READS", "SIM_TRIGGERS",
@@ -27,6 +27,34 @@ __all__ = [
 # Choices of the string fields
 
 DATASETS = ("auto", "ml-1m", "ml-100k", "amazon", "synthetic")
+#: the form of an imported dataset's name (facterlab data import SRC --name NAME; docs/OWN_DATA.md)
+DATASET_NAME_PATTERN = r"[a-z0-9][a-z0-9_.-]{0,63}"
+
+
+def is_dataset_name(name: object) -> bool:
+    """Whether ``name`` is a built-in dataset or has the form of an imported dataset's name (whether such
+    a dataset is imported is checked when it is loaded).
+
+    >>> is_dataset_name("ml-100k"), is_dataset_name("jobs-2024"), is_dataset_name("Jobs 2024")
+    (True, True, False)
+    """
+    import re
+
+    return name in DATASETS or (isinstance(name, str) and re.fullmatch(DATASET_NAME_PATTERN, name) is not None)
+
+
+def dataset_arg(name: str) -> str:
+    """argparse type of ``--dataset``: a built-in name or an imported dataset's name."""
+    if not is_dataset_name(name):
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            f"{name!r} is neither a built-in dataset ({', '.join(DATASETS)}) nor an imported dataset's name "
+            "(lower-case letters, digits, '-', '_', '.')"
+        )
+    return name
+
+
 PROTOCOLS = ("open", "rank")
 THRESHOLD_RULES = ("one_sided", "eq11_as_printed", "aci")
 CORRECTIONS = ("none", "hoeffding", "repro_count")

@@ -1,4 +1,4 @@
-"""``facterlab data summary|build|download`` (docs/FACTER.md §1).
+"""``facterlab data summary|build|download|import|list`` (docs/FACTER.md §1, docs/OWN_DATA.md).
 
 - ``summary --dataset NAME [--json] [--data-dir DIR]``: users, items, ratings, positives, eligible
   rows, attribute distributions, which dataset "auto" resolves to, each file's checksum status
@@ -14,11 +14,23 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
-from facterlab.config import BOUNDS, DATASETS, DataConfig, bound_hint, bound_problems
+from facterlab.config import BOUNDS, DATASETS, DataConfig, bound_hint, bound_problems, data_dir, dataset_arg
 from facterlab.data import load_dataset, resolve_dataset
+from facterlab.data.dataset import Dataset
 from facterlab.data.download import ensure_dataset, file_integrity
+from facterlab.data.imported import (
+    IMPORT_DIR,
+    DatasetError,
+    from_tables,
+    import_dataset,
+    imported_names,
+    read_recbole,
+    read_table,
+)
 from facterlab.data.protocol import load_or_build_interactions, summarize
+from facterlab.safeio import read_json
 
 
 def register(subparsers) -> None:
@@ -27,13 +39,13 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
 
     s = sub.add_parser("summary", help="dataset statistics and attribute distributions")
-    s.add_argument("--dataset", default="auto", choices=DATASETS)
+    s.add_argument("--dataset", default="auto", type=dataset_arg, metavar="NAME")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     s.set_defaults(func=cmd_summary)
 
     b = sub.add_parser("build", help="build and cache the interaction rows")
-    b.add_argument("--dataset", default="auto", choices=DATASETS)
+    b.add_argument("--dataset", default="auto", type=dataset_arg, metavar="NAME")
     b.add_argument(
         "--n-rows",
         type=int,
@@ -50,7 +62,161 @@ def register(subparsers) -> None:
     d.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     d.set_defaults(func=cmd_download)
 
+    im = sub.add_parser(
+        "import",
+        help="import your own dataset (RecBole atomic files, or CSV/parquet tables) under a name",
+        description="Validate and write a dataset into <data dir>/imported/NAME/; afterwards --dataset NAME works "
+        "wherever a built-in name does (docs/OWN_DATA.md).",
+    )
+    im.add_argument("src", help="a folder of RecBole files (NAME.inter/.user/.item), a .inter file, or a folder "
+                    "holding interactions, users and items tables (csv, tsv or parquet)")  # fmt: skip
+    im.add_argument("--name", required=True, help="the dataset's name (lower-case letters, digits, '-', '_', '.')")
+    im.add_argument("--format", choices=("recbole", "csv", "tsv", "parquet"), default=None,
+                    help="how SRC is written (default: recbole when SRC holds a .inter file, else by the tables' suffix)")  # fmt: skip
+    im.add_argument(
+        "--protected", required=True, help="the protected user attributes, comma-separated, in prompt order"
+    )
+    im.add_argument(
+        "--domain", default="item", help="what an item is, as a singular noun (job, song, book; default item)"
+    )
+    im.add_argument("--user-col", default="user_id")
+    im.add_argument("--item-col", default="item_id")
+    im.add_argument("--rating-col", default=None,
+                    help="the rating column (default: 'rating' when present, else implicit feedback); 'none' forces implicit")  # fmt: skip
+    im.add_argument("--timestamp-col", default=None,
+                    help="the timestamp column (default: 'timestamp' when present, else the row order); 'none' forces row order")  # fmt: skip
+    im.add_argument(
+        "--title-col",
+        default=None,
+        help="the item title column (default: 'title', or RecBole's field ending in 'title')",
+    )
+    im.add_argument("--feature-cols", default=None,
+                    help="item feature columns, comma-separated (default: RecBole's other token fields; none for tables)")  # fmt: skip
+    im.add_argument("--text-col", default=None, help="item text for the encoder (default: 'title :: feature|feature')")
+    im.add_argument(
+        "--feature-sep",
+        default=None,
+        help="separator of several features in one cell (default '|', RecBole token_seq: space)",
+    )
+    im.add_argument(
+        "--missing", default="unknown", help="the value missing protected values take, or 'drop' (default unknown)"
+    )
+    im.add_argument("--multi-sep", default=None, help="separator of multi-valued protected cells (default: none)")
+    im.add_argument(
+        "--wordings", default=None, help="a JSON file {attr: {value: other wording}} for the reword placebo"
+    )
+    im.add_argument("--min-group", type=int, default=30, help="warn about groups with fewer users (default 30)")
+    im.add_argument("--overwrite", action="store_true", help="replace a dataset already imported under NAME")
+    im.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
+    im.set_defaults(func=cmd_import)
+
+    ls = sub.add_parser("list", help="the built-in datasets and those imported into the data directory")
+    ls.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
+    ls.set_defaults(func=cmd_list)
+
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _opt(value: str | None, default):
+    """A column flag: None -> ``default``; "none" -> None."""
+    if value is None:
+        return default
+    return None if value.strip().lower() == "none" else value
+
+
+def _tables_in(folder: Path, fmt: str | None) -> dict:
+    """The interactions, users and items tables of a folder (any of csv, tsv, parquet)."""
+    out = {}
+    for kind in ("interactions", "users", "items"):
+        found = [p for p in sorted(folder.glob(f"{kind}.*")) if p.suffix.lower() in (".csv", ".tsv", ".parquet")]
+        if fmt:
+            found = [p for p in found if p.suffix.lower() == f".{fmt}"]
+        if not found:
+            raise DatasetError(f"{folder}: no {kind}.csv, {kind}.tsv or {kind}.parquet")
+        out[kind] = read_table(found[0])
+    return out
+
+
+def import_from_source(args) -> Dataset:
+    """The :class:`~facterlab.data.Dataset` that ``facterlab data import`` builds from its arguments."""
+    src = Path(args.src)
+    fmt = args.format
+    if fmt is None:
+        fmt = "recbole" if (src.suffix == ".inter" or (src.is_dir() and any(src.glob("*.inter")))) else None
+    protected = [a.strip() for a in args.protected.split(",") if a.strip()]
+    wordings = None
+    if args.wordings:
+        wordings = read_json(Path(args.wordings), what="wordings file")
+        if not isinstance(wordings, dict) or not all(isinstance(v, dict) for v in wordings.values()):
+            raise DatasetError(f"{args.wordings}: expected a JSON object {{attr: {{value: other wording}}}}")
+    feature_cols = None if args.feature_cols is None else [c.strip() for c in args.feature_cols.split(",") if c.strip()]
+    if fmt == "recbole":
+        kw = read_recbole(src, user_col=args.user_col, item_col=args.item_col, title_col=args.title_col,
+                          feature_cols=feature_cols)  # fmt: skip
+        kw["rating_col"] = _opt(args.rating_col, kw["rating_col"])
+        kw["timestamp_col"] = _opt(args.timestamp_col, kw["timestamp_col"])
+        if args.feature_sep is not None:
+            kw["feature_sep"] = args.feature_sep
+    else:
+        if not src.is_dir():
+            raise DatasetError(f"{src}: expected a folder holding interactions, users and items tables")
+        t = _tables_in(src, fmt)
+        cols = t["interactions"].columns
+        kw = {
+            "interactions": t["interactions"],
+            "users": t["users"],
+            "items": t["items"],
+            "user_col": args.user_col,
+            "item_col": args.item_col,
+            "rating_col": _opt(args.rating_col, "rating" if "rating" in cols else None),
+            "timestamp_col": _opt(args.timestamp_col, "timestamp" if "timestamp" in cols else None),
+            "title_col": args.title_col or "title",
+            "feature_cols": feature_cols or [],
+            "feature_sep": "|" if args.feature_sep is None else args.feature_sep,
+            "source": f"tables:{src}",
+        }
+    return from_tables(
+        protected=protected, name=args.name, domain=args.domain, text_col=args.text_col, missing=args.missing,
+        multi_sep=args.multi_sep, wordings=wordings, min_group=args.min_group, **kw,
+    )  # fmt: skip
+
+
+def cmd_import(args) -> int:
+    """``facterlab data import``: validate, write, and print what was imported."""
+    if args.name in DATASETS:
+        print(
+            f"facterlab data import: error: {args.name!r} is a built-in dataset name; choose another --name",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        ds = import_from_source(args)
+        path = import_dataset(ds, args.data_dir, overwrite=args.overwrite)
+    except (ValueError, OSError) as exc:  # DatasetError, FileLimitError, a bad JSON file: one line
+        print(f"facterlab data import: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"imported {ds.name!r} into {path}")
+    print(
+        f"  {len(ds.users):,} users, {len(ds.items):,} {ds.domain}s, {len(ds.ratings):,} interactions; "
+        f"fingerprint {ds.fingerprint()}"
+    )
+    for a in ds.protected:
+        counts = ds.users[a].value_counts()
+        shown = ", ".join(f"{v} {int(counts.get(v, 0))}" for v in ds.attribute_values[a][:8])
+        more = f", ... ({len(ds.attribute_values[a])} values)" if len(ds.attribute_values[a]) > 8 else ""
+        print(f"  {a}: {shown}{more}")
+    for w in ds.info.get("warnings", []):
+        print(f"  warning: {w}")
+    print(f"use it with: facterlab run --dataset {ds.name} ...")
+    return 0
+
+
+def cmd_list(args) -> int:
+    """``facterlab data list``."""
+    print("built in: " + ", ".join(d for d in DATASETS if d != "auto"))
+    names = imported_names(args.data_dir)
+    print("imported: " + (", ".join(names) if names else f"none (in {data_dir(args.data_dir) / IMPORT_DIR})"))
+    return 0
 
 
 def summary_dict(dataset: str = "auto", data_dir=None) -> dict:

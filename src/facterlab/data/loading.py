@@ -16,11 +16,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from facterlab.config import DATASETS
+from facterlab.config import DATASETS, is_dataset_name
 from facterlab.config import data_dir as _data_dir
 from facterlab.data.amazon import load_amazon
 from facterlab.data.dataset import Dataset
 from facterlab.data.download import SOURCES, ensure_dataset, integrity_warnings
+from facterlab.data.imported import load_imported
 from facterlab.data.movielens import load_ml1m, load_ml100k
 from facterlab.data.synthetic import load_synthetic
 from facterlab.paths import ENV_STRICT_DATA
@@ -50,7 +51,9 @@ def _has_files(directory: Path, files) -> bool:
 def resolve_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None) -> str:
     """Resolve a dataset name: "auto" -> "ml-1m" if present, else "ml-100k" if present, else "synthetic".
 
-    Explicit names are returned unchanged (never a fallback); unknown names are a ValueError.
+    Explicit names are returned unchanged (never a fallback): a built-in name, or the name of a dataset
+    imported into the data directory (:func:`facterlab.data.import_dataset`, checked when it is loaded).
+    A name neither built in nor a valid dataset name is a ValueError.
 
     >>> import tempfile
     >>> resolve_dataset("auto", tempfile.mkdtemp())
@@ -58,8 +61,10 @@ def resolve_dataset(name: str = "auto", data_dir: os.PathLike | str | None = Non
     >>> resolve_dataset("ml-1m", tempfile.mkdtemp())
     'ml-1m'
     """
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(map(repr, DATASETS))}")
+    if name not in DATASETS and not is_dataset_name(name):
+        raise ValueError(
+            f"unknown dataset {name!r}; choose one of {', '.join(map(repr, DATASETS))} or an imported dataset's name"
+        )
     if name != "auto":
         return name
     root = _data_dir(data_dir)
@@ -82,6 +87,8 @@ def load_dataset(name: str = "auto", data_dir: os.PathLike | str | None = None, 
     strict = kw.pop("strict_data", None)
     if resolved == "synthetic":
         return load_synthetic(**kw)
+    if resolved not in DATASETS:  # an imported dataset (docs/OWN_DATA.md)
+        return load_imported(resolved, root)
     directory = ensure_dataset(resolved, root, download=download)
     warnings = integrity_warnings(resolved, root)
     if warnings and (strict if strict is not None else strict_data()):

@@ -31,6 +31,7 @@ from facterlab.config import (
     THRESHOLD_KINDS,
     TWIN_EDITS,
     bound_hint,
+    dataset_arg,
     preset,
     results_dir,
 )
@@ -79,7 +80,13 @@ def register(subparsers) -> None:
         ``func=cmd_run``.
     """
     p = subparsers.add_parser("run", help="run Neutral, Fair and FACTER and print the headline metrics")
-    p.add_argument("--dataset", default="auto", choices=DATASETS)
+    p.add_argument(
+        "--dataset",
+        default="auto",
+        type=dataset_arg,
+        metavar="NAME",
+        help=f"{', '.join(DATASETS)}, or a dataset imported with `facterlab data import` (default: auto)",
+    )
     p.add_argument(
         "--model", default=None, help="LLM name (default: the preset's, smollm2-135m), 'simulated' or 'fake'"
     )

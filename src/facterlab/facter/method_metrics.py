@@ -247,7 +247,11 @@ def method_metrics(
     else:  # item text ("title :: genres"), the raw title where nothing maps
         row_vecs = mapper.row_embeddings(titles, ranked, k=k)
     snsr = snsr_proxy(
-        row_vecs, test[list(attribute_values)], min_group=cfg.metrics.snsr_min_group, empty_rows=cfg.metrics.snsr_empty_rows
+        row_vecs,
+        test[list(attribute_values)],
+        attrs=tuple(attribute_values),
+        min_group=cfg.metrics.snsr_min_group,
+        empty_rows=cfg.metrics.snsr_empty_rows,
     )
     sample = cfr_sample(test, cfg)
     cfr_multi, cfr_single = _cfr_block(monitor, sample, attribute_values, cfg, mapper, postprocess)

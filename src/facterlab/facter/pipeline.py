@@ -433,7 +433,13 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     else:
         test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(
-            state, test_ctx, _groups(test_rows, inter.protected), target_emb, cfg.facter.lam, cfg.facter.tau_rho, cfg.facter.tau_x
+            state,
+            test_ctx,
+            _groups(test_rows, inter.protected),
+            target_emb,
+            cfg.facter.lam,
+            cfg.facter.tau_rho,
+            cfg.facter.tau_x,
         )
     timings["test_neighbours_s"] = time.perf_counter() - t0
 

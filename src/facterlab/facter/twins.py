@@ -117,9 +117,7 @@ def reworded_twins(rows: pd.DataFrame, attrs: Sequence[str] = PROTECTED, wording
     >>> reworded_twins(pd.DataFrame({"gender": ["F"], "age": ["25-34"], "occupation": ["writer"]}))
     [{'gender': 'a woman', 'age': 'between 25 and 34', 'occupation': 'a writer'}]
     """
-    return [
-        {a: reword(a, str(r[a]), 2, wordings) for a in attrs} for r in rows[list(attrs)].to_dict("records")
-    ]
+    return [{a: reword(a, str(r[a]), 2, wordings) for a in attrs} for r in rows[list(attrs)].to_dict("records")]
 
 
 def twin_row(row: Mapping, twin_attrs: Mapping) -> dict:

@@ -80,6 +80,7 @@ from facterlab.models.simulated_tables import (  # noqa: F401
     ROMANCE_BIAS_TABLE,
     _table_error,
     bias_table_markdown,
+    check_bias_table,
     load_bias_table,
     normalise_bias_table,
 )
@@ -631,10 +632,32 @@ class SimulatedRecommender(Recommender):
         return [self._one(r) for r in requests]
 
 
+def _check_table_for(spec, inter) -> None:
+    """The bias table checked against the run's dataset (docs/SIMULATED.md): a table you wrote (a file) must
+    name only the dataset's attributes, values and features; a built-in table (written for the MovieLens
+    vocabularies, where a value not listed gets no push) must at least name attributes the dataset has."""
+    values = getattr(inter, "attribute_values", None)
+    if not values:
+        return
+    table = load_bias_table(spec)
+    name = spec if isinstance(spec, str) else "(mapping)"
+    if isinstance(spec, str) and spec in NAMED_BIAS_TABLES:
+        missing = [a for a in table if a not in values]
+        if missing:
+            raise ValueError(
+                f"sim.bias_table {spec!r} is written for MovieLens's attributes ({', '.join(table)}); dataset "
+                f"{inter.dataset!r} has {', '.join(values)}: pass your own table (--sim-bias-table FILE, docs/OWN_DATA.md)"
+            )
+        return
+    features = {f for fs in inter.items["features"] for f in fs}
+    check_bias_table(table, values, features, name)
+
+
 def simulated_from_config(cfg, inter) -> SimulatedRecommender:
     """The simulated recommender of a :class:`~facterlab.config.RunConfig` (its ``sim`` section and
     protocol), fitted on the training histories of ``inter``'s calibration and test rows."""
     rows = pd.concat([inter.calib, inter.test], ignore_index=True)
     # every knob of the sim section is a keyword of the recommender, under the same name
     knobs = {f.name: getattr(cfg.sim, f.name) for f in dataclasses.fields(cfg.sim)}
+    _check_table_for(knobs.get("bias_table"), inter)
     return SimulatedRecommender(inter.items, training_pairs(rows), protocol=cfg.protocol, **knobs)

@@ -90,7 +90,7 @@ MAX_BIAS_WEIGHT = 100.0
 def _table_error(where: str, what: str) -> ValueError:
     return ValueError(
         f"bias table {where}: {what}; expected {{attribute: {{value: [feature, ...] or {{feature: weight}}}}}} "
-        f"with attributes among gender, age, occupation and weights in [0, {MAX_BIAS_WEIGHT:g}]"
+        f"with the dataset's protected attributes and weights in [0, {MAX_BIAS_WEIGHT:g}]"
     )
 
 
@@ -107,8 +107,8 @@ def normalise_bias_table(table: Mapping, where: str = "(dict)") -> dict:
         raise _table_error(where, "not a non-empty mapping")
     out: dict = {}
     for attr, values in table.items():
-        if attr not in ("gender", "age", "occupation"):
-            raise _table_error(where, f"unknown attribute {attr!r}")
+        if not isinstance(attr, str) or not attr:
+            raise _table_error(where, f"attribute {attr!r} is not a non-empty string")
         if not isinstance(values, Mapping):
             raise _table_error(where, f"{attr}: not a mapping of values")
         out[attr] = {}
@@ -152,10 +152,74 @@ def load_bias_table(spec: str | Mapping | None = None) -> dict:
             f"sim.bias_table {spec!r} is neither {' nor '.join(map(repr, NAMED_BIAS_TABLES))} nor an existing JSON file"
         )
     try:
-        data = read_json(path, what="bias table", kind="bias_table_bytes")
+        read_json(path, what="bias table", kind="bias_table_bytes")  # size and depth checked first
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates(str(path)))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"bias table {path}: cannot be read as JSON ({e})") from None
     return normalise_bias_table(data, str(path))
+
+
+def _no_duplicates(where: str):
+    def hook(pairs: list) -> dict:
+        seen: dict = {}
+        for k, v in pairs:
+            if k in seen:
+                raise ValueError(f"bias table {where}: the key {k!r} appears twice in one object (JSON keeps the last)")
+            seen[k] = v
+        return seen
+
+    return hook
+
+
+def check_bias_table(table: Mapping, attribute_values: Mapping, features, where: str = "(table)") -> None:
+    """Refuse a bias table that names an attribute, value or feature the dataset does not have, naming the
+    closest match (a misspelt value would otherwise push nothing, silently).
+
+    Parameters
+    ----------
+    table : mapping
+        A normalised table (:func:`normalise_bias_table`).
+    attribute_values : mapping
+        The dataset's ``attribute_values`` (its protected attributes and their values).
+    features : collection of str
+        Every feature of the catalogue.
+    where : str
+        The table's name in the error.
+
+    Examples
+    --------
+    >>> vals = {"country": ["BR", "DE"]}
+    >>> check_bias_table({"country": {"BR": {"Jazz": 1.0}}}, vals, {"Jazz", "Rock"})
+    >>> check_bias_table({"country": {"Brazil": {"Jazz": 1.0}}}, vals, {"Jazz"})
+    Traceback (most recent call last):
+    ...
+    ValueError: bias table (table): country has no value 'Brazil' (values: 'BR', 'DE')
+    """
+    import difflib
+
+    def near(x: str, pool) -> str:
+        m = difflib.get_close_matches(str(x), [str(p) for p in pool], n=1, cutoff=0.6)
+        return f" (did you mean {m[0]!r}?)" if m else ""
+
+    feats = set(map(str, features))
+    for attr, values in table.items():
+        if attr not in attribute_values:
+            raise ValueError(
+                f"bias table {where}: the dataset has no protected attribute {attr!r}{near(attr, attribute_values)}; "
+                f"its attributes are {', '.join(map(repr, attribute_values))}"
+            )
+        known = [str(v) for v in attribute_values[attr]]
+        for value, weights in values.items():
+            if str(value) not in known:
+                listed = ", ".join(map(repr, known[:8])) + (", ..." if len(known) > 8 else "")
+                raise ValueError(
+                    f"bias table {where}: {attr} has no value {value!r}{near(value, known)} (values: {listed})"
+                )
+            for f in weights:
+                if f not in feats:
+                    raise ValueError(
+                        f"bias table {where}: {attr}={value}: no item has the feature {f!r}{near(f, feats)}"
+                    )
 
 
 def bias_table_markdown(table: Mapping | None = None) -> str:
