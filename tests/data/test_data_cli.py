@@ -48,8 +48,16 @@ def test_build_too_few_rows_and_success(tmp_path, capsys, monkeypatch):
     assert out["n_distinct_users"]["test"] <= 30
 
 
-@pytest.mark.parametrize("argv", [["data", "summary", "--dataset", "movielens"]])
+@pytest.mark.parametrize("argv", [["data", "summary", "--dataset", "Movie Lens"]])
 def test_bad_dataset_name(argv, capsys):
     with pytest.raises(SystemExit):
         main(argv)
-    assert "invalid choice" in capsys.readouterr().err
+    assert "neither a built-in dataset" in capsys.readouterr().err
+
+
+def test_dataset_not_imported(tmp_path, capsys):
+    """A name of the right form that is neither built in nor imported: one line saying how to import it."""
+    rc = main(["data", "summary", "--dataset", "movielens", "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "unknown dataset 'movielens'" in err and "facterlab data import" in err
+    assert "Traceback" not in err

@@ -87,8 +87,8 @@ def test_no_demographics_mode():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="unknown protocol 'rerank'"):
         prompts.user_prompt(ROW, ITEMS, "rerank")
-    with pytest.raises(ValueError, match="unknown domain 'book'"):
-        prompts.user_prompt(ROW, ITEMS, domain="book")
+    with pytest.raises(ValueError, match="domain 'books!' is not a word the prompts can use"):
+        prompts.user_prompt(ROW, ITEMS, domain="books!")
     with pytest.raises(ValueError, match="needs the row's candidates"):
         prompts.user_prompt({**ROW, "candidates": []}, ITEMS, "rank")
     with pytest.raises(ValueError, match="not in the items table"):
@@ -115,3 +115,16 @@ def test_build_request_rank_and_open():
     req_open = prompts.build_request(ROW, ITEMS, "", "open", 10, "product", seed=1, demographics=False)
     assert req_open.candidates is None and req_open.messages[0] == ("system", "")
     assert "products" in req_open.messages[1][1] and "demographics" not in req_open.messages[1][1]
+
+
+def test_own_domain_and_attributes():
+    """An imported dataset's item noun and protected attributes reach the prompt; the built-in wording is
+    unchanged (the built-in tests above pin it)."""
+    row = {"country": "BR", "home_language": "pt", "history": ROW["history"]}
+    text = prompts.user_prompt(row, ITEMS, domain="book", attrs=("country", "home_language"))
+    assert text.splitlines()[:3] == ["User demographics:", "- Country: BR", "- Home language: pt"]
+    assert "History (oldest first):" in text and "Watch history" not in text
+    assert "next 10 books" in text and "from the history." in text
+    req = prompts.PromptSet(attrs=("country", "home_language"), domain="book").build_request(row, ITEMS, "s")
+    assert req.meta_dict["protected"] == ("country", "home_language") and req.meta_dict["country"] == "BR"
+    assert "watch" not in prompts.PromptSet(domain="book").system_prompt("neutral")

@@ -68,6 +68,8 @@ __all__ = [
     "load_imported",
     "imported_names",
     "imported_dir",
+    "is_imported",
+    "not_imported",
     "export_recbole",
     "IMPORT_DIR",
     "IMPLICIT_RATING",
@@ -634,17 +636,28 @@ def import_dataset(ds: Dataset, data_dir: os.PathLike | str | None = None, overw
     return d
 
 
+def not_imported(name: str, data_dir: os.PathLike | str | None = None) -> DatasetError:
+    """The error for a dataset name that is neither built in nor imported into the data directory."""
+    d = imported_dir(name, data_dir)
+    have = imported_names(data_dir)
+    return DatasetError(
+        f"unknown dataset {name!r}: not built in ({', '.join(RESERVED_NAMES)}) and not imported in {d.parent}"
+        + (f" (imported: {', '.join(have)})" if have else "")
+        + f"; import it with: facterlab data import SRC --name {name}"
+    )
+
+
+def is_imported(name: str, data_dir: os.PathLike | str | None = None) -> bool:
+    """Whether a dataset named ``name`` is imported into the data directory."""
+    return (imported_dir(name, data_dir) / "dataset.json").is_file()
+
+
 def load_imported(name: str, data_dir: os.PathLike | str | None = None) -> Dataset:
     """An imported dataset by name (:func:`import_dataset`), its fingerprint checked against the one
     recorded at import (a changed file is a :class:`DatasetError`)."""
     d = imported_dir(name, data_dir)
     if not (d / "dataset.json").is_file():
-        have = imported_names(data_dir)
-        raise DatasetError(
-            f"unknown dataset {name!r}: not built in ({', '.join(RESERVED_NAMES)}) and not imported in {d.parent}"
-            + (f" (imported: {', '.join(have)})" if have else "")
-            + f"; import it with: facterlab data import SRC --name {name}"
-        )
+        raise not_imported(name, data_dir)
     try:
         meta = json.loads((d / "dataset.json").read_text(encoding="utf-8"))
         tables = {t: pd.read_parquet(d / f"{t}.parquet") for t in ("ratings", "users", "items")}

@@ -21,7 +21,7 @@ from facterlab.config import data_dir as _data_dir
 from facterlab.data.amazon import load_amazon
 from facterlab.data.dataset import Dataset
 from facterlab.data.download import SOURCES, ensure_dataset, integrity_warnings
-from facterlab.data.imported import load_imported
+from facterlab.data.imported import is_imported, load_imported, not_imported
 from facterlab.data.movielens import load_ml1m, load_ml100k
 from facterlab.data.synthetic import load_synthetic
 from facterlab.paths import ENV_STRICT_DATA
@@ -65,6 +65,8 @@ def resolve_dataset(name: str = "auto", data_dir: os.PathLike | str | None = Non
         raise ValueError(
             f"unknown dataset {name!r}; choose one of {', '.join(map(repr, DATASETS))} or an imported dataset's name"
         )
+    if name not in DATASETS and not is_imported(name, data_dir):
+        raise not_imported(name, data_dir)
     if name != "auto":
         return name
     root = _data_dir(data_dir)
