@@ -96,8 +96,10 @@ class DatasetError(ValueError):
 
 
 def _closest(name: str, columns: Sequence[str]) -> str:
-    match = difflib.get_close_matches(str(name), [str(c) for c in columns], n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    """`` (did you mean 'x'?)`` for the closest of ``columns`` (case-insensitive), else ""."""
+    lower = {str(c).lower(): str(c) for c in columns}
+    match = difflib.get_close_matches(str(name).lower(), list(lower), n=1, cutoff=0.6)
+    return f" (did you mean {lower[match[0]]!r}?)" if match else ""
 
 
 def _need(table: pd.DataFrame, what: str, cols: Sequence[str], flag: str = "") -> None:
@@ -132,6 +134,11 @@ def _map_ids(values: pd.Series, source: np.ndarray | None, own: np.ndarray) -> t
     got = [code.get(v) for v in s.tolist()]
     known = np.array([g is not None for g in got], dtype=bool)
     return np.array([g if g is not None else 0 for g in got], dtype=np.int64), known
+
+
+def _v(x: Any) -> str:
+    """A cell's value for an error line (a numpy scalar shown as the plain value)."""
+    return repr(x.item() if isinstance(x, np.generic) else x)
 
 
 def _is_missing(v: Any) -> bool:
@@ -271,7 +278,7 @@ def from_tables(
     dup = pd.Series(uid).duplicated()
     if dup.any():
         raise DatasetError(
-            f"users: {int(dup.sum())} duplicate user id(s) in {user_col!r}, first {users[user_col].iloc[int(np.argmax(dup))]!r}"
+            f"users: {int(dup.sum())} duplicate user id(s) in {user_col!r}, first {_v(users[user_col].iloc[int(np.argmax(dup))])}"
         )
     attr_cols = {a: _protected_values(users[a], missing, multi_sep) for a in protected}
     keep_user = np.ones(len(users), dtype=bool)
@@ -295,13 +302,13 @@ def from_tables(
     dup = pd.Series(iid).duplicated()
     if dup.any():
         raise DatasetError(
-            f"items: {int(dup.sum())} duplicate item id(s) in {item_col!r}, first {items[item_col].iloc[int(np.argmax(dup))]!r}"
+            f"items: {int(dup.sum())} duplicate item id(s) in {item_col!r}, first {_v(items[item_col].iloc[int(np.argmax(dup))])}"
         )
     titles = items[title_col].tolist()
     bad = [i for i, t in enumerate(titles) if _is_missing(t)]
     if bad:
         raise DatasetError(
-            f"items: {len(bad)} item(s) without a title in {title_col!r}, first item {items[item_col].iloc[bad[0]]!r}"
+            f"items: {len(bad)} item(s) without a title in {title_col!r}, first item {_v(items[item_col].iloc[bad[0]])}"
         )
     titles = [str(t).strip() for t in titles]
     feats = _features(items, feature_cols, feature_sep)
@@ -321,14 +328,14 @@ def from_tables(
             first = inter[col].iloc[int(np.argmax(unknown))]
             raise DatasetError(
                 f"interactions: {int(unknown.sum())} row(s) name {what} not in the {what} table "
-                f"(column {col!r}, first {first!r})"
+                f"(column {col!r}, first {_v(first)})"
             )
     if rating_col:
         r = pd.to_numeric(inter[rating_col], errors="coerce")
         if r.isna().any():
             raise DatasetError(
                 f"interactions: {int(r.isna().sum())} non-numeric value(s) in {rating_col!r}, first "
-                f"{inter[rating_col][r.isna()].iloc[0]!r} (rating_col=None for implicit feedback)"
+                f"{_v(inter[rating_col][r.isna()].iloc[0])} (rating_col=None for implicit feedback)"
             )
         rating = r.to_numpy(np.float32)
     else:
@@ -340,7 +347,7 @@ def from_tables(
             if parsed.isna().any():
                 raise DatasetError(
                     f"interactions: {int(parsed.isna().sum())} timestamp(s) in {timestamp_col!r} that are neither "
-                    f"numbers nor dates, first {inter[timestamp_col][parsed.isna()].iloc[0]!r}"
+                    f"numbers nor dates, first {_v(inter[timestamp_col][parsed.isna()].iloc[0])}"
                 )
             ts = pd.Series(parsed.astype("int64") // 10**9)
         stamp = ts.to_numpy().astype(np.int64)
@@ -375,7 +382,7 @@ def from_tables(
             observed = order
         if len(set(users_df[a])) < 2:
             raise DatasetError(
-                f"protected attribute {a!r} has one value ({users_df[a].iloc[0]!r}) among the users: "
+                f"protected attribute {a!r} has one value ({_v(users_df[a].iloc[0])}) among the users: "
                 "there is nothing to compare; leave it out of protected"
             )
         attribute_values[a] = observed

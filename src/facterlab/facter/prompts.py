@@ -309,11 +309,12 @@ class PromptSet:
         items: Any,
         protocol: str = "open",
         k: int = 10,
-        domain: str = "movie",
+        domain: str | None = None,
         demographics: bool = True,
     ) -> str:
-        """:func:`user_prompt` with this set's gender wording and attributes."""
-        return user_prompt(row, items, protocol, k, domain, demographics, self.gender, self.attrs)
+        """:func:`user_prompt` with this set's gender wording and attributes (``domain`` None: this set's)."""
+        d = self.domain if domain is None else domain
+        return user_prompt(row, items, protocol, k, d, demographics, self.gender, self.attrs)
 
     def build_request(
         self,
@@ -322,12 +323,13 @@ class PromptSet:
         system: str,
         protocol: str = "open",
         k: int = 10,
-        domain: str = "movie",
+        domain: str | None = None,
         seed: int = 0,
         demographics: bool = True,
     ) -> PromptRequest:
-        """:func:`build_request` with this set's gender wording and attributes."""
-        return build_request(row, items, system, protocol, k, domain, seed, demographics, self.gender, self.attrs)
+        """:func:`build_request` with this set's gender wording and attributes (``domain`` None: this set's)."""
+        d = self.domain if domain is None else domain
+        return build_request(row, items, system, protocol, k, d, seed, demographics, self.gender, self.attrs)
 
 
 def for_config(facter_cfg: Any, inter: Any = None) -> PromptSet:

@@ -1,0 +1,124 @@
+"""Write the "jobs" example of docs/OWN_DATA.md and notebook 21: a small job-board dataset outside movies,
+as RecBole atomic files, with a wording map and an exposure log.
+
+    python examples/make_jobs.py            # writes examples/jobs/ (the committed files)
+    python examples/make_jobs.py OUT_DIR    # writes them elsewhere
+
+Everything is drawn from one seeded generator, so the files are the same on every machine (a test checks
+that the committed files equal what this script writes).
+
+- ``jobs.item``: 240 job ads in 6 sectors (``sector:token``), titles "<role> at <company>".
+- ``jobs.user``: 300 job seekers with a ``country`` (BR, DE, IN, NG, US) and a ``language`` (de, en, hi, pt),
+  correlated with the country; 10% of the languages are missing (an empty cell).
+- ``jobs.inter``: 20 applications per seeker (implicit feedback: no rating field), mostly in the seeker's
+  own sector, with timestamps.
+- ``wordings.json``: the same values in other words ("BR" -> "Brazil", "pt" -> "Portuguese"), for the twin
+  monitor's reword placebo.
+- ``exposure_log.csv``: what a job board showed each seeker (10 positions per seeker, one position filled
+  by a uniformly random ad, flagged ``random``), with the item group (``tech`` or ``other``) and whether the
+  seeker applied (``relevance``): the input of ``facterlab simpson audit``.
+
+No bias is planted in the data itself: the biased recommender of notebook 21 is a function written there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SECTORS = ("tech", "health", "finance", "education", "retail", "logistics")
+ROLES = {
+    "tech": ("Backend engineer", "Data analyst", "QA tester", "DevOps engineer"),
+    "health": ("Nurse", "Pharmacist", "Care assistant", "Lab technician"),
+    "finance": ("Accountant", "Credit analyst", "Auditor", "Payroll officer"),
+    "education": ("Teacher", "Tutor", "School librarian", "Lecturer"),
+    "retail": ("Store manager", "Cashier", "Merchandiser", "Buyer"),
+    "logistics": ("Warehouse lead", "Driver", "Dispatcher", "Forklift operator"),
+}
+COMPANIES = ("Acme", "Borealis", "Cobalt", "Delta", "Evergreen", "Fjord", "Granite", "Harbor", "Ion", "Juniper")
+COUNTRIES = ("BR", "DE", "IN", "NG", "US")
+LANGUAGE_OF = {"BR": ("pt", "en"), "DE": ("de", "en"), "IN": ("hi", "en"), "NG": ("en",), "US": ("en",)}
+WORDINGS = {
+    "country": {"BR": "Brazil", "DE": "Germany", "IN": "India", "NG": "Nigeria", "US": "United States"},
+    "language": {"de": "German", "en": "English", "hi": "Hindi", "pt": "Portuguese", "unknown": "not stated"},
+}
+N_USERS, N_APPLICATIONS, N_SHOWN = 300, 20, 10
+
+
+def make(out: Path, seed: int = 2026) -> Path:
+    """Write the example's files into ``out`` and return it."""
+    rng = np.random.default_rng(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    items = []
+    for s_i, sector in enumerate(SECTORS):
+        for j in range(40):
+            role = ROLES[sector][j % 4]
+            company = COMPANIES[(j // 4) % len(COMPANIES)]
+            items.append((s_i * 40 + j + 1, f"{role} at {company}", sector))
+    item_df = pd.DataFrame(items, columns=["item_id:token", "title:token", "sector:token"])
+    countries = rng.choice(COUNTRIES, N_USERS, p=[0.2, 0.15, 0.25, 0.15, 0.25])
+    languages = [str(rng.choice(LANGUAGE_OF[c])) for c in countries]
+    languages = ["" if rng.random() < 0.1 else lang for lang in languages]
+    user_df = pd.DataFrame(
+        {"user_id:token": np.arange(1, N_USERS + 1), "country:token": countries, "language:token": languages}
+    )
+    by_sector = {s: [i for i, _, sec in items if sec == s] for s in SECTORS}
+    inter = []
+    for u in range(1, N_USERS + 1):
+        own = SECTORS[int(rng.integers(len(SECTORS)))]
+        t0 = 1_700_000_000 + int(rng.integers(0, 10_000_000))
+        picks: list = []
+        while len(picks) < N_APPLICATIONS:
+            sector = own if rng.random() < 0.8 else SECTORS[int(rng.integers(len(SECTORS)))]
+            item = int(rng.choice(by_sector[sector]))
+            if item not in picks:
+                picks.append(item)
+        for t, item in enumerate(picks):
+            inter.append((u, item, t0 + 3600 * t))
+    inter_df = pd.DataFrame(inter, columns=["user_id:token", "item_id:token", "timestamp:float"])
+    item_df.to_csv(out / "jobs.item", sep="\t", index=False)
+    user_df.to_csv(out / "jobs.user", sep="\t", index=False)
+    inter_df.to_csv(out / "jobs.inter", sep="\t", index=False)
+    (out / "wordings.json").write_text(json.dumps(WORDINGS, indent=2) + "\n", encoding="utf-8")
+    _exposure_log(rng, inter_df, item_df).to_csv(out / "exposure_log.csv", index=False)
+    return out
+
+
+def _exposure_log(rng: np.random.Generator, inter: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """A job board's ranked lists: tech ads ranked first more often for seekers whose history is tech-heavy
+    (a popularity-and-taste ranker), one position per seeker filled by a uniformly random ad."""
+    sector = dict(zip(items["item_id:token"], items["sector:token"]))
+    applied = inter.groupby("user_id:token")["item_id:token"].apply(set).to_dict()
+    all_items = items["item_id:token"].to_numpy()
+    rows = []
+    for u, seen in applied.items():
+        tech_share = np.mean([sector[i] == "tech" for i in seen])
+        score = rng.normal(size=len(all_items)) + np.array(
+            [2.0 * tech_share + 0.5 if sector[i] == "tech" else 0.0 for i in all_items]
+        )
+        score += np.array([1.5 if i in seen else 0.0 for i in all_items])
+        shown = list(all_items[np.argsort(-score)[:N_SHOWN]])
+        slot = int(rng.integers(N_SHOWN))
+        shown[slot] = int(rng.choice(all_items))
+        for pos, item in enumerate(shown, 1):
+            rows.append(
+                {
+                    "user_id": u,
+                    "item_id": int(item),
+                    "group": "tech" if sector[item] == "tech" else "other",
+                    "position": pos,
+                    "relevance": int(item in seen),
+                    "random": int(pos - 1 == slot),
+                }
+            )
+    log = pd.DataFrame(rows)
+    return log.drop_duplicates(["user_id", "item_id"]).reset_index(drop=True)
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "jobs"
+    print(f"wrote {make(target)}")
