@@ -310,7 +310,7 @@ def from_tables(
         raise DatasetError(
             f"items: {len(bad)} item(s) without a title in {title_col!r}, first item {_v(items[item_col].iloc[bad[0]])}"
         )
-    titles = [str(t).strip() for t in titles]
+    titles = [str(t) for t in titles]  # as given (a trailing space is kept: titles are matched exactly)
     feats = _features(items, feature_cols, feature_sep)
     texts = (
         [str(t) for t in items[text_col].fillna("").tolist()]

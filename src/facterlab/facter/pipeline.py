@@ -384,6 +384,13 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
         cfg.protocol,
     )
 
+    if not getattr(recommender, "takes_system_prompt", True):  # a function or REST recommender (docs/OWN_DATA.md)
+        log.warning(
+            "models: %s takes no system prompt, so FACTER's prompt repair cannot reach it: the monitor, the "
+            "metrics and CFR apply; FACTER's rows are what the model answers whatever rules are mined, and the "
+            "Fair baseline equals Neutral",
+            recommender.fingerprint,
+        )
     items = inter.items if inter.items.index.name == "item_id" else inter.items.set_index("item_id")
     k = cfg.metrics.k
     mapper = CatalogueMapper(
