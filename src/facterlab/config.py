@@ -219,7 +219,7 @@ class ModelConfig:
         self._check_rest()
         if self.server_url is not None:
             url = self.server_url
-            problem = server_url_problem(url, root=not is_rest_name(self.llm))
+            problem = server_url_problem(url, any_path=is_rest_name(self.llm))
             if problem:
                 raise ValueError(f"server_url {str(url)[:200]!r}: {problem}")
             if not is_served_name(self.llm) and not is_rest_name(self.llm):

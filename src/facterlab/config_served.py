@@ -53,10 +53,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _ENDPOINTS = ("/completions", "/chat/completions", "/models", "/embeddings", "/tokenize", "/version")
 
 
-def server_url_problem(url: Any, root: bool = True) -> str:
+def server_url_problem(url: Any, any_path: bool = False) -> str:
     """Why ``url`` cannot be an OpenAI-compatible server's root URL ("" when it can), read with
     :func:`urllib.parse.urlsplit`: http or https, a host, a valid port, no whitespace or control
-    character, no credentials, query or fragment, and no endpoint path.  ``root=False`` (a REST
+    character, no credentials, query or fragment, and no endpoint path.  ``any_path=True`` (a REST
     endpoint, ``rest:<name>``) accepts any path.
 
     >>> server_url_problem("http://localhost:8000"), server_url_problem("http://h:8000/v1")
@@ -87,7 +87,7 @@ def server_url_problem(url: Any, root: bool = True) -> str:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "has a query or fragment; give the server root, e.g. 'http://localhost:8000'"
     path = parts.path.rstrip("/")
-    hit = next((e for e in _ENDPOINTS if path.endswith(e)), None) if root else None
+    hit = None if any_path else next((e for e in _ENDPOINTS if path.endswith(e)), None)
     if hit is not None:
         root = f"{parts.scheme}://{parts.netloc}"
         endpoint = path[path.rfind("/v1/") :] if "/v1/" in path else hit

@@ -149,9 +149,9 @@ class _Catalogue:
             table = items.set_index("item_id") if "item_id" in items.columns else items
             if "title" not in table.columns:
                 raise ValueError("items must have a title column (and item_id as a column or the index)")
-            pairs = zip(table.index, table["title"])
+            pairs: Any = zip(table.index, table["title"])
         elif isinstance(items, Mapping):
-            pairs = iter(items.items())
+            pairs = items.items()
         else:
             raise TypeError(
                 f"items must be the catalogue (a DataFrame with item_id and title) or a mapping item id -> title, "
@@ -240,7 +240,7 @@ def answer_prediction(
     seq = _as_list(answer)
     if seq is None:
         raise RecommenderError(
-            f"{where} returned {type(answer).__name__} {str(answer)[:60]!r}; it must return a list of item ids "
+            f"{where} returned {type(answer).__name__} {repr(answer)[:60]}; it must return a list of item ids "
             "(int) or titles (str), best first"
         )
     cat = catalogue if isinstance(catalogue, _Catalogue) or catalogue is None else _Catalogue(catalogue)
@@ -252,7 +252,7 @@ def answer_prediction(
         kind, value = _item_of(x, cat, req, inputs)
         if kind == "bad":
             raise RecommenderError(
-                f"{where} returned {type(value).__name__} {str(value)[:60]!r} in its list; each element must be an "
+                f"{where} returned {type(value).__name__} {repr(value)[:60]} in its list; each element must be an "
                 "item id (int) or a title (str)"
             )
         if kind == "noitems":
@@ -341,7 +341,7 @@ class FunctionRecommender(Recommender):
     It must be deterministic: the same inputs, the same answer.
 
     Fingerprint (part of the run id): ``function:<name>:<version>``.  ``name`` defaults to the function's
-    qualified name; ``version``, when not declared, is ``src-<hash>`` of the function's source
+    qualified name (without ``<locals>``); ``version``, when not declared, is ``src-<hash>`` of the function's source
     (:func:`source_version`), so that an edited function never reuses another's run id or cached
     answers.  The source hash does not see data the function reads from outside (a model file, a
     global table): declare ``version=`` whenever those change.
@@ -382,7 +382,8 @@ class FunctionRecommender(Recommender):
         if not callable(fn):
             raise TypeError(f"fn must be a function fn(history, attributes, candidates), not {type(fn).__name__}")
         self.fn = fn
-        self.name = str(name or getattr(fn, "__qualname__", None) or type(fn).__name__).strip()
+        default = str(getattr(fn, "__qualname__", None) or type(fn).__name__).split("<locals>.")[-1]
+        self.name = str(name or default).strip()
         self.version = str(version).strip() if version is not None else source_version(fn)
         if not self.name or not self.version:
             raise ValueError("name and version must not be empty")
@@ -608,7 +609,7 @@ class RestRecommender(Recommender):
     ):
         template = json.loads(request_template) if isinstance(request_template, str) else request_template
         problems = rest_problems(template, answer_path)
-        url_problem = server_url_problem(url, root=False)
+        url_problem = server_url_problem(url, any_path=True)
         if url_problem:
             problems.insert(0, f"url {str(url)[:200]!r}: {url_problem}")
         if problems:
