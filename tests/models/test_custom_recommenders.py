@@ -113,6 +113,19 @@ def test_a_function_recommender_drives_a_run_and_its_bias_shows_in_cfr(protocol,
     assert blind.record.metrics.methods["neutral"].flat()["cfr_multi"] == 0
 
 
+def test_the_twin_monitor_with_the_null_threshold_flags_a_biased_function_and_not_a_blind_one(tmp_path):
+    from facterlab.data import load_dataset
+
+    ds = load_dataset("synthetic", tmp_path / "data")
+    cfg = _fast_cfg(facter__delta="twin", facter__threshold="null")
+    flagged = {}
+    for fn in (_by_gender, _blind):
+        res = run_experiment(cfg, recommender=FunctionRecommender(fn, ds.items), out_dir=tmp_path / fn.__name__,
+                             progress=False, dataset=ds)  # fmt: skip
+        flagged[fn.__name__] = res.record.metrics.methods["neutral"].violations["adaptive"][0]
+    assert flagged["_by_gender"] > 0 and flagged["_blind"] == 0
+
+
 def test_function_inputs_follow_the_request_meta_and_its_protected_attributes():
     got = {}
 
@@ -427,7 +440,7 @@ def test_facterlab_run_with_a_rest_endpoint_keeps_its_key_out_of_every_output(tm
     template.write_text(json.dumps(TEMPLATE))
     out = tmp_path / "results"
     argv = ["run", "--dataset", "synthetic", "--model", "rest:svc@1", "--request-template", str(template),
-            "--answer-path", PATH, "--api-key-env", "REC_KEY", "--encoder", "hash-encoder", "--protocol", "rank",
+            "--answer-path", PATH, "--api-key-env", "REC_KEY", "--encoder", "hash-encoder",
             "--n-rows", "80", "--passes", "1", "--cfr-rows", "8", "--snsr-min-group", "5", "--no-progress",
             "--out-dir", str(out), "--data-dir", str(tmp_path / "data")]  # fmt: skip
     with caplog.at_level(logging.INFO), RestStandIn(key=secret) as svc:
@@ -440,6 +453,9 @@ def test_facterlab_run_with_a_rest_endpoint_keeps_its_key_out_of_every_output(tm
     (run,) = (out / "runs").iterdir()
     config = json.loads((run / "config.json").read_text())["config"]["model"]
     assert config["llm"] == "rest:svc@1" and config["answer_path"] == PATH and "api_key_env" in config
+    # open generation: the endpoint's item ids were named with the dataset's catalogue
+    rows = pd.read_parquet(run / "rows_neutral.parquet")
+    assert set(rows["parse_status"]) == {"ok"} and all(len(t) == 10 for t in rows["titles"])
     files = [p for p in tmp_path.rglob("*") if p.is_file()] + [p for p in Path(_cache_dir()).rglob("*") if p.is_file()]
     assert files
     for blob in [p.read_bytes() for p in files] + [text.out.encode(), text.err.encode(), caplog.text.encode()]:
@@ -454,3 +470,24 @@ def _cache_dir():
     from facterlab.config import cache_dir
 
     return cache_dir()
+
+
+@pytest.mark.parametrize(
+    ("template", "extra", "says"),
+    [
+        ('{"h": "$histroy_ids"}', ["--answer-path", "items"], "unknown placeholder '$histroy_ids'"),
+        ('{"h": "$history_ids"', ["--answer-path", "items"], "not JSON (Expecting"),
+        ('{"h": "$history_ids"}', [], "needs answer_path"),
+        ('{"h": "$history_ids"}', ["--answer-path", "a[*].b[*]"], "at most one [*]"),
+    ],
+)
+def test_cli_rest_settings_are_one_line_before_any_work(template, extra, says, tmp_path, capsys):
+    from facterlab.cli import main
+
+    (tmp_path / "t.json").write_text(template)
+    argv = ["run", "--model", "rest:svc", "--server-url", "http://127.0.0.1:9/r", "--request-template",
+            str(tmp_path / "t.json"), *extra, "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error" in ln]
+    assert len(err) == 1 and says in err[0]
+    assert not (tmp_path / "data").exists() and not (tmp_path / "r").exists()  # nothing read or written
