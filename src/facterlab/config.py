@@ -82,10 +82,17 @@ from facterlab.config_bounds import (  # noqa: F401
 )
 from facterlab.config_served import ENV_NAME as _ENV_NAME
 from facterlab.config_served import (  # noqa: F401
+    PLACEHOLDERS,
+    REST_PREFIX,
     SERVED_PREFIX,
     TRANSPORT_FIELDS,
+    is_rest_name,
     is_served_name,
+    parse_answer_path,
+    rest_name_parts,
+    rest_problems,
     server_url_problem,
+    template_placeholders,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -179,6 +186,12 @@ class ModelConfig:
     # and out of the config hash at its default (ADDED_FIELDS)
     linear_kernel: str = "blas"  # "blas" (torch's default GEMM) | "onednn" (oneDNN, packed weights; CPU float32)
     stop_at_answer: bool = False  # True: a row stops once its parsed answer is final (raw text ends there)
+    # llm="rest:<name>[@<version>]" only (facterlab.models.custom.RestRecommender; docs/USAGE.md): the JSON
+    # request template (its "$name" placeholders filled per request; kept as canonical JSON text) and the
+    # dotted path of the ranked answer in the endpoint's JSON (``data.items``, ``result.items[*].id``).
+    # Out of the config hash while None (ADDED_FIELDS)
+    request_template: str | None = None
+    answer_path: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("ranker", self.ranker, RANKERS)
@@ -206,15 +219,45 @@ class ModelConfig:
                     f"tokenizer {tok!r} is given but the LLM {self.llm!r} is not served (the in-process model "
                     "uses its own); name it 'openai:<model id>' or leave model.tokenizer unset"
                 )
+        self._check_rest()
         if self.server_url is not None:
             url = self.server_url
-            problem = server_url_problem(url)
+            problem = server_url_problem(url, any_path=is_rest_name(self.llm))
             if problem:
                 raise ValueError(f"server_url {str(url)[:200]!r}: {problem}")
-            if not is_served_name(self.llm):
+            if not is_served_name(self.llm) and not is_rest_name(self.llm):
                 raise ValueError(
                     f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
                 )
+
+    def _check_rest(self) -> None:
+        """A ``rest:<name>`` endpoint's fields (its URL is checked with the other servers'), before any work;
+        the template is kept as canonical JSON text, so that its spelling does not change the run id."""
+        if not is_rest_name(self.llm):
+            for name in ("request_template", "answer_path"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} is given but the LLM {self.llm!r} is not a REST endpoint: name it "
+                        f"'{REST_PREFIX}<name>' (facterlab.models.custom.RestRecommender)"
+                    )
+            return
+        rest_name_parts(self.llm)
+        missing = [n for n in ("server_url", "request_template", "answer_path") if getattr(self, n) is None]
+        if missing:
+            raise ValueError(
+                f"model {self.llm!r} needs {', '.join(missing)} (facterlab run: --server-url URL "
+                "--request-template FILE.json --answer-path PATH; docs/USAGE.md, 'Your own recommender')"
+            )
+        template = self.request_template
+        if isinstance(template, (dict, list)):
+            template = json.dumps(template)
+        if not isinstance(template, str):
+            raise ValueError(f"request_template must be JSON text, a dict or a list, not {type(template).__name__}")
+        problems = rest_problems(template, self.answer_path)
+        if problems:
+            raise ValueError(f"model {self.llm!r}: " + "; ".join(problems))
+        canonical = json.dumps(json.loads(template), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        object.__setattr__(self, "request_template", canonical)
 
     def ranker_for(self, protocol: str) -> str:
         """The ranker a protocol uses: :attr:`ranker` for "rank", always "generate" for "open".
@@ -548,6 +591,8 @@ ADDED_FIELDS: dict = {
     ("model", "api_key_env"): None,
     ("model", "linear_kernel"): "blas",
     ("model", "stop_at_answer"): False,
+    ("model", "request_template"): None,
+    ("model", "answer_path"): None,
     ("metrics", "snsr_empty_rows"): "drop",
     ("facter", "draws"): 1,
     ("facter", "twin"): "flip",

@@ -92,6 +92,19 @@ class Recommender(Protocol):
     into ``requests``), so that callers (:class:`~facterlab.models.cache.CachedRecommender`, the FACTER
     monitor's lookahead) can group their calls the same way; the default, ``None``, means "no
     preference: chunk by your own batch size".  Subclass this protocol to inherit the default.
+
+    Optional: a ``takes_system_prompt`` attribute (read by :func:`takes_system_prompt`; True when
+    absent): False for a recommender that never sees the system prompt, to which FACTER's prompt
+    repair does not apply.  A minimal recommender (the adapters of :mod:`facterlab.models.custom` wrap a
+    plain function or a REST endpoint):
+
+    >>> class Popular(Recommender):
+    ...     fingerprint = "popular:v1"  # part of the run id: change it whenever the answers change
+    ...     takes_system_prompt = False
+    ...     def predict(self, requests):
+    ...         return [Prediction(titles=("Heat (1995)", "Babe (1995)")[: r.k]) for r in requests]
+    >>> Popular().predict([PromptRequest.from_messages([], k=1)])[0].titles
+    ('Heat (1995)',)
     """
 
     fingerprint: str
@@ -114,6 +127,21 @@ class Recommender(Protocol):
     def plan_batches(self, requests: Sequence[PromptRequest]) -> list | None:  # list[list[int]] or None
         """Index batches :meth:`predict` would run together, or ``None`` (no preference; the default)."""
         return None
+
+
+def takes_system_prompt(recommender) -> bool:
+    """Whether ``recommender``'s answers can follow the system prompt, so that FACTER's prompt repair
+    (rules in the system prompt) applies to it: its ``takes_system_prompt`` attribute, True when it has
+    none (the LLM-backed recommenders).  A user's function or REST endpoint that never sees the system
+    prompt says False (:mod:`facterlab.models.custom`); the monitor, the metrics and the Simpson analysis
+    apply to it all the same.
+
+    >>> class Ranker:
+    ...     takes_system_prompt = False
+    >>> takes_system_prompt(Ranker()), takes_system_prompt(object())
+    (False, True)
+    """
+    return bool(getattr(recommender, "takes_system_prompt", True))
 
 
 @runtime_checkable

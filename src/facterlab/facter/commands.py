@@ -5,7 +5,8 @@
 [--batch-size 8] [--cfr-rows 200] [--snsr-min-group 30] [--json]``
 
 ``--model openai:<model id> --server-url URL`` asks an OpenAI-compatible server (vLLM, ...;
-docs/SCALING.md).  ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
+docs/SCALING.md); ``--model rest:<name>[@<version>] --server-url URL --request-template FILE.json
+--answer-path PATH`` a REST endpoint of another shape (docs/USAGE.md, "Your own recommender").  ``--model simulated`` runs the simulated recommender with known bias (docs/SIMULATED.md), tuned by
 ``--sim-beta --sim-sigma --sim-rho --sim-h --sim-phi --sim-demote --sim-seed --sim-compliance
 --sim-bias-table``.  ``--delta twin --threshold null --rule-mining contrast`` turn on facterlab's
 extensions (docs/FACTER.md §7).  ``--model fake`` runs
@@ -32,15 +33,19 @@ from facterlab.config import (
     TWIN_EDITS,
     bound_hint,
     dataset_arg,
+    is_rest_name,
     preset,
     results_dir,
 )
+from facterlab.data import load_dataset, resolve_dataset
 from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import as_metrics
 from facterlab.facter.validation import check_free_space, validate_config
-from facterlab.models import served
+from facterlab.models import make_recommender, served
+from facterlab.models.custom import check_rest
 from facterlab.models.registry import served_model_id
+from facterlab.safeio import read_json
 
 HEADLINE = ("ndcg@10_multi", "recall@10_multi", "valid@10", "cfr_multi")
 
@@ -95,7 +100,8 @@ def register(subparsers) -> None:
         "--server-url",
         default=None,
         metavar="URL",
-        help="the OpenAI-compatible server of --model openai:<model id> (docs/SCALING.md)",
+        help="the OpenAI-compatible server of --model openai:<model id> (docs/SCALING.md), or the endpoint of "
+        "--model rest:<name>",
     )
     p.add_argument(
         "--tokenizer",
@@ -114,6 +120,21 @@ def register(subparsers) -> None:
         default=None,
         metavar="NAME",
         help="the environment variable that holds the server's API key (sent as a Bearer token; never stored)",
+    )
+    rest = p.add_argument_group("REST endpoint (--model rest:<name>[@<version>]; docs/USAGE.md)")
+    rest.add_argument(
+        "--request-template",
+        default=None,
+        metavar="FILE.json",
+        help='the JSON body sent per request, its "$name" placeholders filled ($history_ids, $attributes, '
+        "$candidate_ids, $k, $prompt, ...)",
+    )
+    rest.add_argument(
+        "--answer-path",
+        default=None,
+        metavar="PATH",
+        help="where the ranked item ids or titles are in the JSON answer, e.g. data.recommendations or "
+        "result.items[*].id",
     )
     p.add_argument("--protocol", default="open", choices=PROTOCOLS)
     p.add_argument("--preset", default="repro", choices=PRESETS)
@@ -218,6 +239,13 @@ def config_from_args(args):
         over["model__server_url"] = args.server_url
     if getattr(args, "tokenizer", None):
         over["model__tokenizer"] = args.tokenizer
+    if getattr(args, "request_template", None):  # the file's JSON, kept in the config (and its run id)
+        try:
+            over["model__request_template"] = json.dumps(read_json(args.request_template, "request template"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--request-template {args.request_template}: not JSON ({exc})") from None
+    if getattr(args, "answer_path", None):
+        over["model__answer_path"] = args.answer_path
     if args.ranker:
         over["model__ranker"] = args.ranker
     for flag, name, *_ in (*_DECODING_FLAGS, *_SERVED_FLAGS, ("api-key-env", "api_key_env")):
@@ -305,15 +333,36 @@ def cmd_run(args) -> int:
         return _run(args)
 
 
+def _dataset(cfg, data_dir):
+    """The run's dataset, loaded as :func:`facterlab.facter.pipeline.run_experiment` loads it."""
+    resolved = resolve_dataset(cfg.data.dataset, data_dir)
+    kw = {}
+    if resolved == "amazon":
+        kw = {"demographics_seed": cfg.data.demographics_seed, "max_reviews": cfg.data.max_reviews}
+    return load_dataset(resolved, data_dir, **kw)
+
+
 def _run(args) -> int:
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
     validate_config(cfg, out_dir=results_dir(args.out_dir), llm=True, encoder=True)
     if served_model_id(cfg.model.llm) is not None:  # the server can answer this config, before any work
         served.check_served(cfg.model, cfg.protocol)
+    if is_rest_name(cfg.model.llm):  # what can be checked without asking the endpoint (its key), before any work
+        check_rest(cfg.model)
     check_free_space(cfg, results_dir(args.out_dir))
+    rec = ds = None
+    if is_rest_name(cfg.model.llm):  # the endpoint's item ids are named with the catalogue: built here, with it
+        ds = _dataset(cfg, args.data_dir)
+        rec = make_recommender(cfg.model, cfg.protocol, items=ds.items)
     res = run_experiment(
-        cfg, data_dir=args.data_dir, out_dir=args.out_dir, progress=not args.no_progress, fairllm=args.fairllm
+        cfg,
+        recommender=rec,
+        dataset=ds,
+        data_dir=args.data_dir,
+        out_dir=args.out_dir,
+        progress=not args.no_progress,
+        fairllm=args.fairllm,
     )
     if args.json:
         print(json.dumps(res.metrics, indent=2, sort_keys=True))

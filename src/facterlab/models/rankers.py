@@ -23,10 +23,11 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from facterlab.config import PROTOCOLS, ModelConfig
+from facterlab.config import PROTOCOLS, ModelConfig, is_rest_name
 from facterlab.data.titles import normalise_title
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.cache import CachedRecommender, PredictionCache
+from facterlab.models.custom import RestRecommender
 from facterlab.models.device import resolve_device
 from facterlab.models.llm import DecodingParams, effective_kernel, lm_fingerprint, load_lm
 from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
@@ -163,6 +164,8 @@ def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
     """The fingerprint :func:`make_recommender` would give, without loading the model (the model's files
     are hashed, and torch is asked only which device "auto" means; a served model's server is asked
     what it serves)."""
+    if is_rest_name(model_cfg.llm):  # no endpoint is asked: the fingerprint is its settings'
+        return RestRecommender.from_config(model_cfg).fingerprint
     if served_model_id(model_cfg.llm) is not None:
         url, model = server_of(model_cfg)
         return served_fingerprint(model_cfg, protocol, probe_server(url, model, key_env=model_cfg.api_key_env))
@@ -173,6 +176,8 @@ def expected_fingerprint(model_cfg: ModelConfig, protocol: str) -> str:
 
 class LLMRecommender(Recommender):
     """A :class:`~facterlab.datatypes.Recommender` over a :class:`~facterlab.models.llm.CausalLM`."""
+
+    takes_system_prompt = True  # FACTER's prompt repair applies (facterlab.datatypes.takes_system_prompt)
 
     def __init__(self, lm, model_cfg: ModelConfig, protocol: str):
         if protocol not in PROTOCOLS:
@@ -288,17 +293,22 @@ class LLMRecommender(Recommender):
         return ranked_by_scores(cands, scores, n_drop)
 
 
-def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress: bool = False):
+def make_recommender(model_cfg: ModelConfig, protocol: str, cache=True, progress: bool = False, items=None):
     """Build the LLM recommender for ``protocol`` ("open" | "rank") from a :class:`ModelConfig`
-    (``llm="openai:<model id>"``: :class:`~facterlab.models.served.ServedRecommender` at ``server_url``).
+    (``llm="openai:<model id>"``: :class:`~facterlab.models.served.ServedRecommender` at ``server_url``;
+    ``llm="rest:<name>"``: :class:`~facterlab.models.custom.RestRecommender` at ``server_url``).
 
     ``cache``: ``True`` (SQLite cache under ``cache_dir()``), ``False``, a path, or a
     :class:`~facterlab.models.cache.PredictionCache`.  An unknown model name fails before torch loads.
+    ``items``: the catalogue, with which a REST endpoint's answered item ids are named (without it, only
+    titles and the re-ranking candidates' ids can be).
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
     rec: Recommender
-    if served_model_id(model_cfg.llm) is not None:  # openai:<model id> at model_cfg.server_url
+    if is_rest_name(model_cfg.llm):  # rest:<name> at model_cfg.server_url
+        rec = RestRecommender.from_config(model_cfg, items)
+    elif served_model_id(model_cfg.llm) is not None:  # openai:<model id> at model_cfg.server_url
         rec = ServedRecommender(model_cfg, protocol, match=match_to_candidates, llm_recommender=LLMRecommender)
     else:
         resolve_llm(model_cfg.llm)  # fail fast on unknown names, before heavy imports

@@ -12,7 +12,8 @@ Registry names:
 
 Any other string is a local directory (or GGUF file) path or a Hugging Face hub id, or
 ``openai:<model id>``: a model an OpenAI-compatible server serves (``model.server_url``;
-:mod:`facterlab.models.served`, docs/SCALING.md).
+:mod:`facterlab.models.served`, docs/SCALING.md), or ``rest:<name>[@<version>]``: a REST endpoint that is
+not OpenAI-compatible (:class:`facterlab.models.custom.RestRecommender`, docs/USAGE.md).
 
 Fingerprints: a local model (bundled, folder or ``.gguf``) is fingerprinted by the names and full
 SHA-256 contents of its files (each hashed once, then remembered by path, size and mtime); a hub id by
@@ -34,7 +35,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from facterlab.config import SERVED_PREFIX, is_served_name
+from facterlab.config import SERVED_PREFIX, is_rest_name, is_served_name, rest_name_parts
 from facterlab.filehash import file_sha256
 
 __all__ = [
@@ -189,6 +190,9 @@ def _resolve(name: str, registry: dict, kind: str) -> ResolvedModel:
     if kind == "LLM" and served_model_id(name) is not None:
         model = served_model_id(name)
         return ResolvedModel(name.strip(), str(model), None, f"{SERVED_PREFIX}{model}@served", False)
+    if kind == "LLM" and is_rest_name(name):  # its fingerprint: facterlab.models.custom.RestRecommender
+        svc, _ = rest_name_parts(name)
+        return ResolvedModel(name.strip(), svc, None, f"{name.strip()}@rest", False)
     key = name.strip()
     src = registry.get(key.lower(), key)
     if src.startswith("bundled:"):
@@ -259,6 +263,9 @@ def check_name(name: str, kind: str = "LLM") -> None:
         raise ValueError(f"{kind} name must be a non-empty string, got {name!r}")
     if kind != "encoder" and served_model_id(name) is not None:
         return  # the server is asked when the recommender is built (facterlab.models.served)
+    if kind != "encoder" and is_rest_name(name):
+        rest_name_parts(name)  # its URL, template and answer path: ModelConfig checks them
+        return
     key = name.strip()
     src = registry.get(key.lower(), key)
     if src.startswith("bundled:"):

@@ -244,6 +244,8 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
 class ServedRecommender(Recommender):
     """The recommender of an OpenAI-compatible server (module docstring)."""
 
+    takes_system_prompt = True  # FACTER's prompt repair applies (facterlab.datatypes.takes_system_prompt)
+
     def __init__(
         self,
         model_cfg: ModelConfig,
