@@ -141,7 +141,7 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
             raise LogError(f"{path}: RecBole header names {dups} twice after dropping the ':type' suffixes")
         dtype = {h: str for h in header if h.split(":", 1)[1:] in (["token"], ["token_seq"])}
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=dtype)  # type: ignore[arg-type]
+        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=dtype)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LogError(f"{path}: not a readable {kind} file ({first})") from None
@@ -158,6 +158,11 @@ def _where(df: pd.DataFrame, i: int) -> str:
     return f"line {first + i}" if first else f"row {i}"
 
 
+def _py(v):
+    """A numpy scalar as the Python value (so that messages show ``1``, not ``np.int64(1)``)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _source(df: pd.DataFrame) -> str:
     return str(df.attrs.get("source") or "log")
 
@@ -171,7 +176,11 @@ def _resolve_columns(df: pd.DataFrame, wanted: dict) -> None:
             continue
         same_case = [c for c in cols if c.lower() == str(name).lower()]
         close = same_case or difflib.get_close_matches(str(name), cols, n=1, cutoff=0.6)
-        hint = f"closest: {close[0]!r}; map it with {FLAGS[role]} {close[0]}" if close else f"map it with {FLAGS[role]} NAME"
+        hint = (
+            f"closest: {close[0]!r}; map it with {FLAGS[role]} {close[0]}"
+            if close
+            else f"map it with {FLAGS[role]} NAME"
+        )
         problems.append(f"no column {name!r} for the {role} ({hint})")
     if problems:
         shown = ", ".join(cols[:12]) + (", ..." if len(cols) > 12 else "")
@@ -187,7 +196,9 @@ def _numeric(df: pd.DataFrame, col: str, role: str) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
-        raise LogError(f"{_source(df)}: {role} column {col!r} is not numeric: {raw.iloc[i]!r} at {_where(df, i)}{more}")
+        raise LogError(
+            f"{_source(df)}: {role} column {col!r} is not numeric: {_py(raw.iloc[i])!r} at {_where(df, i)}{more}"
+        )
     return num.to_numpy()
 
 
@@ -204,7 +215,7 @@ def _group_codes(df: pd.DataFrame, col: str, groups) -> tuple:
     """(codes 0/1 or -1 for rows left out, (label 0, label 1), number of rows left out)."""
     raw = df[col]
     present = raw.dropna()
-    values = list(pd.unique(present))
+    values = [_py(v) for v in pd.unique(present)]
     src = _source(df)
     if groups is not None:
         groups = [str(g) for g in groups]
@@ -249,13 +260,32 @@ def _group_codes(df: pd.DataFrame, col: str, groups) -> tuple:
 def _flag(df: pd.DataFrame, col: str) -> np.ndarray:
     """A 0/1 / true/false column as bool; anything else is a one-line error."""
     raw = df[col]
+    if pd.api.types.is_numeric_dtype(raw) or pd.api.types.is_bool_dtype(raw):
+        num = raw.to_numpy(dtype=float, na_value=0.0)
+        bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
+        if bad.size:
+            i = int(bad[0])
+            raise LogError(
+                f"{_source(df)}: random-item column {col!r} must be 0/1 or true/false; got {num[i]:g} at {_where(df, i)}"
+            )
+        return num == 1.0
     text = raw.map(lambda v: str(v).strip().lower() if not pd.isna(v) else "")
-    ok = {"1": True, "1.0": True, "true": True, "yes": True, "0": False, "0.0": False, "false": False, "no": False, "": False}
+    ok = {
+        "1": True,
+        "1.0": True,
+        "true": True,
+        "yes": True,
+        "0": False,
+        "0.0": False,
+        "false": False,
+        "no": False,
+        "": False,
+    }
     bad = np.flatnonzero(~text.isin(list(ok)).to_numpy())
     if bad.size:
         i = int(bad[0])
         raise LogError(
-            f"{_source(df)}: random-item column {col!r} must be 0/1 or true/false; got {raw.iloc[i]!r} at {_where(df, i)}"
+            f"{_source(df)}: random-item column {col!r} must be 0/1 or true/false; got {_py(raw.iloc[i])!r} at {_where(df, i)}"
         )
     return text.map(ok).to_numpy(dtype=bool)
 
@@ -327,8 +357,8 @@ class AuditResult:
         interval is missing)."""
         if not self.reversal:
             return None
-        ci = [self.intervals.get(k) for k in ("per_user_gap", "aggregate_gap")]
-        if any(c is None or c.missing_reason for c in ci):
+        ci = [c for c in (self.intervals.get(k) for k in ("per_user_gap", "aggregate_gap")) if c is not None]
+        if len(ci) < 2 or any(c.missing_reason for c in ci):
             return None
         return all(c.lo > 0 or c.hi < 0 for c in ci)
 
@@ -336,7 +366,9 @@ class AuditResult:
         """The reversal verdict in words."""
         r = self.reversal
         if r is None:
-            return "not judged: " + (self.per_user.missing_reason or self.aggregate.missing_reason or "a gap is missing")
+            return "not judged: " + (
+                self.per_user.missing_reason or self.aggregate.missing_reason or "a gap is missing"
+            )
         if not r:
             return "no: the PerUserGap and the AggregateGap have the same sign (or one is 0)"
         clear = self.reversal_clear
@@ -363,7 +395,11 @@ class AuditResult:
                     "hi": float(ci.hi * s) if ok and ci is not None and not ci.missing_reason else None,
                     "n": n,
                     "note": (reason if not ok else note)
-                    + (f"; interval missing: {ci.missing_reason}" if ok and ci is not None and ci.missing_reason else ""),
+                    + (
+                        f"; interval missing: {ci.missing_reason}"
+                        if ok and ci is not None and ci.missing_reason
+                        else ""
+                    ),
                 }
             )
 
@@ -458,12 +494,18 @@ class AuditResult:
             "n_users": self.n_users,
             "n_items": self.n_items,
             "per_user_gap": entry(
-                pu.value, pu.missing_reason, self.intervals.get("per_user_gap"),
-                n_users_both_groups=pu.n_defined, share_users_both_groups=num(pu.share_defined),
+                pu.value,
+                pu.missing_reason,
+                self.intervals.get("per_user_gap"),
+                n_users_both_groups=pu.n_defined,
+                share_users_both_groups=num(pu.share_defined),
             ),  # fmt: skip
             "aggregate_gap": entry(
-                ag.value, ag.missing_reason, self.intervals.get("aggregate_gap"),
-                n_pairs_0=ag.n_pairs_0, n_pairs_1=ag.n_pairs_1,
+                ag.value,
+                ag.missing_reason,
+                self.intervals.get("aggregate_gap"),
+                n_pairs_0=ag.n_pairs_0,
+                n_pairs_1=ag.n_pairs_1,
             ),  # fmt: skip
             "decomposition": (
                 {
@@ -476,8 +518,15 @@ class AuditResult:
             ),
             "ips": [
                 entry(
-                    e["value"], e["missing_reason"], e["interval"], name=e["name"], method=e["method"],
-                    estimand=e["estimand"], rows=e["rows"], n_0=e["n_0"], n_1=e["n_1"],
+                    e["value"],
+                    e["missing_reason"],
+                    e["interval"],
+                    name=e["name"],
+                    method=e["method"],
+                    estimand=e["estimand"],
+                    rows=e["rows"],
+                    n_0=e["n_0"],
+                    n_1=e["n_1"],
                 )  # fmt: skip
                 for e in self.ips
             ],
@@ -596,7 +645,9 @@ def audit(
     (1.8, -0.333, True)
     """
     if exposure not in EXPOSURES:
-        raise LogError(f"unknown exposure {exposure!r}; choose one of {', '.join(EXPOSURES)} (or pass an exposure column)")
+        raise LogError(
+            f"unknown exposure {exposure!r}; choose one of {', '.join(EXPOSURES)} (or pass an exposure column)"
+        )
     if ips_users not in IPS_USERS:
         raise LogError(f"ips_users must be one of {', '.join(IPS_USERS)}; got {ips_users!r}")
     if n_boot < 0 or min_count < 1:
@@ -655,7 +706,7 @@ def audit(
     if dup.any():
         idx = np.flatnonzero(dup)
         first = idx[0]
-        key = (df[user_col].iloc[first], df[item_col].iloc[first])
+        key = (_py(df[user_col].iloc[first]), _py(df[item_col].iloc[first]))
         same = idx[(df[user_col].iloc[idx] == key[0]).to_numpy() & (df[item_col].iloc[idx] == key[1]).to_numpy()]
         n_extra = int(df.duplicated([user_col, item_col]).sum())
         raise LogError(
@@ -706,7 +757,7 @@ def audit(
             f"only {pu.n_defined} user(s) have relevant items of both groups: the PerUserGap rests on few users"
         )
 
-    codes_u = pd.Index(st.users).get_indexer(table["user"])  # type: ignore[arg-type]
+    codes_u = pd.Index(st.users).get_indexer(table["user"])
     how = f"95% percentile bootstrap over users ({n_boot} resamples, seed {seed}; every quantity on the same resamples)"
     specs: dict = {}
     intervals = {
@@ -765,7 +816,9 @@ def _percentile(samples: np.ndarray, what: str) -> Interval:
         return Interval(missing_reason="no bootstrap resamples (n_boot = 0)")
     bad = ~np.isfinite(samples)
     if bad.mean() > 0.05:
-        return Interval(missing_reason=f"{what} undefined in {int(bad.sum())} of {samples.size} resamples (too few users)")
+        return Interval(
+            missing_reason=f"{what} undefined in {int(bad.sum())} of {samples.size} resamples (too few users)"
+        )
     lo, hi = np.percentile(samples[~bad], [2.5, 97.5])
     return Interval(float(lo), float(hi))
 
@@ -810,7 +863,9 @@ def _ratio(num, den) -> np.ndarray:
 def _spec_per_user(st: UserStats, specs: dict, min_count: int) -> Interval:
     n_def = int(st.defined.sum())
     if n_def < min_count:
-        return Interval(missing_reason=f"{n_def} user(s) with relevant items of both groups, fewer than min_count {min_count}")
+        return Interval(
+            missing_reason=f"{n_def} user(s) with relevant items of both groups, fewer than min_count {min_count}"
+        )
     specs["per_user_gap"] = [(1.0, np.where(st.defined, st.e0 - st.e1, 0.0), st.defined.astype(float))]
     return Interval()
 
@@ -903,7 +958,9 @@ def plot_audit(res: AuditResult, title: str = ""):
     colours = {"PerUserGap": GAP_SERIES["per_user_gap"][1], "AggregateGap": GAP_SERIES["aggregate_gap"][1]}
     y = np.arange(len(main))[::-1]
     for yi, (_, r) in zip(y, main.iterrows()):
-        colour = colours.get(r["quantity"], GAP_SERIES["naive_estimate"][1] if "naive" in r["quantity"] else GAP_SERIES["ips_model"][1])
+        colour = colours.get(
+            r["quantity"], GAP_SERIES["naive_estimate"][1] if "naive" in r["quantity"] else GAP_SERIES["ips_model"][1]
+        )
         if r["value"] is None or pd.isna(r["value"]):
             ax.text(0, yi, "  missing: " + str(r["note"])[:60], va="center", fontsize=7, color="#b00020")
             continue
@@ -922,7 +979,9 @@ def plot_audit(res: AuditResult, title: str = ""):
         d = res.decomposition
         vals = [d.competition_performance * res.scale, d.per_user_gap_term * res.scale, d.total * res.scale]
         ax.bar([0, 1, 2], vals, color=[PALETTE["fair"], PALETTE["per_user"], PALETTE["aggregate"]])
-        ax.set_xticks([0, 1, 2], ["competition x\nperformance", "per-user\ngap term", "total =\nAggregateGap"], fontsize=8)
+        ax.set_xticks(
+            [0, 1, 2], ["competition x\nperformance", "per-user\ngap term", "total =\nAggregateGap"], fontsize=8
+        )
         ax.axhline(0, color="black", lw=0.6)
         ax.set_ylabel(res.unit)
     ax.set_title("decomposition of the AggregateGap", fontsize=9)
