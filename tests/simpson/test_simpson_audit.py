@@ -1,4 +1,4 @@
-"""The Simpson audit of an exposure log (facterlab.simpson.audit, ``facterlab simpson audit``).
+"""The Simpson audit of an exposure log (facterlab.simpson.auditing, ``facterlab simpson audit``).
 
 Cross-checks against the simulator's own computation (gaps from dense arrays vs the audit's reading of
 a CSV it wrote), the toy example's own gaps, and ips.py's oracle estimator; every validation error; the
@@ -24,7 +24,7 @@ from facterlab.simpson import (
     random_experiment,
     simulate,
 )
-from facterlab.simpson.audit import LogError, audit, read_log
+from facterlab.simpson.auditing import LogError, audit, log_from_simulation, read_log
 from facterlab.simpson.toy import TOY_LISTS, grey_moved_down, toy_gaps, toy_table
 
 
@@ -74,10 +74,11 @@ def small_log(**changes) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------ cross-checks
 def test_simulated_log_through_csv_gives_the_simulators_gaps(world, tmp_path):
-    sim, _, log = world
+    sim, exp, log = world
     path = tmp_path / "log.csv"
     log.to_csv(path, index=False)
     res = audit(path, n_boot=50)
+    pd.testing.assert_frame_equal(log_from_simulation(sim, exp), log, check_dtype=False)  # the public helper
     truth_pu, truth_agg, truth_dec = per_user_gap(sim.stats), aggregate_gap(sim.stats), decompose(sim.stats)
     assert res.per_user.value == pytest.approx(truth_pu.value, rel=1e-12, abs=1e-15)
     assert res.per_user.n_defined == truth_pu.n_defined

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from facterlab.simpson.audit import DEFAULT_COLUMNS, EXPOSURE_CHOICES, FORMATS, IPS_USERS
+from facterlab.simpson.auditing import DEFAULT_COLUMNS, EXPOSURE_CHOICES, FORMATS, IPS_USERS
 
 
 def register(subparsers) -> None:
@@ -82,7 +82,7 @@ def register(subparsers) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """``facterlab simpson audit LOG``."""
-    from facterlab.simpson.audit import audit
+    from facterlab.simpson.auditing import audit
 
     groups = None
     if args.groups is not None:

@@ -102,7 +102,7 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
     >>> read_log(p, "tsv")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    facterlab.simpson.audit.LogError: .../log.inter: byte 0xe9 at offset 15 (line 2) is not UTF-8; ...
+    facterlab.simpson.auditing.LogError: .../log.inter: byte 0xe9 at offset 15 (line 2) is not UTF-8; ...
     """
     path = Path(path)
     kind = fmt or SUFFIXES.get(path.suffix.lower())
@@ -149,6 +149,34 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
         df.columns = [str(c).split(":", 1)[0] for c in df.columns]
     df.attrs.update(source=str(path), first_line=2, format=kind)
     return df
+
+
+def log_from_simulation(sim, experiment=None) -> pd.DataFrame:
+    """A simulated world (:func:`facterlab.simpson.simulate.simulate`) as an exposure log: one row per
+    (user, item) with the default columns, and ``shown_at_random`` (1 on the item the random experiment
+    showed the user, when ``experiment`` is given).  An example of the log format, and a log whose true
+    gaps are known.
+
+    >>> from facterlab.simpson.simulate import SimpsonConfig, simulate
+    >>> log = log_from_simulation(simulate(SimpsonConfig(n_users=3, seed=0)))
+    >>> log.shape, list(log.columns)
+    ((300, 6), ['user_id', 'item_id', 'group', 'position', 'relevance', 'shown_at_random'])
+    """
+    n, m = sim.positions.shape
+    users, items = np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
+    shown = np.zeros((n, m), dtype=np.int8)
+    if experiment is not None:
+        shown[np.arange(n), np.asarray(experiment.shown)] = 1
+    return pd.DataFrame(
+        {
+            "user_id": users,
+            "item_id": items,
+            "group": np.asarray(sim.groups)[items],
+            "position": sim.positions.ravel(),
+            "relevance": sim.relevant.ravel().astype(np.int8),
+            "shown_at_random": shown.ravel(),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------- validation
@@ -538,7 +566,7 @@ class AuditResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         """:meth:`to_dict` as JSON text."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def figure(self, title: str = ""):
         """The report figure (:func:`plot_audit`)."""
