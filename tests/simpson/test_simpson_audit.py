@@ -224,6 +224,13 @@ def test_non_numeric_positions_and_relevance(tmp_path):
         audit(small_log(position=[1, None, 2, 1]))
 
 
+def test_empty_ids_are_errors():
+    with pytest.raises(LogError, match="user column 'user_id' is empty in 1 row\\(s\\), first at row 2"):
+        audit(small_log(user_id=["a", "a", None, "b"]))
+    with pytest.raises(LogError, match="item column 'item_id' is empty in 2 row"):
+        audit(small_log(item_id=[1, None, None, 2]))
+
+
 def test_graded_relevance_needs_a_threshold():
     with pytest.raises(LogError, match="must be 0 or 1; got 4 at row 0 .*--relevant-min"):
         audit(small_log(relevance=[4, 5, 2, 1]))
@@ -265,6 +272,10 @@ def test_other_bad_files_and_flags(tmp_path):
         audit(small_log(p=[0.5, 0.0, 0.5, 0.5]), propensity_col="p")
     with pytest.raises(LogError, match="random-item column 'r' must be 0/1 or true/false; got 'maybe'"):
         audit(small_log(r=[0, "maybe", 1, 0]), random_col="r")
+    with pytest.raises(LogError, match="random-item column 'r' must be 0/1 or true/false; got 2 at row 3"):
+        audit(small_log(r=[0, 0, 1, 2]), random_col="r")
+    with pytest.raises(LogError, match="n_boot must be in 0..100000"):
+        audit(small_log(), n_boot=-1)
 
 
 def test_groups_too_small_give_missing_values_with_reasons():

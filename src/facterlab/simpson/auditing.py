@@ -72,7 +72,8 @@ FLAGS = {
 }
 FORMATS = ("csv", "tsv", "parquet", "recbole")
 SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet", ".inter": "recbole"}
-EXPOSURE_CHOICES = (*EXPOSURES, "given")
+#: the exposure functions f(position) of ``--exposure``
+EXPOSURE_CHOICES = tuple(EXPOSURES)
 IPS_USERS = ("both", "all")
 JSON_NAME = "simpson_audit.json"
 USERS_NAME = "simpson_audit_users.csv"
@@ -678,8 +679,8 @@ def audit(
         )
     if ips_users not in IPS_USERS:
         raise LogError(f"ips_users must be one of {', '.join(IPS_USERS)}; got {ips_users!r}")
-    if n_boot < 0 or min_count < 1:
-        raise LogError("n_boot must be >= 0 and min_count >= 1")
+    if not 0 <= n_boot <= 100_000 or min_count < 1:
+        raise LogError(f"n_boot must be in 0..100000 and min_count >= 1; got {n_boot} and {min_count}")
     if isinstance(log_or_path, pd.DataFrame):
         df = log_or_path
         fmt_name = "dataframe"
@@ -702,6 +703,13 @@ def audit(
         raise LogError(f"{src}: the log has no rows")
     warnings: list = []
 
+    for role, col in (("user", user_col), ("item", item_col)):
+        empty = np.flatnonzero(df[col].isna().to_numpy())
+        if empty.size:
+            raise LogError(
+                f"{src}: {role} column {col!r} is empty in {empty.size} row(s), first at {_where(df, int(empty[0]))}; "
+                f"every row needs its {role}"
+            )
     codes, labels, n_out = _group_codes(df, group_col, groups)
     pos_col = exposure_col or position_col
     pos = _numeric(df, pos_col, "exposure" if exposure_col else "position")

@@ -50,7 +50,7 @@ def register(subparsers) -> None:
     )
     a.add_argument(
         "--exposure",
-        choices=[c for c in EXPOSURE_CHOICES if c != "given"],
+        choices=EXPOSURE_CHOICES,
         default="log",
         help="f(position): log = 1/log2(1 + p) (default), position = p",
     )
