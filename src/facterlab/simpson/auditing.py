@@ -982,6 +982,8 @@ def _ips(table, values, codes_u, st: UserStats, rand, prop, ips_users: str, spec
 def plot_audit(res: AuditResult, title: str = ""):
     """Report figure: left, every gap and estimate with its 95% interval; middle, the decomposition;
     right, the distribution of the per-user gaps (users with relevant items of both groups)."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
     from facterlab.simpson.plots import GAP_SERIES
@@ -998,13 +1000,16 @@ def plot_audit(res: AuditResult, title: str = ""):
             r["quantity"], GAP_SERIES["naive_estimate"][1] if "naive" in r["quantity"] else GAP_SERIES["ips_model"][1]
         )
         if r["value"] is None or pd.isna(r["value"]):
-            ax.text(0, yi, "  missing: " + str(r["note"])[:60], va="center", fontsize=7, color="#b00020")
+            note = textwrap.shorten("missing: " + str(r["note"]), 110, placeholder=" ...")
+            ax.text(0.02, yi, "\n".join(textwrap.wrap(note, 55)), va="center", fontsize=7, color="#b00020",
+                    transform=ax.get_yaxis_transform())  # fmt: skip
             continue
         err = None
         if r["lo"] is not None and not pd.isna(r["lo"]):
             err = [[r["value"] - r["lo"]], [r["hi"] - r["value"]]]
         ax.errorbar(r["value"], yi, xerr=err, fmt="o", color=colour, capsize=4)
     ax.axvline(0, color="black", lw=0.6)
+    ax.set_ylim(-0.6, len(main) - 0.4)
     ax.set_yticks(y, list(main["quantity"]), fontsize=8)
     ax.set_xlabel(f"gap ({res.unit}, group 0 {res.groups[0]!r} - group 1 {res.groups[1]!r})")
     ax.set_title("gaps and estimates (95% interval)" + ("  - REVERSAL" if res.reversal else ""), fontsize=9)
