@@ -30,6 +30,7 @@ _COMMANDS = (
     ("reproduce", "facterlab.reporting.reproduce"),
     ("runs", "facterlab.reporting.runs"),
     ("sweep", "facterlab.reporting.sweep"),
+    ("simpson", "facterlab.simpson.commands"),
 )
 
 

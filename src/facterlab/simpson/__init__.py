@@ -2,11 +2,13 @@
 
 Per-user vs aggregate exposure gaps, their identities (lemma, matching theorem, three-factor
 decomposition), a vectorised seeded simulator with the paper's ambiguous passages as named readings,
-IPS estimation from a random experiment (model, count cells and oracle weights), the toy example and
-an interactive explorer.  Design notes: ``docs/SIMPSON.md``.  Only numpy/pandas are
+IPS estimation from a random experiment (model, count cells and oracle weights), the toy example, an
+interactive explorer, and :func:`audit` of your own exposure log (``facterlab simpson audit LOG``,
+module ``facterlab.simpson.auditing``: named apart from the function, as ``sweeping`` holds ``sweep``).  Design notes: ``docs/SIMPSON.md``.  Only numpy/pandas are
 imported here; scikit-learn, matplotlib and ipywidgets load inside the functions that use them.
 """
 
+from facterlab.simpson.auditing import AuditResult, LogError, audit, log_from_simulation, read_log
 from facterlab.simpson.exposure import average_position, competition, get_exposure, log_discount
 from facterlab.simpson.gaps import (
     AggregateGap,
@@ -24,7 +26,15 @@ from facterlab.simpson.gaps import (
     reweighted_aggregate_gap,
     user_mixtures,
 )
-from facterlab.simpson.ips import Estimate, ips_estimate, naive_estimate, weights_counts, weights_model, weights_oracle
+from facterlab.simpson.ips import (
+    Estimate,
+    ips_estimate,
+    naive_estimate,
+    weighted_estimate,
+    weights_counts,
+    weights_model,
+    weights_oracle,
+)
 from facterlab.simpson.simulate import (
     RandomExperiment,
     SimConfig,
@@ -49,6 +59,11 @@ from facterlab.simpson.sweeping import (
 from facterlab.simpson.toy import draw_toy, toy_gaps, toy_table
 
 __all__ = [
+    "AuditResult",
+    "LogError",
+    "audit",
+    "log_from_simulation",
+    "read_log",
     "average_position",
     "competition",
     "get_exposure",
@@ -70,6 +85,7 @@ __all__ = [
     "Estimate",
     "ips_estimate",
     "naive_estimate",
+    "weighted_estimate",
     "weights_counts",
     "weights_model",
     "weights_oracle",

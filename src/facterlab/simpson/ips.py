@@ -82,6 +82,32 @@ def _weighted(exp, w, method) -> Estimate:
     return Estimate(means[0] - means[1], means[0], means[1], ns[0], ns[1], method)
 
 
+def weighted_estimate(exp, weights, method: str = "ips_given") -> Estimate:
+    """Self-normalised IPS estimate with given weights (one per row of ``exp``; only the observed
+    relevant rows' weights are used): ``sum_{O_0} w e / sum_{O_0} w - sum_{O_1} w e / sum_{O_1} w``.
+    A NaN or negative weight on an observed row is an error; a group whose observed weights are all 0
+    gives a missing value with its reason.
+
+    >>> from types import SimpleNamespace as NS
+    >>> e = NS(relevant=np.array([1, 1, 1]), group=np.array([0, 0, 1]), exposure=np.array([1.0, 0.5, 0.25]))
+    >>> weighted_estimate(e, np.array([1.0, 3.0, 2.0])).value  # (1 + 1.5)/4 - 0.25
+    0.375
+    """
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (len(exp.exposure),):
+        raise ValueError(f"weights must have one entry per row ({len(exp.exposure)}), got shape {w.shape}")
+    obs = _observed(exp, 0) | _observed(exp, 1)
+    if np.any(~np.isfinite(w[obs])) or np.any(w[obs] < 0):
+        raise ValueError("weights must be finite and >= 0 on the observed relevant rows")
+    for s in (0, 1):
+        o = _observed(exp, s)
+        if o.any() and not np.any(w[o] > 0):
+            n0, n1 = int(_observed(exp, 0).sum()), int(_observed(exp, 1).sum())
+            return Estimate(float("nan"), float("nan"), float("nan"), n0, n1, method,
+                            f"every observed group-{s} row has weight 0")  # fmt: skip
+    return _weighted(exp, np.where(obs, w, 0.0), method)
+
+
 def quantile_cells(x, n_bins: int = 10) -> np.ndarray:
     """Cell index 0..n_bins-1 of each value: quantile bins of x over all users.
 
