@@ -135,6 +135,7 @@ def test_ips_from_a_propensity_column_on_a_log_of_random_rows_only(world):
     assert np.isnan(res.per_user.value) and "U* is empty" in res.per_user.missing_reason
     both = audit(log, propensity_col="p", n_boot=0).ips[0]
     assert both["value"] is None and "of users in U*: 0 / 0" in both["missing_reason"]
+    assert "pass --ips-users all" in both["missing_reason"]
     assert res.reversal is None and res.to_dict()["per_user_gap"]["value"] is None
 
 

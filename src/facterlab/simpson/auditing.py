@@ -966,7 +966,13 @@ def _ips(table, values, codes_u, st: UserStats, rand, prop, ips_users: str, spec
                 interval=None,
                 missing_reason=f"observed relevant rows of group 0 / 1 in {rows}"
                 + (" of users in U*" if meth != "naive" and ips_users == "both" else "")
-                + f": {n_s[0]} / {n_s[1]}, fewer than min_count {min_count}",
+                + f": {n_s[0]} / {n_s[1]}, fewer than min_count {min_count}"
+                + (
+                    " (no user's log has relevant items of both groups; with relevance known only on the "
+                    "experiment rows pass --ips-users all)"
+                    if meth != "naive" and ips_users == "both" and not st.defined.any()
+                    else ""
+                ),
             )
         elif est.missing_reason or not math.isfinite(est.value):
             entry.update(value=None, interval=None, missing_reason=est.missing_reason or "undefined")
