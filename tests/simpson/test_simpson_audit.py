@@ -257,6 +257,8 @@ def test_group_column_with_one_value_or_more_than_two():
         audit(three)
     res = audit(three, groups=("x", "y"), min_count=1, n_boot=0)
     assert res.n_left_out == 1 and res.groups == ("x", "y") and "1 row(s) of groups other" in res.warnings[0]
+    floats = small_log(group=[0.0, 1.0, 0.0, np.nan])  # ints with a gap, as pandas holds them
+    assert audit(floats, groups=("0", "1"), min_count=1, n_boot=0).n_left_out == 1
     with pytest.raises(LogError, match="has no value 'w'"):
         audit(three, groups=("x", "w"))
     with pytest.raises(LogError, match="group column 'group' is empty in 1 row"):

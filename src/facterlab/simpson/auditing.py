@@ -192,6 +192,12 @@ def _py(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _label(v) -> str:
+    """A group value as ``--groups`` spells it: ``1.0`` (an int column with a gap, read as floats) as ``1``."""
+    v = _py(v)
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
 def _source(df: pd.DataFrame) -> str:
     return str(df.attrs.get("source") or "log")
 
@@ -254,7 +260,7 @@ def _group_codes(df: pd.DataFrame, col: str, groups) -> tuple:
         groups = [str(g) for g in groups]
         if len(groups) != 2 or groups[0] == groups[1]:
             raise LogError(f"--groups needs two different values, e.g. --groups A,B; got {','.join(groups)!r}")
-        as_text = raw.map(lambda v: None if pd.isna(v) else str(v))
+        as_text = raw.map(lambda v: None if pd.isna(v) else _label(v))
         found = set(as_text.dropna())
         unknown = [g for g in groups if g not in found]
         if unknown:
