@@ -85,9 +85,10 @@ def test_simulated_log_through_csv_gives_the_simulators_gaps(world, tmp_path):
     assert res.aggregate.value == pytest.approx(truth_agg.value, rel=1e-12, abs=1e-15)
     assert res.decomposition.competition_performance == pytest.approx(truth_dec.competition_performance, rel=1e-9)
     assert res.decomposition.per_user_gap_term == pytest.approx(truth_dec.per_user_gap_term, rel=1e-9)
-    users = res.per_user_table()  # users sorted as the simulator's rows
+    users = res.per_user_table()  # ids are read as text: put them in the simulator's order
+    users = users.assign(row=users["user"].astype(int)).sort_values("row")
     np.testing.assert_allclose(users["gap"].to_numpy() / 100, truth_pu.per_user, rtol=1e-12, equal_nan=True)
-    assert res.n_rows == 800 * 100 and res.n_users == 800 and res.groups == (0, 1)
+    assert res.n_rows == 800 * 100 and res.n_users == 800 and res.groups == ("0", "1")
     t = res.table()
     assert t.loc[0, "value"] == pytest.approx(100 * truth_pu.value)  # the table is in pp
 
@@ -134,6 +135,7 @@ def test_ips_from_a_propensity_column_on_a_log_of_random_rows_only(world):
     assert np.isnan(res.per_user.value) and "U* is empty" in res.per_user.missing_reason
     both = audit(log, propensity_col="p", n_boot=0).ips[0]
     assert both["value"] is None and "of users in U*: 0 / 0" in both["missing_reason"]
+    assert "pass --ips-users all" in both["missing_reason"]
     assert res.reversal is None and res.to_dict()["per_user_gap"]["value"] is None
 
 
@@ -190,6 +192,15 @@ def test_tsv_parquet_and_recbole_read_like_csv(tmp_path):
     assert read_log(tmp_path / "log.inter")["group"].tolist()[:2] == ["0", "0"]  # token fields stay strings
 
 
+def test_text_ids_stay_text_and_relevance_may_be_true_false(tmp_path):
+    path = tmp_path / "ids.csv"
+    path.write_text(
+        "user_id,item_id,group,position,relevance\nu,007,x,1,True\nu,7,y,2,true\nv,007,x,2,1\nv,7,y,1,FALSE\n"
+    )
+    res = audit(path, min_count=1, n_boot=0)  # '007' and '7' are two items, not a duplicate pair
+    assert res.n_items == 2 and res.per_user.n_defined == 1 and res.aggregate.n_pairs_0 == 2
+
+
 # ------------------------------------------------------------------------------ validation
 def test_a_misspelt_column_names_the_closest_match_and_the_flag():
     log = small_log().rename(columns={"position": "postion"})
@@ -207,7 +218,7 @@ def test_duplicate_pairs_name_the_first_pair_and_its_lines(tmp_path):
     log = small_log(item_id=[1, 2, 1, 1])
     log.to_csv(tmp_path / "d.csv", index=False)
     with pytest.raises(
-        LogError, match=r"1 duplicate \(user, item\) row\(s\); first: user 'b', item 1 at line 4 and line 5"
+        LogError, match=r"1 duplicate \(user, item\) row\(s\); first: user 'b', item '1' at line 4 and line 5"
     ):
         audit(tmp_path / "d.csv")
 
@@ -246,6 +257,8 @@ def test_group_column_with_one_value_or_more_than_two():
         audit(three)
     res = audit(three, groups=("x", "y"), min_count=1, n_boot=0)
     assert res.n_left_out == 1 and res.groups == ("x", "y") and "1 row(s) of groups other" in res.warnings[0]
+    floats = small_log(group=[0.0, 1.0, 0.0, np.nan])  # ints with a gap, as pandas holds them
+    assert audit(floats, groups=("0", "1"), min_count=1, n_boot=0).n_left_out == 1
     with pytest.raises(LogError, match="has no value 'w'"):
         audit(three, groups=("x", "w"))
     with pytest.raises(LogError, match="group column 'group' is empty in 1 row"):
@@ -316,7 +329,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert "IPS (1/log relevance rate), users in U*" in text and "reversal:" in text
     saved = json.loads((out / "simpson_audit.json").read_text())
     assert saved == json.loads(res.to_json())
-    users = pd.read_csv(out / "simpson_audit_users.csv")
+    users = pd.read_csv(out / "simpson_audit_users.csv").sort_values("user")  # the simulator's order
     np.testing.assert_allclose(users["gap"] / 100, per_user_gap(sim.stats).per_user, rtol=1e-9, equal_nan=True)
     pytest.importorskip("matplotlib")
     assert (out / "simpson_audit.png").stat().st_size > 10_000

@@ -90,8 +90,10 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
 
     The format comes from the suffix (``.csv``; ``.tsv``/``.tab``; ``.parquet``/``.pq``; ``.inter``)
     unless ``fmt`` names it.  Text files must be UTF-8 (a BOM is allowed): a byte that is not is a
-    :class:`LogError` naming the file and its byte offset.  RecBole headers ``name:type`` lose their
-    ``:type`` suffix; ``token`` fields are read as strings.  ``attrs["source"]`` holds the path and
+    :class:`LogError` naming the file and its byte offset.  Every field of a text file is read as text
+    (so ids such as ``007`` and ``7`` stay distinct; :func:`audit` converts positions, relevance and
+    propensities to numbers, with a one-line error for a value that is not one); an empty field is
+    missing.  RecBole headers ``name:type`` lose their ``:type`` suffix.  ``attrs["source"]`` holds the path and
     ``attrs["first_line"]`` the file line of the first row (text formats; None for parquet).
 
     >>> import tempfile
@@ -133,16 +135,14 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
     if not text.strip():
         raise LogError(f"{path}: the file is empty")
     sep = "," if kind == "csv" else "\t"
-    dtype = None
     if kind == "recbole":
         header = text.split("\n", 1)[0].rstrip("\r").split("\t")
         names = [h.split(":", 1)[0] for h in header]
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise LogError(f"{path}: RecBole header names {dups} twice after dropping the ':type' suffixes")
-        dtype = {h: str for h in header if h.split(":", 1)[1:] in (["token"], ["token_seq"])}
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=dtype)
+        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, na_values=[""])
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LogError(f"{path}: not a readable {kind} file ({first})") from None
@@ -192,6 +192,12 @@ def _py(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _label(v) -> str:
+    """A group value as ``--groups`` spells it: ``1.0`` (an int column with a gap, read as floats) as ``1``."""
+    v = _py(v)
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
 def _source(df: pd.DataFrame) -> str:
     return str(df.attrs.get("source") or "log")
 
@@ -216,9 +222,13 @@ def _resolve_columns(df: pd.DataFrame, wanted: dict) -> None:
         raise LogError(f"{_source(df)}: {'; '.join(problems)}; the log's columns: {shown}")
 
 
-def _numeric(df: pd.DataFrame, col: str, role: str) -> np.ndarray:
-    """The column as floats; a non-numeric or missing value is a one-line error naming its line."""
+def _numeric(df: pd.DataFrame, col: str, role: str, booleans: bool = False) -> np.ndarray:
+    """The column as floats (``booleans``: the texts true/false as 1/0 too); a value that is not a number
+    is a one-line error naming its line.  Missing values stay NaN."""
     raw = df[col]
+    if booleans and (raw.dtype == object or pd.api.types.is_string_dtype(raw)):
+        low = raw.astype(str).str.strip().str.lower()
+        raw = raw.where(~low.isin(["true", "false"]), (low == "true").astype(float))
     num = pd.to_numeric(raw, errors="coerce") if raw.dtype != bool else raw.astype(float)
     num = pd.Series(np.asarray(num, dtype=float), index=raw.index)
     bad = np.flatnonzero(num.isna().to_numpy() & raw.notna().to_numpy())
@@ -250,7 +260,7 @@ def _group_codes(df: pd.DataFrame, col: str, groups) -> tuple:
         groups = [str(g) for g in groups]
         if len(groups) != 2 or groups[0] == groups[1]:
             raise LogError(f"--groups needs two different values, e.g. --groups A,B; got {','.join(groups)!r}")
-        as_text = raw.map(lambda v: None if pd.isna(v) else str(v))
+        as_text = raw.map(lambda v: None if pd.isna(v) else _label(v))
         found = set(as_text.dropna())
         unknown = [g for g in groups if g not in found]
         if unknown:
@@ -298,7 +308,7 @@ def _flag(df: pd.DataFrame, col: str) -> np.ndarray:
                 f"{_source(df)}: random-item column {col!r} must be 0/1 or true/false; got {num[i]:g} at {_where(df, i)}"
             )
         return num == 1.0
-    text = raw.map(lambda v: str(v).strip().lower() if not pd.isna(v) else "")
+    text = raw.astype(str).str.strip().str.lower().where(raw.notna(), "")
     ok = {
         "1": True,
         "1.0": True,
@@ -725,7 +735,7 @@ def audit(
             f"{src}: position column {position_col!r} holds {pos[i]:g} at {_where(df, i)}; positions count from 1 "
             f"(0-based ranks: add 1; exposure values: pass {FLAGS['exposure']} {position_col})"
         )
-    rel_raw = _numeric(df, relevance_col, "relevance")
+    rel_raw = _numeric(df, relevance_col, "relevance", booleans=True)
     _no_missing(df, rel_raw, relevance_col, "relevance", "every row needs one (leave unjudged items out of the log)")
     if relevant_min is None:
         bad = np.flatnonzero(~np.isin(rel_raw, (0.0, 1.0)))
@@ -962,7 +972,13 @@ def _ips(table, values, codes_u, st: UserStats, rand, prop, ips_users: str, spec
                 interval=None,
                 missing_reason=f"observed relevant rows of group 0 / 1 in {rows}"
                 + (" of users in U*" if meth != "naive" and ips_users == "both" else "")
-                + f": {n_s[0]} / {n_s[1]}, fewer than min_count {min_count}",
+                + f": {n_s[0]} / {n_s[1]}, fewer than min_count {min_count}"
+                + (
+                    " (no user's log has relevant items of both groups; with relevance known only on the "
+                    "experiment rows pass --ips-users all)"
+                    if meth != "naive" and ips_users == "both" and not st.defined.any()
+                    else ""
+                ),
             )
         elif est.missing_reason or not math.isfinite(est.value):
             entry.update(value=None, interval=None, missing_reason=est.missing_reason or "undefined")
