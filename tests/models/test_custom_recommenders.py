@@ -406,6 +406,23 @@ def test_rest_fingerprint_covers_url_template_path_and_version_not_the_transport
     assert make_recommender(cfg, "open", cache=False).fingerprint == base.fingerprint
 
 
+def test_run_experiment_builds_a_rest_recommender_from_the_config(tmp_path):
+    """``run_experiment(cfg)`` with ``model.llm = "rest:<name>"`` (no recommender passed): re-ranking answers
+    are named through the row's candidates; open-generation ids need the catalogue, and say so in one line."""
+    from facterlab.data import load_dataset
+
+    ds = load_dataset("synthetic", tmp_path / "data")
+    with RestStandIn() as svc:
+        kw = dict(model__llm="rest:svc", model__server_url=svc.url, model__request_template=json.dumps(TEMPLATE),
+                  model__answer_path=PATH)  # fmt: skip
+        res = run_experiment(_fast_cfg(protocol="rank", **kw), out_dir=tmp_path / "r", progress=False, dataset=ds)
+        assert res.record.config.fingerprints.llm.startswith("rest:svc:")
+        rows = pd.read_parquet(res.out_dir / "rows_fair.parquet")
+        assert set(rows["parse_status"]) == {"ok"} and (rows["n_model_positions"] == 10).all()
+        with pytest.raises(ServerError, match=r"answered item id \d+, which cannot be named without the catalogue"):
+            run_experiment(_fast_cfg(**kw), out_dir=tmp_path / "o", progress=False, dataset=ds)
+
+
 #: run ids (config hashes) of existing configs, computed by the code before the REST fields were added
 #: (commit 2cc3fcd): the new fields, None by default, leave every one unchanged
 HASHES_BEFORE = {

@@ -257,8 +257,9 @@ def answer_prediction(
             )
         if kind == "noitems":
             raise RecommenderError(
-                f"{where} answered item id {value}, which cannot be named without the items table "
-                "(give items=, or answer titles)"
+                f"{where} answered item id {value}, which cannot be named without the catalogue: build the "
+                "recommender with items=dataset.items (RestRecommender.from_config(cfg.model, items=...), passed "
+                "as recommender=; facterlab run does so), or answer titles"
             )
         if kind == "unknown":
             unknown.append(value)
