@@ -373,6 +373,16 @@ def test_rest_malformed_answers_and_timeouts_are_one_line(mode, cls, expected):
     assert "\n" not in str(err.value)
 
 
+def test_rest_waits_say_how_many_requests_are_answered(monkeypatch, caplog):
+    from facterlab.models import custom
+
+    monkeypatch.setattr(custom, "PROGRESS_EVERY", 0.2)
+    with RestStandIn("slow", delay=0.8) as svc, caplog.at_level(logging.INFO, logger="facterlab.models.custom"):
+        rec = RestRecommender(svc.url, TEMPLATE, PATH, items=ITEMS, name="svc", timeout=10)
+        assert rec.predict([_req()])[0].parse_status == "ok"
+    assert "rest:svc at http://127.0.0.1:" in caplog.text and "0 of 1 requests answered after" in caplog.text
+
+
 def test_rest_settings_are_checked_before_any_request():
     with pytest.raises(ValueError, match=r"unknown placeholder '\$histroy_ids'"):
         RestRecommender("http://127.0.0.1:9/r", {"h": "$histroy_ids"}, PATH)

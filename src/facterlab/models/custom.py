@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import json
 import logging
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -82,6 +83,8 @@ PARSE_NOT_CANDIDATE = "not_candidates"
 DEFAULT_PROTECTED = ("gender", "age", "occupation")
 #: how much of an answer ``Prediction.raw`` keeps
 RAW_CHARS = 4000
+#: seconds between the progress lines while a REST endpoint's requests wait
+PROGRESS_EVERY = 15.0
 
 
 class RecommenderError(ValueError):
@@ -698,10 +701,18 @@ class RestRecommender(Recommender):
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)), thread_name_prefix="rest")
         try:
             futures = [pool.submit(self._one, r) for r in requests]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for fut in futures:
-                if fut.done() and fut.exception() is not None:
-                    raise fut.exception()  # type: ignore[misc]
+            t0, pending = time.monotonic(), set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+                failed = next((f for f in futures if f in done and f.exception() is not None), None)
+                if failed is not None:
+                    raise failed.exception()  # type: ignore[misc]
+                if pending:
+                    log.info(
+                        "%s%s at %s: %d of %d requests answered after %.0f s (each ends by its %g s deadline)",
+                        REST_PREFIX, self.name, self.url, len(futures) - len(pending), len(futures),
+                        time.monotonic() - t0, self.timeout,
+                    )  # fmt: skip
             results = [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
