@@ -245,6 +245,13 @@ def test_the_fingerprint_follows_the_functions_source(tmp_path):
     with pytest.raises(ValueError, match="cannot read the source of 'typed'.*version="):
         FunctionRecommender(scope["typed"], ITEMS)
     assert FunctionRecommender(scope["typed"], ITEMS, version="1").fingerprint == "function:typed:1"
+    # a partial: its function's source and its arguments' text; an object's address is no stable text
+    import functools
+
+    assert source_version(functools.partial(one, k=3)) != source_version(functools.partial(one, k=4))
+    assert source_version(functools.partial(one, k=3)) == source_version(functools.partial(same, k=3))
+    with pytest.raises(ValueError, match="no stable text"):
+        source_version(functools.partial(one, model=object()))
 
 
 # ------------------------------------------------------------------------------------- REST adapter

@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import json
 import logging
+import re
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -306,7 +307,8 @@ def _warn_dropped(who: str, dropped: list, n: int) -> None:
 def source_version(fn: Callable) -> str:
     """``src-<12 hex>``: the SHA-256 of ``fn``'s source (:func:`inspect.getsource`; a callable object's
     class, a :func:`functools.partial`'s function and arguments).  A ValueError when the source cannot
-    be read (a lambda typed at an interactive prompt, a built-in): then declare ``version=``.
+    be read (a lambda typed at an interactive prompt, a built-in), or a partial binds an object whose
+    text names its address: then declare ``version=``.
 
     >>> def top(history, attributes, candidates):
     ...     return [1, 2]
@@ -317,6 +319,11 @@ def source_version(fn: Callable) -> str:
     extra = ""
     if isinstance(fn, functools.partial):
         target, extra = fn.func, repr((fn.args, sorted(fn.keywords.items())))
+        if re.search(r" at 0x[0-9a-f]+", extra):  # an object's address: another in every process
+            raise ValueError(
+                f"the arguments bound to {getattr(target, '__qualname__', target)!r} have no stable text to "
+                "fingerprint; declare FunctionRecommender(..., version='...')"
+            )
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and not inspect.isclass(target):
         target = type(target)
     try:
