@@ -245,6 +245,13 @@ def test_the_fingerprint_follows_the_functions_source(tmp_path):
     with pytest.raises(ValueError, match="cannot read the source of 'typed'.*version="):
         FunctionRecommender(scope["typed"], ITEMS)
     assert FunctionRecommender(scope["typed"], ITEMS, version="1").fingerprint == "function:typed:1"
+    # a partial: its function's source and its arguments' text; an object's address is no stable text
+    import functools
+
+    assert source_version(functools.partial(one, k=3)) != source_version(functools.partial(one, k=4))
+    assert source_version(functools.partial(one, k=3)) == source_version(functools.partial(same, k=3))
+    with pytest.raises(ValueError, match="no stable text"):
+        source_version(functools.partial(one, model=object()))
 
 
 # ------------------------------------------------------------------------------------- REST adapter
@@ -356,17 +363,31 @@ def test_answer_paths_and_what_a_path_that_misses_says():
             r"answered \(row 7\) without the answer path 'result.items\[\*\].id': at 'result.items', no key 'items'",
         ),
         ("text", ServerError, r"answered \(row 7\) with a body that is not JSON"),
-        ("slow", ServerUnavailable, r"gave no answer \(row 7\): no complete answer within the 0.5 s deadline"),
+        (
+            "slow",
+            ServerUnavailable,
+            r"gave no answer \(row 7\): (no complete answer within the 0.5 s deadline|a read timed out).* \(deadline 0.5 s, 0 retries",
+        ),
     ],
 )
 def test_rest_malformed_answers_and_timeouts_are_one_line(mode, cls, expected):
-    with RestStandIn(mode, delay=3.0) as svc:
+    with RestStandIn(mode, delay=6.0) as svc:
         rec = RestRecommender(svc.url, TEMPLATE, PATH, items=ITEMS, name="svc", timeout=0.5, retries=0)
         t0 = time.monotonic()
         with pytest.raises(cls, match=expected) as err:
             rec.predict([_req()])
-    assert time.monotonic() - t0 < 2.5  # the deadline ended the slow request
+    assert time.monotonic() - t0 < 5.0  # the deadline ended the slow request, long before its answer
     assert "\n" not in str(err.value)
+
+
+def test_rest_waits_say_how_many_requests_are_answered(monkeypatch, caplog):
+    from facterlab.models import custom
+
+    monkeypatch.setattr(custom, "PROGRESS_EVERY", 0.2)
+    with RestStandIn("slow", delay=0.8) as svc, caplog.at_level(logging.INFO, logger="facterlab.models.custom"):
+        rec = RestRecommender(svc.url, TEMPLATE, PATH, items=ITEMS, name="svc", timeout=10)
+        assert rec.predict([_req()])[0].parse_status == "ok"
+    assert "rest:svc at http://127.0.0.1:" in caplog.text and "0 of 1 requests answered after" in caplog.text
 
 
 def test_rest_settings_are_checked_before_any_request():
@@ -400,6 +421,23 @@ def test_rest_fingerprint_covers_url_template_path_and_version_not_the_transport
                       answer_path=PATH)  # fmt: skip
     assert expected_fingerprint(cfg, "open") == base.fingerprint
     assert make_recommender(cfg, "open", cache=False).fingerprint == base.fingerprint
+
+
+def test_run_experiment_builds_a_rest_recommender_from_the_config(tmp_path):
+    """``run_experiment(cfg)`` with ``model.llm = "rest:<name>"`` (no recommender passed): re-ranking answers
+    are named through the row's candidates; open-generation ids need the catalogue, and say so in one line."""
+    from facterlab.data import load_dataset
+
+    ds = load_dataset("synthetic", tmp_path / "data")
+    with RestStandIn() as svc:
+        kw = dict(model__llm="rest:svc", model__server_url=svc.url, model__request_template=json.dumps(TEMPLATE),
+                  model__answer_path=PATH)  # fmt: skip
+        res = run_experiment(_fast_cfg(protocol="rank", **kw), out_dir=tmp_path / "r", progress=False, dataset=ds)
+        assert res.record.config.fingerprints.llm.startswith("rest:svc:")
+        rows = pd.read_parquet(res.out_dir / "rows_fair.parquet")
+        assert set(rows["parse_status"]) == {"ok"} and (rows["n_model_positions"] == 10).all()
+        with pytest.raises(ServerError, match=r"answered item id \d+, which cannot be named without the catalogue"):
+            run_experiment(_fast_cfg(**kw), out_dir=tmp_path / "o", progress=False, dataset=ds)
 
 
 #: run ids (config hashes) of existing configs, computed by the code before the REST fields were added

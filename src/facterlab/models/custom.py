@@ -35,6 +35,8 @@ import hashlib
 import inspect
 import json
 import logging
+import re
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -82,6 +84,8 @@ PARSE_NOT_CANDIDATE = "not_candidates"
 DEFAULT_PROTECTED = ("gender", "age", "occupation")
 #: how much of an answer ``Prediction.raw`` keeps
 RAW_CHARS = 4000
+#: seconds between the progress lines while a REST endpoint's requests wait
+PROGRESS_EVERY = 15.0
 
 
 class RecommenderError(ValueError):
@@ -257,8 +261,9 @@ def answer_prediction(
             )
         if kind == "noitems":
             raise RecommenderError(
-                f"{where} answered item id {value}, which cannot be named without the items table "
-                "(give items=, or answer titles)"
+                f"{where} answered item id {value}, which cannot be named without the catalogue: build the "
+                "recommender with items=dataset.items (RestRecommender.from_config(cfg.model, items=...), passed "
+                "as recommender=; facterlab run does so), or answer titles"
             )
         if kind == "unknown":
             unknown.append(value)
@@ -302,7 +307,8 @@ def _warn_dropped(who: str, dropped: list, n: int) -> None:
 def source_version(fn: Callable) -> str:
     """``src-<12 hex>``: the SHA-256 of ``fn``'s source (:func:`inspect.getsource`; a callable object's
     class, a :func:`functools.partial`'s function and arguments).  A ValueError when the source cannot
-    be read (a lambda typed at an interactive prompt, a built-in): then declare ``version=``.
+    be read (a lambda typed at an interactive prompt, a built-in), or a partial binds an object whose
+    text names its address: then declare ``version=``.
 
     >>> def top(history, attributes, candidates):
     ...     return [1, 2]
@@ -313,6 +319,11 @@ def source_version(fn: Callable) -> str:
     extra = ""
     if isinstance(fn, functools.partial):
         target, extra = fn.func, repr((fn.args, sorted(fn.keywords.items())))
+        if re.search(r" at 0x[0-9a-f]+", extra):  # an object's address: another in every process
+            raise ValueError(
+                f"the arguments bound to {getattr(target, '__qualname__', target)!r} have no stable text to "
+                "fingerprint; declare FunctionRecommender(..., version='...')"
+            )
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and not inspect.isclass(target):
         target = type(target)
     try:
@@ -697,10 +708,18 @@ class RestRecommender(Recommender):
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)), thread_name_prefix="rest")
         try:
             futures = [pool.submit(self._one, r) for r in requests]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for fut in futures:
-                if fut.done() and fut.exception() is not None:
-                    raise fut.exception()  # type: ignore[misc]
+            t0, pending = time.monotonic(), set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+                failed = next((f for f in futures if f in done and f.exception() is not None), None)
+                if failed is not None:
+                    raise failed.exception()  # type: ignore[misc]
+                if pending:
+                    log.info(
+                        "%s%s at %s: %d of %d requests answered after %.0f s (each ends by its %g s deadline)",
+                        REST_PREFIX, self.name, self.url, len(futures) - len(pending), len(futures),
+                        time.monotonic() - t0, self.timeout,
+                    )  # fmt: skip
             results = [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
