@@ -14,9 +14,10 @@ that the committed files equal what this script writes).
   own sector, with timestamps.
 - ``wordings.json``: the same values in other words ("BR" -> "Brazil", "pt" -> "Portuguese"), for the twin
   monitor's reword placebo.
-- ``exposure_log.csv``: what a job board showed each seeker (10 positions per seeker, one position filled
-  by a uniformly random ad, flagged ``random``), with the item group (``tech`` or ``other``) and whether the
-  seeker applied (``relevance``): the input of ``facterlab simpson audit``.
+- ``exposure_log.csv``: what a job board showed each seeker (the top 10 of a ranking, plus one ad drawn
+  uniformly at random and logged at its rank, flagged ``random``), with the item group (``office``: tech, finance, education;
+  ``field``: the others) and whether the ad is in the seeker's own sector (``relevance``): the input of
+  ``facterlab simpson audit``.
 
 No bias is planted in the data itself: the biased recommender of notebook 21 is a function written there.
 """
@@ -88,35 +89,43 @@ def make(out: Path, seed: int = 2026) -> Path:
     return out
 
 
+OFFICE = ("tech", "finance", "education")  # the exposure log's item group "office"; the others are "field"
+
+
 def _exposure_log(rng: np.random.Generator, inter: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """A job board's ranked lists: tech ads ranked first more often for seekers whose history is tech-heavy
-    (a popularity-and-taste ranker), one position per seeker filled by a uniformly random ad."""
+    """A job board's ranked lists (the top N_SHOWN ads per seeker): a ranker that scores office jobs up for
+    every seeker and the seeker's sectors up a little, with noise; plus one ad per seeker drawn uniformly
+    from the catalogue and logged at its rank in the seeker's full ranking (``random`` = 1; it may be one of
+    the top N_SHOWN, or lie further down).  ``relevance``: the ad is in one of the seeker's two sectors (the one most
+    of their applications are in, and their most applied-to sector of the other group, drawn when they
+    applied to none): what they would apply to."""
     sector = dict(zip(items["item_id:token"], items["sector:token"]))
-    applied = inter.groupby("user_id:token")["item_id:token"].apply(set).to_dict()
     all_items = items["item_id:token"].to_numpy()
+    office = np.array([sector[i] in OFFICE for i in all_items])
     rows = []
-    for u, seen in applied.items():
-        tech_share = np.mean([sector[i] == "tech" for i in seen])
-        score = rng.normal(size=len(all_items)) + np.array(
-            [2.0 * tech_share + 0.5 if sector[i] == "tech" else 0.0 for i in all_items]
-        )
-        score += np.array([1.5 if i in seen else 0.0 for i in all_items])
-        shown = list(all_items[np.argsort(-score)[:N_SHOWN]])
-        slot = int(rng.integers(N_SHOWN))
-        shown[slot] = int(rng.choice(all_items))
-        for pos, item in enumerate(shown, 1):
+    for u, applied in inter.groupby("user_id:token")["item_id:token"]:
+        counts = pd.Series([sector[i] for i in applied]).value_counts()
+        own = counts.index[0]
+        other = [s for s in counts.index if (s in OFFICE) != (own in OFFICE)]
+        second = other[0] if other else str(rng.choice([s for s in SECTORS if (s in OFFICE) != (own in OFFICE)]))
+        mine = np.array([sector[i] in (own, second) for i in all_items])
+        score = rng.normal(size=len(all_items)) + 1.0 * office + 0.8 * mine
+        ranking = [int(i) for i in all_items[np.argsort(-score)]]
+        pick = int(rng.choice(all_items))  # the random item: drawn uniformly, logged at its rank in the ranking
+        for pos, item in enumerate(ranking, 1):
+            if pos > N_SHOWN and item != pick:
+                continue
             rows.append(
                 {
-                    "user_id": u,
-                    "item_id": int(item),
-                    "group": "tech" if sector[item] == "tech" else "other",
+                    "user_id": int(u),
+                    "item_id": item,
+                    "group": "office" if sector[item] in OFFICE else "field",
                     "position": pos,
-                    "relevance": int(item in seen),
-                    "random": int(pos - 1 == slot),
+                    "relevance": int(sector[item] in (own, second)),
+                    "random": int(item == pick),
                 }
             )
-    log = pd.DataFrame(rows)
-    return log.drop_duplicates(["user_id", "item_id"]).reset_index(drop=True)
+    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":

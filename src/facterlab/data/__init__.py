@@ -26,12 +26,30 @@ from facterlab.data.dataset import (
     Dataset,
     age_bucket,
 )
+from facterlab.data.imported import (
+    DatasetError,
+    export_recbole,
+    from_tables,
+    import_dataset,
+    imported_names,
+    load_imported,
+    read_recbole,
+    read_table,
+)
 from facterlab.data.loading import DATASET_DIRS, load_dataset, resolve_dataset
 
 __all__ = [
     "Dataset",
     "load_dataset",
     "resolve_dataset",
+    "from_tables",
+    "read_recbole",
+    "read_table",
+    "import_dataset",
+    "load_imported",
+    "imported_names",
+    "export_recbole",
+    "DatasetError",
     "PROTECTED",
     "AGE_LABELS",
     "AGE_ORDER",

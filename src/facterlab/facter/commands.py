@@ -37,12 +37,11 @@ from facterlab.config import (
     preset,
     results_dir,
 )
-from facterlab.data import load_dataset, resolve_dataset
 from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import run_experiment
 from facterlab.facter.record import as_metrics
 from facterlab.facter.validation import check_free_space, validate_config
-from facterlab.models import make_recommender, served
+from facterlab.models import served
 from facterlab.models.custom import check_rest
 from facterlab.models.registry import served_model_id
 from facterlab.safeio import read_json
@@ -333,15 +332,6 @@ def cmd_run(args) -> int:
         return _run(args)
 
 
-def _dataset(cfg, data_dir):
-    """The run's dataset, loaded as :func:`facterlab.facter.pipeline.run_experiment` loads it."""
-    resolved = resolve_dataset(cfg.data.dataset, data_dir)
-    kw = {}
-    if resolved == "amazon":
-        kw = {"demographics_seed": cfg.data.demographics_seed, "max_reviews": cfg.data.max_reviews}
-    return load_dataset(resolved, data_dir, **kw)
-
-
 def _run(args) -> int:
     cfg = config_from_args(args)
     # every bound, the model names and the results folder, before data or models are touched
@@ -351,14 +341,8 @@ def _run(args) -> int:
     if is_rest_name(cfg.model.llm):  # what can be checked without asking the endpoint (its key), before any work
         check_rest(cfg.model)
     check_free_space(cfg, results_dir(args.out_dir))
-    rec = ds = None
-    if is_rest_name(cfg.model.llm):  # the endpoint's item ids are named with the catalogue: built here, with it
-        ds = _dataset(cfg, args.data_dir)
-        rec = make_recommender(cfg.model, cfg.protocol, items=ds.items)
-    res = run_experiment(
+    res = run_experiment(  # a rest:<name> endpoint is built with the run's catalogue (pipeline._models)
         cfg,
-        recommender=rec,
-        dataset=ds,
         data_dir=args.data_dir,
         out_dir=args.out_dir,
         progress=not args.no_progress,

@@ -368,6 +368,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     )
 
     t0 = time.perf_counter()
+    given = recommender is not None  # a recommender passed in (a function, your own model): named by its fingerprint
     recommender, encoder = _models(cfg, inter, recommender, encoder)
     timings["models_s"] = time.perf_counter() - t0
     fingerprints = {"llm": str(recommender.fingerprint), "encoder": str(encoder.fingerprint), **blas_fingerprint()}
@@ -376,7 +377,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     lazy = not getattr(encoder, "loaded", True)  # the sentence encoder loads on its first uncached texts
     log.info(
         "models: %s + %s %s (%s); run %s, %s protocol",
-        cfg.model.llm,
+        recommender.fingerprint if given else cfg.model.llm,
         cfg.model.encoder,
         "built (the encoder loads on its first texts, when not cached)" if lazy else "ready",
         format_seconds(timings["models_s"]),
@@ -497,7 +498,7 @@ def _models(cfg: RunConfig, inter, recommender=None, encoder=None) -> tuple:
         elif cfg.model.llm == FAKE_LLM:
             recommender = fake_recommender(cfg, inter.items)
         else:
-            recommender = make_recommender(cfg.model, cfg.protocol)
+            recommender = make_recommender(cfg.model, cfg.protocol, items=inter.items)
     return recommender, encoder
 
 
