@@ -494,7 +494,7 @@ def read_recbole(
     title_col: str | None = None,
     feature_cols: Sequence[str] | None = None,
 ) -> dict:
-    """RecBole atomic files as :func:`from_tables` arguments.
+    r"""RecBole atomic files as :func:`from_tables` arguments.
 
     ``src`` is a folder holding ``NAME.inter``, ``NAME.user`` and ``NAME.item`` (``name`` defaults to the
     folder's name, else the only ``*.inter`` in it), or the path of the ``.inter`` file.  Defaults: the
@@ -503,10 +503,41 @@ def read_recbole(
     ``title``; the features the item's other ``token`` and ``token_seq`` fields (``token_seq`` split on
     spaces).  Each is overridable.
 
+    Parameters
+    ----------
+    src : path
+        The folder of the atomic files, or the ``.inter`` file.
+    name : str or None, default None
+        The files' stem (``NAME.inter``); None: the folder's name, else its only ``.inter`` file.
+    user_col, item_col : str
+        The id fields.
+    title_col : str or None, default None
+        The item title field; None: the field named ``title`` or ending in ``title``.
+    feature_cols : sequence of str or None, default None
+        The item feature fields; None: the other ``token`` and ``token_seq`` fields.
+
     Returns
     -------
     dict
         ``interactions``, ``users``, ``items`` and the mapping keywords of :func:`from_tables`.
+
+    Raises
+    ------
+    DatasetError
+        A missing file, a header that is not ``name:type``, no title field, a non-UTF-8 byte.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "shop"
+    >>> d.mkdir()
+    >>> _ = (d / "shop.inter").write_text("user_id:token\titem_id:token\n1\t7\n")
+    >>> _ = (d / "shop.user").write_text("user_id:token\tregion:token\n1\tnorth\n")
+    >>> _ = (d / "shop.item").write_text("item_id:token\titem_title:token\tcategory:token_seq\n7\tLamp\thome garden\n")
+    >>> kw = read_recbole(d)
+    >>> kw["title_col"], kw["feature_cols"], kw["rating_col"], kw["feature_sep"]
+    ('item_title', ['category'], None, ' ')
     """
     p = Path(src)
     if p.is_file() and p.suffix == ".inter":
