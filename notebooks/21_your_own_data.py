@@ -232,7 +232,7 @@ write_metrics(
         "twin_flag_share": {"planted_push": planted, "negative_control": control, "planted_push_BR": br},
         "facter_rules": rules,
         "facter_cfr_multi": {k: m[k].cfr_multi for k in ("neutral", "fair", "facter")},
-        "simpson": res.to_json(),
+        "simpson": json.loads(res.to_json()),
         "seconds": time.time() - T0,
     },
 )
