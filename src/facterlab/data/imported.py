@@ -121,6 +121,16 @@ def _ids(values: pd.Series) -> tuple:
     return np.array([code[v] for v in s.tolist()], dtype=np.int64), s.to_numpy(dtype=object)
 
 
+def _unique_ids(table: pd.DataFrame, col: str, what: str) -> tuple:
+    """:func:`_ids` of a users or items table, whose ids must be unique (a :class:`DatasetError` otherwise)."""
+    ids, src = _ids(table[col])
+    dup = pd.Series(ids).duplicated()
+    if dup.any():
+        first = _v(table[col].iloc[int(np.argmax(dup))])
+        raise DatasetError(f"{what}s: {int(dup.sum())} duplicate {what} id(s) in {col!r}, first {first}")
+    return ids, src
+
+
 def _map_ids(values: pd.Series, source: np.ndarray | None, own: np.ndarray) -> tuple:
     """``(ids, known)``: interaction ids in the numbering of the users/items table (``own`` ids,
     ``source`` their originals, None when the ids are the integers themselves), and which are known."""
@@ -274,12 +284,7 @@ def from_tables(
 
     # users: ids, protected values
     users = users.reset_index(drop=True)
-    uid, u_src = _ids(users[user_col])
-    dup = pd.Series(uid).duplicated()
-    if dup.any():
-        raise DatasetError(
-            f"users: {int(dup.sum())} duplicate user id(s) in {user_col!r}, first {_v(users[user_col].iloc[int(np.argmax(dup))])}"
-        )
+    uid, u_src = _unique_ids(users, user_col, "user")
     attr_cols = {a: _protected_values(users[a], missing, multi_sep) for a in protected}
     keep_user = np.ones(len(users), dtype=bool)
     n_missing = {a: sum(v is None for v in vals) for a, vals in attr_cols.items()}
@@ -298,12 +303,7 @@ def from_tables(
 
     # items
     items = items.reset_index(drop=True)
-    iid, i_src = _ids(items[item_col])
-    dup = pd.Series(iid).duplicated()
-    if dup.any():
-        raise DatasetError(
-            f"items: {int(dup.sum())} duplicate item id(s) in {item_col!r}, first {_v(items[item_col].iloc[int(np.argmax(dup))])}"
-        )
+    iid, i_src = _unique_ids(items, item_col, "item")
     titles = items[title_col].tolist()
     bad = [i for i, t in enumerate(titles) if _is_missing(t)]
     if bad:
