@@ -14,6 +14,8 @@ that the committed files equal what this script writes).
   own sector, with timestamps.
 - ``wordings.json``: the same values in other words ("BR" -> "Brazil", "pt" -> "Portuguese"), for the twin
   monitor's reword placebo.
+- ``bias_table.json``: a bias table for the simulated recommender, written for this dataset's attributes
+  and features (docs/OWN_DATA.md, section 3).
 - ``exposure_log.csv``: what a job board showed each seeker (the top 10 of a ranking, plus one ad drawn
   uniformly at random and logged at its rank, flagged ``random``), with the item group (``office``: tech, finance, education;
   ``field``: the others) and whether the ad is in the seeker's own sector (``relevance``): the input of
@@ -47,6 +49,9 @@ WORDINGS = {
     "country": {"BR": "Brazil", "DE": "Germany", "IN": "India", "NG": "Nigeria", "US": "United States"},
     "language": {"de": "German", "en": "English", "hi": "Hindi", "pt": "Portuguese", "unknown": "not stated"},
 }
+#: a bias table for the simulated recommender (docs/SIMULATED.md) written for this dataset: it pushes finance
+#: jobs to seekers from Brazil and tech jobs (twice as hard) to Hindi speakers
+BIAS_TABLE = {"country": {"BR": ["finance"]}, "language": {"hi": {"tech": 2.0}}}
 N_USERS, N_APPLICATIONS, N_SHOWN = 300, 20, 10
 
 
@@ -85,6 +90,7 @@ def make(out: Path, seed: int = 2026) -> Path:
     user_df.to_csv(out / "jobs.user", sep="\t", index=False)
     inter_df.to_csv(out / "jobs.inter", sep="\t", index=False)
     (out / "wordings.json").write_text(json.dumps(WORDINGS, indent=2) + "\n", encoding="utf-8")
+    (out / "bias_table.json").write_text(json.dumps(BIAS_TABLE, indent=2) + "\n", encoding="utf-8")
     _exposure_log(rng, inter_df, item_df).to_csv(out / "exposure_log.csv", index=False)
     return out
 

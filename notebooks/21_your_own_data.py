@@ -172,9 +172,8 @@ print(
 # refused with the closest match); the mined rules name the dataset's attributes.
 
 # %%
-table_path = out_dir / "bias_table.json"
-table_path.parent.mkdir(parents=True, exist_ok=True)
-table_path.write_text(json.dumps({"country": {"BR": ["finance"]}, "language": {"hi": ["tech"]}}))
+table_path = example / "bias_table.json"  # {"country": {"BR": ["finance"]}, "language": {"hi": {"tech": 2.0}}}
+print(table_path.read_text())
 sim_cfg = preset(
     "repro", model__llm="simulated", sim__beta=SIM_BETA, sim__rho=1.0, sim__bias_table=str(table_path),
     facter__rule_mining="confirmed", **base,
