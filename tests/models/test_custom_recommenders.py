@@ -425,7 +425,7 @@ def test_rest_fingerprint_covers_url_template_path_and_version_not_the_transport
 
 def test_run_experiment_builds_a_rest_recommender_from_the_config(tmp_path):
     """``run_experiment(cfg)`` with ``model.llm = "rest:<name>"`` (no recommender passed): re-ranking answers
-    are named through the row's candidates; open-generation ids need the catalogue, and say so in one line."""
+    are named through the row's candidates, open-generation ids through the run's catalogue."""
     from facterlab.data import load_dataset
 
     ds = load_dataset("synthetic", tmp_path / "data")
@@ -436,8 +436,11 @@ def test_run_experiment_builds_a_rest_recommender_from_the_config(tmp_path):
         assert res.record.config.fingerprints.llm.startswith("rest:svc:")
         rows = pd.read_parquet(res.out_dir / "rows_fair.parquet")
         assert set(rows["parse_status"]) == {"ok"} and (rows["n_model_positions"] == 10).all()
-        with pytest.raises(ServerError, match=r"answered item id \d+, which cannot be named without the catalogue"):
-            run_experiment(_fast_cfg(**kw), out_dir=tmp_path / "o", progress=False, dataset=ds)
+        # open generation: the pipeline builds the endpoint with the run's catalogue, so its ids are named
+        res = run_experiment(_fast_cfg(**kw), out_dir=tmp_path / "o", progress=False, dataset=ds)
+        rows = pd.read_parquet(res.out_dir / "rows_fair.parquet")
+        titles = set(ds.items["title"])
+        assert set(rows["parse_status"]) == {"ok"} and all(set(t) <= titles for t in rows["titles"])
 
 
 #: run ids (config hashes) of existing configs, computed by the code before the REST fields were added
