@@ -105,7 +105,9 @@ def register(subparsers) -> None:
     im.add_argument(
         "--wordings", default=None, help="a JSON file {attr: {value: other wording}} for the reword placebo"
     )
-    im.add_argument("--min-group", type=int, default=30, help="warn about groups with fewer users (default %(default)s)")
+    im.add_argument(
+        "--min-group", type=int, default=30, help="warn about groups with fewer users (default %(default)s)"
+    )
     im.add_argument("--overwrite", action="store_true", help="replace a dataset already imported under NAME")
     im.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     im.set_defaults(func=cmd_import)

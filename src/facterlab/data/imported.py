@@ -160,7 +160,7 @@ def _is_missing(v: Any) -> bool:
 
 
 def _protected_values(col: pd.Series, missing: str, multi_sep: str | None) -> list:
-    out = []
+    out: list[str | None] = []
     for v in col.tolist():
         if _is_missing(v):
             out.append(None)
