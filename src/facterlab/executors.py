@@ -12,7 +12,8 @@ Executors (:func:`make_executor`):
 - ``serial``: in this process, one task after another (the reference for byte-identical outputs);
 - ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
   (``spawn``ed by default: no inherited torch threads or locks; ``start_method=None``: the platform's
-  way, which the Simpson grid keeps).  A worker that dies breaks the whole pool; the pool is rebuilt
+  way, which the Simpson grid keeps).  Its workers die with the driver, even after ``kill -9``
+  (:func:`_die_with_parent`).  A worker that dies breaks the whole pool; the pool is rebuilt
   and every task still pending is submitted again.  A task that had started in a worker counts an
   attempt (the pool cannot say which of the started tasks killed it); a task that had not started (it
   was queued behind them, or the broken pool refused it) does not (event ``requeued``), unless no task
@@ -42,7 +43,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -251,6 +254,45 @@ def _marked_call(fn: Callable[[Any], Any], marker: str, arg: Any) -> Any:
     return fn(arg)
 
 
+#: how often a pool worker looks whether its driver is still alive (:func:`_die_with_parent`)
+WATCH_PARENT_S = 1.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int, kill_on_exit: bool) -> None:
+    """A pool worker's initializer: the worker ends when its driver ``parent`` dies, even by ``kill -9``
+    (a command, or a notebook kernel that died or was restarted), instead of computing on and writing run
+    folders for nobody.
+
+    - On Linux, the kernel sends the worker SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``
+      through ctypes), when ``kill_on_exit``: the pool was started from the driver's main thread (the
+      signal follows the *thread* that started the worker, so a pool started from another thread would
+      lose its workers when that thread ends).
+    - Everywhere, a daemon thread looks every :data:`WATCH_PARENT_S` seconds whether the worker's parent
+      is still ``parent`` (a dead parent's children are given to another process), and ends the worker
+      when it is not; this also covers a driver that died before the signal was set.
+
+    Never raises (a failed initializer would break the pool)."""
+    if kill_on_exit and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no libc prctl: the watchdog alone
+            pass
+    if os.getppid() != parent:  # the driver died before this worker was ready
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="facterlab-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(WATCH_PARENT_S)
+    os._exit(1)
+
+
 #: what a task's outcome says when its worker process died under it (the pool cannot say which task killed it)
 WORKER_DIED = "a worker process died (killed, or out of memory) while this task was pending"
 
@@ -284,8 +326,12 @@ class ProcessExecutor(Executor):
         from concurrent.futures import ProcessPoolExecutor
 
         if self._live is None:
+            # workers die with this process (_die_with_parent); they are started by the thread that submits
             self._live = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method)
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context(self.start_method),
+                initializer=_die_with_parent,
+                initargs=(os.getpid(), threading.current_thread() is threading.main_thread()),
             )
         return self._live
 
