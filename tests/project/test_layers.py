@@ -36,6 +36,7 @@ LAYERS: tuple = (
             "facterlab.config",
             "facterlab.config_bounds",
             "facterlab.config_served",
+            "facterlab.corrupt",
             "facterlab.datatypes",
             "facterlab.executors",
             "facterlab.filehash",
