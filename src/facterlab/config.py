@@ -83,6 +83,7 @@ from facterlab.config_served import (  # noqa: F401
     SERVED_PREFIX,
     TRANSPORT_FIELDS,
     is_served_name,
+    redact_url,
     server_url_problem,
 )
 
@@ -207,10 +208,10 @@ class ModelConfig:
             url = self.server_url
             problem = server_url_problem(url)
             if problem:
-                raise ValueError(f"server_url {str(url)[:200]!r}: {problem}")
+                raise ValueError(f"server_url {redact_url(url)[:200]!r}: {problem}")
             if not is_served_name(self.llm):
                 raise ValueError(
-                    f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
+                    f"server_url {redact_url(url)!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
                 )
 
     def ranker_for(self, protocol: str) -> str:
