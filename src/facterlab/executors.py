@@ -282,9 +282,41 @@ def _die_with_parent(parent: int, kill_on_exit: bool) -> None:
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):  # no libc prctl: the watchdog alone
             pass
+    try:  # Ctrl-C is the driver's: it ends the pool (ProcessExecutor.run); no traceback from each worker
+        import signal
+
+        signal.signal(signal.SIGINT, _ignore_signal)
+        # the driver started this worker with SIGINT blocked (_sigint_blocked): unblock it, now handled
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    except (ValueError, OSError, AttributeError):
+        pass
     if os.getppid() != parent:  # the driver died before this worker was ready
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), name="facterlab-parent-watch", daemon=True).start()
+
+
+class _sigint_blocked:
+    """SIGINT blocked in this thread while a pool starts workers: a worker is born with it blocked, so a
+    Ctrl-C during its start-up (before :func:`_die_with_parent` handles SIGINT) prints no traceback; the
+    driver gets a Ctrl-C of that moment when the block ends (a blocked signal waits, it is not lost)."""
+
+    def __enter__(self):
+        import signal
+
+        self.mask = None
+        if hasattr(signal, "pthread_sigmask"):
+            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+
+
+def _ignore_signal(signum: int, frame: Any) -> None:  # a handler, not SIG_IGN: what a worker execs gets the default
+    return None
 
 
 def _watch_parent(parent: int) -> None:
@@ -335,8 +367,13 @@ class ProcessExecutor(Executor):
             )
         return self._live
 
-    def _drop(self) -> None:
+    def _drop(self, kill: bool = False) -> None:
+        """Shut the pool down: after its running tasks end, or at once (``kill``: Ctrl-C in the driver;
+        its workers ignore SIGINT, so they are terminated here)."""
         if self._live is not None:
+            if kill:
+                for proc in list((getattr(self._live, "_processes", None) or {}).values()):
+                    proc.terminate()
             self._live.shutdown(wait=True, cancel_futures=True)
             self._live = None
 
@@ -357,6 +394,7 @@ class ProcessExecutor(Executor):
                 pending: dict = {}
                 this_round, todo = todo, []
                 lost: list = []  # (key, marker, error) of the tasks the broken pool lost
+                interrupted = False
                 try:
                     for key in this_round:
                         self._submit(pool, fn, key, book, pending, todo, marks)
@@ -371,9 +409,12 @@ class ProcessExecutor(Executor):
                                 lost.append((key, marker, exc))
                             elif book.failed(key, _error_line(exc), _trace(exc), exc):
                                 self._submit(pool, fn, key, book, pending, todo, marks)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    raise
                 finally:
                     if lost or pending or not self.keep_pool:  # a broken or interrupted pool is never kept
-                        self._drop()
+                        self._drop(kill=interrupted)
                 started = {key for key, marker, _ in lost if os.path.exists(marker)}
                 for key, _, exc in lost:
                     if started and key not in started:  # queued behind the task that died: no attempt
@@ -392,7 +433,8 @@ class ProcessExecutor(Executor):
 
         marker = os.path.join(marks, str(next(_MARKS)))
         try:
-            fut = pool.submit(_marked_call, fn, marker, book.tasks[key])
+            with _sigint_blocked():  # a submission may start a worker
+                fut = pool.submit(_marked_call, fn, marker, book.tasks[key])
         except BrokenProcessPool:
             todo.append(key)
             return

@@ -32,9 +32,9 @@ DRIVER = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
+def _alive(proc: psutil.Process) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 
@@ -44,6 +44,7 @@ def test_pool_workers_die_with_killed_driver(tmp_path, started_from):
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     driver = subprocess.Popen([sys.executable, str(script), started_from], env=os.environ.copy())
+    descendants: list = []
     try:
         deadline = time.monotonic() + 60
         workers: list = []
@@ -56,7 +57,7 @@ def test_pool_workers_die_with_killed_driver(tmp_path, started_from):
         assert len(workers) == 2, f"the driver started {len(workers)} pool workers"
         time.sleep(1.0)  # let them reach their task
         assert driver.poll() is None, "the driver ended before it was killed"
-        descendants = [k.pid for k in psutil.Process(driver.pid).children(recursive=True)]
+        descendants[:] = psutil.Process(driver.pid).children(recursive=True)
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(10)
         t0 = time.monotonic()
@@ -64,9 +65,10 @@ def test_pool_workers_die_with_killed_driver(tmp_path, started_from):
             time.sleep(0.1)
         left = [p for p in descendants if _alive(p)]
         assert not left, f"{len(left)} of the driver's {len(descendants)} processes outlived it by 5 s"
-    finally:
-        for k in psutil.Process().children(recursive=True):
+    finally:  # this test's processes only, by their ids (orphans are no longer our children)
+        driver.kill()
+        for proc in descendants:  # psutil checks that each is still the process it was (not a reused id)
             try:
-                k.kill()
+                proc.kill()
             except psutil.NoSuchProcess:
                 pass
