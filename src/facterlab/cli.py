@@ -17,6 +17,7 @@ import contextvars
 import importlib
 import sys
 
+from facterlab import envvars
 from facterlab.config import THREADS
 from facterlab.params import ParameterError, parse_set_items
 from facterlab.paths import ENV_STRICT_DATA
@@ -91,6 +92,8 @@ def _main(argv: list | None, seen: dict) -> int:
     seen["command"] = next((a for a in argv if a[:1].isalpha() and a.replace("-", "").isalpha()), None)
     if "-h" not in argv and "--help" not in argv and argv:
         try:
+            for line in envvars.check_environment():  # every FACTERLAB_* variable, before any work
+                print(f"facterlab: warning: {line}", file=sys.stderr)
             _check_threads(argv)
             argv = configure_cli(argv)  # --threads / FACTERLAB_THREADS, applied before torch loads
         except ValueError as exc:

@@ -189,7 +189,9 @@ def cache_dir(explicit: os.PathLike | str | None = None) -> Path:
 
 def is_report_run() -> bool:
     """Whether this process is the report run (``$FACTERLAB_REPORT`` is 1/true/yes)."""
-    return os.environ.get(ENV_REPORT, "").strip().lower() in ("1", "true", "yes")
+    from facterlab import envvars
+
+    return bool(envvars.get(ENV_REPORT))
 
 
 def report_figures_dir() -> Path:

@@ -38,6 +38,7 @@ LAYERS: tuple = (
             "facterlab.config_served",
             "facterlab.corrupt",
             "facterlab.datatypes",
+            "facterlab.envvars",
             "facterlab.executors",
             "facterlab.filehash",
             "facterlab.params",
