@@ -77,6 +77,7 @@ from facterlab.config_bounds import (  # noqa: F401
     TWIN_EDITS,
     Bound,
     _check_choice,
+    short_repr,
 )
 from facterlab.config_served import ENV_NAME as _ENV_NAME
 from facterlab.config_served import (  # noqa: F401
@@ -438,7 +439,7 @@ def bound_problems(section: str, obj: Any, only: tuple | None = None) -> list:
             example = b.example if default is None else default
             tail = " (or None for the default)" if default is None else ""
             why = f"; {b.why}" if b.why else ""
-            out.append(f"{label} = {value!r}: must be {b.describe()}{tail} (e.g. {example}{why})")
+            out.append(f"{label} = {short_repr(value)}: must be {b.describe()}{tail} (e.g. {example}{why})")
     return out
 
 
