@@ -326,7 +326,9 @@ def _watch_parent(parent: int) -> None:
 
 
 #: what a task's outcome says when its worker process died under it (the pool cannot say which task killed it)
-WORKER_DIED = "a worker process died (killed, or out of memory) while this task was pending"
+WORKER_DIED = "a worker process died (killed, or out of memory) while this task was running in the pool"
+#: ... when no task of the pool had started (the pool broke by itself: this task was still waiting)
+WORKER_DIED_WAITING = "a worker process died (killed, or out of memory) before any task of its pool started"
 
 
 class ProcessExecutor(Executor):
@@ -420,7 +422,7 @@ class ProcessExecutor(Executor):
                     if started and key not in started:  # queued behind the task that died: no attempt
                         book.withdrawn(key)
                         todo.append(key)
-                    elif book.failed(key, WORKER_DIED, _trace(exc)):
+                    elif book.failed(key, WORKER_DIED if key in started else WORKER_DIED_WAITING, _trace(exc)):
                         todo.append(key)
         return book.outcomes()
 
@@ -614,6 +616,8 @@ def read_cluster_file(path: str) -> dict:
     from facterlab import safeio
 
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, /dev/zero, a pipe
+        raise ValueError(f"cluster file {str(p)!r} is not a regular file (a folder or a device)")
     if not p.is_file():
         raise ValueError(f"cluster file {str(p)!r} does not exist")
     if p.suffix == ".toml":

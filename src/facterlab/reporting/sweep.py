@@ -138,6 +138,10 @@ def load_sweep_file(path: os.PathLike | str) -> dict:
     """``{"preset": str | None, "set": {KEY: value}, "grid": {KEY: [values]}}`` from a ``.json`` or
     ``.toml`` file (unknown top-level keys are an error)."""
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, /dev/zero, a pipe
+        raise ValueError(
+            f"sweep file {str(p)!r} is not a regular file (a folder or a device); give a .json or .toml file"
+        )
     if not p.is_file():
         raise FileNotFoundError(f"sweep file {str(p)!r} does not exist")
     try:
