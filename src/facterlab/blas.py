@@ -41,7 +41,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -87,19 +86,12 @@ def blas_threads_setting(environ: Mapping[str, str] | None = None) -> int | None
     >>> blas_threads_setting({"FACTERLAB_BLAS_THREADS": " 4 "})
     4
     """
-    raw = (os.environ if environ is None else environ).get(ENV_BLAS_THREADS, "")
-    text = str(raw).strip().lower()
-    if not text:
+    from facterlab import envvars
+
+    value = envvars.get(ENV_BLAS_THREADS, environ)  # 'auto' or an integer in [1, 1024]; one line otherwise
+    if value is None:
         return DEFAULT_BLAS_THREADS
-    if text == "auto":
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{ENV_BLAS_THREADS}={raw!r}: expected 'auto' or an integer >= 1")
-    return n
+    return None if value == "auto" else int(value)
 
 
 def fingerprint_extra(environ: Mapping[str, str] | None = None) -> dict:

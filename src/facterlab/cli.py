@@ -17,6 +17,7 @@ import contextvars
 import importlib
 import sys
 
+from facterlab import envvars
 from facterlab.config import THREADS
 from facterlab.params import ParameterError, parse_set_items
 from facterlab.paths import ENV_STRICT_DATA
@@ -75,10 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list | None = None) -> int:
-    """Run the ``facterlab`` command with ``argv`` (default: ``sys.argv[1:]``); return its exit status."""
+    """Run the ``facterlab`` command with ``argv`` (default: ``sys.argv[1:]``); return its exit status.
+    Ctrl-C, at any point, is one line and status 130 (:data:`INTERRUPTED`)."""
+    restore_sigint()  # Ctrl-C works even when started with SIGINT ignored (a script's background job)
+    seen: dict = {}
+    try:
+        return _main(argv, seen)
+    except KeyboardInterrupt:
+        print(f"facterlab{' ' + seen['command'] if seen.get('command') else ''}: {INTERRUPTED}", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list | None, seen: dict) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the command's name for a Ctrl-C before the parser has read it: the first word that looks like one
+    seen["command"] = next((a for a in argv if a[:1].isalpha() and a.replace("-", "").isalpha()), None)
     if "-h" not in argv and "--help" not in argv and argv:
         try:
+            for line in envvars.check_environment():  # every FACTERLAB_* variable, before any work
+                print(f"facterlab: warning: {line}", file=sys.stderr)
             _check_threads(argv)
             argv = configure_cli(argv)  # --threads / FACTERLAB_THREADS, applied before torch loads
         except ValueError as exc:
@@ -96,6 +112,7 @@ def main(argv: list | None = None) -> int:
         os.environ[ENV_STRICT_DATA] = "1"
     parser = build_parser()
     args = parser.parse_args(argv)
+    seen["command"] = getattr(args, "command", None)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -113,6 +130,21 @@ def main(argv: list | None = None) -> int:
     except OSError as exc:  # a full disk, a folder another process holds, a permission: one line
         print(f"facterlab {args.command}: error: {os_error_line(exc)}", file=sys.stderr)
         return 1
+
+
+#: the line of a command stopped by Ctrl-C (rc 130)
+INTERRUPTED = "interrupted (Ctrl-C); what was finished is kept: the same command goes on from there"
+
+
+def restore_sigint() -> None:
+    """Give SIGINT its default Python handler (KeyboardInterrupt) when this process inherited it
+    ignored, as a script's background job does; the processes started later (pool workers, notebook
+    kernels) then inherit the default too.  Only in the main thread (elsewhere signals cannot be set)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def os_error_line(exc: OSError) -> str:

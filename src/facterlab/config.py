@@ -79,6 +79,7 @@ from facterlab.config_bounds import (  # noqa: F401
     _check_choice,
     dataset_arg,
     is_dataset_name,
+    short_repr,
 )
 from facterlab.config_served import ENV_NAME as _ENV_NAME
 from facterlab.config_served import (  # noqa: F401
@@ -89,6 +90,7 @@ from facterlab.config_served import (  # noqa: F401
     is_rest_name,
     is_served_name,
     parse_answer_path,
+    redact_url,
     rest_name_parts,
     rest_problems,
     server_url_problem,
@@ -224,10 +226,10 @@ class ModelConfig:
             url = self.server_url
             problem = server_url_problem(url, any_path=is_rest_name(self.llm))
             if problem:
-                raise ValueError(f"server_url {str(url)[:200]!r}: {problem}")
+                raise ValueError(f"server_url {redact_url(url)[:200]!r}: {problem}")
             if not is_served_name(self.llm) and not is_rest_name(self.llm):
                 raise ValueError(
-                    f"server_url {url!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
+                    f"server_url {redact_url(url)!r} is given but the LLM {self.llm!r} is not served: name it 'openai:<model id>'"
                 )
 
     def _check_rest(self) -> None:
@@ -483,7 +485,7 @@ def bound_problems(section: str, obj: Any, only: tuple | None = None) -> list:
             example = b.example if default is None else default
             tail = " (or None for the default)" if default is None else ""
             why = f"; {b.why}" if b.why else ""
-            out.append(f"{label} = {value!r}: must be {b.describe()}{tail} (e.g. {example}{why})")
+            out.append(f"{label} = {short_repr(value)}: must be {b.describe()}{tail} (e.g. {example}{why})")
     return out
 
 

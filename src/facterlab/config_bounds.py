@@ -117,7 +117,11 @@ class Bound:
     example: Any = None
 
     def contains(self, value: Any) -> bool:
-        """``value`` has the right type, is finite and lies in the range."""
+        """``value`` has the right type, is finite and lies in the range (an integer of any size).
+
+        >>> Bound(0, 10, integer=True).contains(10**401), Bound(0, 1).contains(-(10**401))
+        (False, False)
+        """
         import math
         import numbers
 
@@ -125,9 +129,15 @@ class Bound:
             return False
         if self.integer and not isinstance(value, numbers.Integral):
             return False
-        v = float(value)
-        if not math.isfinite(v):
-            return False
+        if isinstance(value, numbers.Integral):  # exact: an integer too large for a float is simply out of range
+            v: Any = int(value)
+        else:
+            try:
+                v = float(value)
+            except (OverflowError, ValueError):  # a Fraction or Decimal beyond a float
+                return False
+            if not math.isfinite(v):
+                return False
         return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
 
     def describe(self) -> str:
@@ -139,6 +149,20 @@ class Bound:
         """``1..100`` (integers written out in full)."""
         fmt = (lambda x: str(int(x))) if self.integer else (lambda x: f"{x:g}")
         return f"{fmt(self.lo)}{sep}{fmt(self.hi)}"
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for a message, short: an integer too long to read is named by its size, and a long
+    text is cut.
+
+    >>> short_repr(10**401), short_repr(7), short_repr("x" * 100, 10)
+    ('<an integer of 402 digits>', '7', "'xxxxxxxx...")
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(value.bit_length() * 0.30103) + 1
+        return f"<an integer of {'about ' if value.bit_length() >= 14_000 else ''}{digits} digits>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "..."
 
 
 #: Largest seed numpy's generators take.

@@ -23,6 +23,7 @@ __all__ = [
     "TRANSPORT_FIELDS",
     "ENV_NAME",
     "server_url_problem",
+    "redact_url",
     "REST_PREFIX",
     "is_rest_name",
     "rest_name_parts",
@@ -51,6 +52,18 @@ TRANSPORT_FIELDS = ("timeout", "max_retries", "concurrency", "api_key_env")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 #: the paths of OpenAI endpoints that a server URL must not end with (the URL is the server's root)
 _ENDPOINTS = ("/completions", "/chat/completions", "/models", "/embeddings", "/tokenize", "/version")
+
+
+_USERINFO = re.compile(r"(?<=://)[^/?#]*@")
+
+
+def redact_url(url: Any) -> str:
+    """``url`` as text with any credentials (``user:password@``) masked, for every message and log.
+
+    >>> redact_url("http://user:s3cret@host:8000/v1"), redact_url("http://a:b@c@h"), redact_url("http://h:8000")
+    ('http://***@host:8000/v1', 'http://***@h', 'http://h:8000')
+    """
+    return _USERINFO.sub("***@", str(url))
 
 
 def server_url_problem(url: Any, any_path: bool = False) -> str:

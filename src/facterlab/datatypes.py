@@ -21,6 +21,7 @@ PARSE_OK = "ok"  # a JSON array parsed
 PARSE_FALLBACK = "fallback"  # parsed from fenced/numbered/bulleted lines
 PARSE_EMPTY = "empty"  # nothing usable in the output
 PARSE_NA = "n/a"  # not produced by text generation (likelihood ranking, fakes)
+PARSE_CUT = "cut"  # longer than max_new_tokens tokens can be (a hostile server): cut, then parsed
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ Executors (:func:`make_executor`):
 - ``serial``: in this process, one task after another (the reference for byte-identical outputs);
 - ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
   (``spawn``ed by default: no inherited torch threads or locks; ``start_method=None``: the platform's
-  way, which the Simpson grid keeps).  A worker that dies breaks the whole pool; the pool is rebuilt
+  way, which the Simpson grid keeps).  Its workers die with the driver, even after ``kill -9``
+  (:func:`_die_with_parent`).  A worker that dies breaks the whole pool; the pool is rebuilt
   and every task still pending is submitted again.  A task that had started in a worker counts an
   attempt (the pool cannot say which of the started tasks killed it); a task that had not started (it
   was queued behind them, or the broken pool refused it) does not (event ``requeued``), unless no task
@@ -42,7 +43,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -251,8 +254,81 @@ def _marked_call(fn: Callable[[Any], Any], marker: str, arg: Any) -> Any:
     return fn(arg)
 
 
+#: how often a pool worker looks whether its driver is still alive (:func:`_die_with_parent`)
+WATCH_PARENT_S = 1.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int, kill_on_exit: bool) -> None:
+    """A pool worker's initializer: the worker ends when its driver ``parent`` dies, even by ``kill -9``
+    (a command, or a notebook kernel that died or was restarted), instead of computing on and writing run
+    folders for nobody.
+
+    - On Linux, the kernel sends the worker SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``
+      through ctypes), when ``kill_on_exit``: the pool was started from the driver's main thread (the
+      signal follows the *thread* that started the worker, so a pool started from another thread would
+      lose its workers when that thread ends).
+    - Everywhere, a daemon thread looks every :data:`WATCH_PARENT_S` seconds whether the worker's parent
+      is still ``parent`` (a dead parent's children are given to another process), and ends the worker
+      when it is not; this also covers a driver that died before the signal was set.
+
+    Never raises (a failed initializer would break the pool)."""
+    if kill_on_exit and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no libc prctl: the watchdog alone
+            pass
+    try:  # Ctrl-C is the driver's: it ends the pool (ProcessExecutor.run); no traceback from each worker
+        import signal
+
+        signal.signal(signal.SIGINT, _ignore_signal)
+        # the driver started this worker with SIGINT blocked (_sigint_blocked): unblock it, now handled
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    except (ValueError, OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the driver died before this worker was ready
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="facterlab-parent-watch", daemon=True).start()
+
+
+class _sigint_blocked:
+    """SIGINT blocked in this thread while a pool starts workers: a worker is born with it blocked, so a
+    Ctrl-C during its start-up (before :func:`_die_with_parent` handles SIGINT) prints no traceback; the
+    driver gets a Ctrl-C of that moment when the block ends (a blocked signal waits, it is not lost)."""
+
+    def __enter__(self):
+        import signal
+
+        self.mask = None
+        if hasattr(signal, "pthread_sigmask"):
+            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+
+
+def _ignore_signal(signum: int, frame: Any) -> None:  # a handler, not SIG_IGN: what a worker execs gets the default
+    return None
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(WATCH_PARENT_S)
+    os._exit(1)
+
+
 #: what a task's outcome says when its worker process died under it (the pool cannot say which task killed it)
-WORKER_DIED = "a worker process died (killed, or out of memory) while this task was pending"
+WORKER_DIED = "a worker process died (killed, or out of memory) while this task was running in the pool"
+#: ... when no task of the pool had started (the pool broke by itself: this task was still waiting)
+WORKER_DIED_WAITING = "a worker process died (killed, or out of memory) before any task of its pool started"
 
 
 class ProcessExecutor(Executor):
@@ -284,13 +360,22 @@ class ProcessExecutor(Executor):
         from concurrent.futures import ProcessPoolExecutor
 
         if self._live is None:
+            # workers die with this process (_die_with_parent); they are started by the thread that submits
             self._live = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context(self.start_method)
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context(self.start_method),
+                initializer=_die_with_parent,
+                initargs=(os.getpid(), threading.current_thread() is threading.main_thread()),
             )
         return self._live
 
-    def _drop(self) -> None:
+    def _drop(self, kill: bool = False) -> None:
+        """Shut the pool down: after its running tasks end, or at once (``kill``: Ctrl-C in the driver;
+        its workers ignore SIGINT, so they are terminated here)."""
         if self._live is not None:
+            if kill:
+                for proc in list((getattr(self._live, "_processes", None) or {}).values()):
+                    proc.terminate()
             self._live.shutdown(wait=True, cancel_futures=True)
             self._live = None
 
@@ -311,6 +396,7 @@ class ProcessExecutor(Executor):
                 pending: dict = {}
                 this_round, todo = todo, []
                 lost: list = []  # (key, marker, error) of the tasks the broken pool lost
+                interrupted = False
                 try:
                     for key in this_round:
                         self._submit(pool, fn, key, book, pending, todo, marks)
@@ -325,15 +411,18 @@ class ProcessExecutor(Executor):
                                 lost.append((key, marker, exc))
                             elif book.failed(key, _error_line(exc), _trace(exc), exc):
                                 self._submit(pool, fn, key, book, pending, todo, marks)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    raise
                 finally:
                     if lost or pending or not self.keep_pool:  # a broken or interrupted pool is never kept
-                        self._drop()
+                        self._drop(kill=interrupted)
                 started = {key for key, marker, _ in lost if os.path.exists(marker)}
                 for key, _, exc in lost:
                     if started and key not in started:  # queued behind the task that died: no attempt
                         book.withdrawn(key)
                         todo.append(key)
-                    elif book.failed(key, WORKER_DIED, _trace(exc)):
+                    elif book.failed(key, WORKER_DIED if key in started else WORKER_DIED_WAITING, _trace(exc)):
                         todo.append(key)
         return book.outcomes()
 
@@ -346,7 +435,8 @@ class ProcessExecutor(Executor):
 
         marker = os.path.join(marks, str(next(_MARKS)))
         try:
-            fut = pool.submit(_marked_call, fn, marker, book.tasks[key])
+            with _sigint_blocked():  # a submission may start a worker
+                fut = pool.submit(_marked_call, fn, marker, book.tasks[key])
         except BrokenProcessPool:
             todo.append(key)
             return
@@ -526,6 +616,8 @@ def read_cluster_file(path: str) -> dict:
     from facterlab import safeio
 
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, /dev/zero, a pipe
+        raise ValueError(f"cluster file {str(p)!r} is not a regular file (a folder or a device)")
     if not p.is_file():
         raise ValueError(f"cluster file {str(p)!r} does not exist")
     if p.suffix == ".toml":

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from facterlab.config import BOUNDS, THREADS, Bound
+from facterlab.config_bounds import short_repr
 from facterlab.safeio import read_json
 
 PAPER_MODELS = ["llama3-8b", "llama2-7b", "mistral-7b"]
@@ -180,7 +181,7 @@ def bound_problem(name: str, value: Any) -> str | None:
     for v in values:
         if v is not None and not b.contains(v):
             why = f" ({b.why})" if b.why else ""
-            return f"parameter {name}: {v!r} is outside its bound: must be {b.describe()}{why}"
+            return f"parameter {name}: {short_repr(v)} is outside its bound: must be {b.describe()}{why}"
     return None
 
 

@@ -107,8 +107,14 @@ def build_dir() -> Path:
 
 
 def results_dir(explicit: os.PathLike | str | None = None) -> Path:
-    """``explicit``, else ``$FACTERLAB_RESULTS``, else ``<root>/results``."""
+    """``explicit``, else ``$FACTERLAB_RESULTS``, else ``<root>/results``; an empty ``explicit`` (``--out-dir
+    ""``) is an error, not the current folder."""
     if explicit is not None:
+        if not str(explicit).strip():
+            raise ValueError(
+                f"--out-dir / out_dir {str(explicit)!r} is empty: give a folder, or leave it out for "
+                "$FACTERLAB_RESULTS (or <root>/results)"
+            )
         return Path(explicit).expanduser()
     return _env_path(ENV_RESULTS) or project_root() / "results"
 
@@ -189,7 +195,9 @@ def cache_dir(explicit: os.PathLike | str | None = None) -> Path:
 
 def is_report_run() -> bool:
     """Whether this process is the report run (``$FACTERLAB_REPORT`` is 1/true/yes)."""
-    return os.environ.get(ENV_REPORT, "").strip().lower() in ("1", "true", "yes")
+    from facterlab import envvars
+
+    return bool(envvars.get(ENV_REPORT))
 
 
 def report_figures_dir() -> Path:

@@ -164,8 +164,9 @@ def auto_enable_logging(environ=None) -> bool:
     if wanted is not None and wanted.strip():
         try:
             value = _level(wanted)
-        except ValueError:
-            log.warning("%s=%r is not a log level (DEBUG, INFO, WARNING, off); ignored", ENV_LOG, wanted)
+        except ValueError:  # the command line refuses it in one line (facterlab.envvars); a kernel goes on
+            if in_kernel():
+                log.warning("%s=%r is not a log level (DEBUG, INFO, WARNING, off); ignored", ENV_LOG, wanted)
             return False
         if value is None:
             return False
@@ -188,16 +189,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def _log_every() -> float:
-    raw = os.environ.get(ENV_LOG_EVERY)
-    if raw is None or not raw.strip():
-        return DEFAULT_LOG_EVERY
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_LOG_EVERY}={raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise ValueError(f"{ENV_LOG_EVERY}={raw!r} must be >= 0 seconds")
-    return value
+    from facterlab import envvars
+
+    value = envvars.get(ENV_LOG_EVERY)  # finite seconds in [0, 86400]; nan, inf or words: one line
+    return DEFAULT_LOG_EVERY if value is None else float(value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -471,3 +471,93 @@ def test_an_https_server_is_served_and_an_untrusted_certificate_is_one_line(tmp_
         with pytest.raises(ServerError, match=r"the TLS handshake failed \(.*\); does the port speak https\?"):
             ServedRecommender(_cfg(plain.url.replace("http://", "https://")), "open")
         assert plain.requests == []
+
+
+# ------------------------------------------------------------------------------ bounded answers (issue 44)
+
+
+def test_an_answer_longer_than_max_tokens_can_produce_is_cut_before_parsing_and_the_cache(tmp_path):
+    from facterlab.models.cache import CachedRecommender, PredictionCache
+    from facterlab.models.parsing import max_answer_chars
+    from facterlab.testing.server import LONG_ANSWER_BYTES
+
+    with OpenAIServer() as srv:
+        rec = _built(srv, "long", max_new_tokens=50)
+        cache = PredictionCache(tmp_path / "llm_cache.sqlite")
+        t0 = time.monotonic()
+        pred = CachedRecommender(rec, cache).predict([_request(0)])[0]
+        took = time.monotonic() - t0
+        size = (tmp_path / "llm_cache.sqlite").stat().st_size + sum(
+            p.stat().st_size for p in tmp_path.glob("llm_cache.sqlite-*")
+        )
+    assert pred.parse_status == "cut" and pred.titles == ("Toy Story (1995)",)
+    assert len(pred.raw) == max_answer_chars(50) < LONG_ANSWER_BYTES
+    assert size < 1_000_000, size  # the cache holds the cut answer, not 8 MiB
+    assert took < 20, took
+
+
+def test_parsing_is_linear_in_hostile_text():
+    from facterlab.models.parsing import parse_with_reason
+
+    def cost(text: str) -> float:
+        t0 = time.process_time()
+        parse_with_reason(text, 10)
+        return time.process_time() - t0
+
+    # each was quadratic: 20 s at 32,000 characters (a list marker then spaces; escaped quotes, never closed)
+    for make in (lambda n: "1." + " " * n, lambda n: '["' + '\\"' * n, lambda n: "- " + "  x" * n):
+        small, large = cost(make(20_000)), cost(make(80_000))
+        assert large < 0.5 + 8 * small, (small, large)
+
+
+# ------------------------------------------------------------------------------ no secret in any output (issue 44)
+
+SECRET = "SECRETVALUE42"
+
+
+def _all_output(capsys, caplog, *folders) -> str:
+    out = capsys.readouterr()
+    text = out.out + out.err + "\n".join(r.getMessage() for r in caplog.records)
+    for folder in folders:
+        for p in folder.rglob("*") if folder.exists() else ():
+            if p.is_file():
+                text += p.read_bytes().decode("latin-1")
+    return text
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        (f"sk-{SECRET}\r\nX-Evil: 1", "has a line break at character 17 of 27"),
+        (f"sk-{SECRET}\u043a", "has a character outside ASCII at character 17 of 17"),
+        (f"sk-{SECRET} tail", "has whitespace at character 17"),
+    ],
+)
+def test_an_api_key_an_http_header_cannot_carry_is_one_line_without_the_key(
+    tmp_path, monkeypatch, capsys, caplog, key, says
+):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FACTERLAB_TEST_KEY", key)
+    with OpenAIServer(api_key=key.strip()) as srv:
+        assert main([*_run_args(srv.url), "--api-key-env", "FACTERLAB_TEST_KEY"]) == 1
+        assert not srv.requests  # refused before any request
+    text = _all_output(capsys, caplog, tmp_path)
+    assert SECRET not in text
+    err = [ln for ln in text.splitlines() if "error" in ln]
+    assert len(err) == 1 and "$FACTERLAB_TEST_KEY" in err[0] and says in err[0], err
+
+
+def test_credentials_in_a_server_url_are_never_echoed(tmp_path, monkeypatch, capsys, caplog):
+    from facterlab.cli import main
+
+    monkeypatch.setenv("FACTERLAB_LOG", "WARNING")
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    for url in (f"http://user:{SECRET}@127.0.0.1:1", f"http://{SECRET}@127.0.0.1:1/v1/completions"):
+        assert main(_run_args(url)) != 0
+    text = _all_output(capsys, caplog, tmp_path)
+    assert SECRET not in text and text.count("***@") >= 2, text

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from facterlab import envvars
 from facterlab.config import DATASETS, is_dataset_name
 from facterlab.config import data_dir as _data_dir
 from facterlab.data.amazon import load_amazon
@@ -37,7 +38,7 @@ class DataIntegrityError(ValueError):
 
 def strict_data() -> bool:
     """``$FACTERLAB_STRICT_DATA`` is set to 1/true/yes/on."""
-    return os.environ.get(ENV_STRICT_DATA, "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(envvars.get(ENV_STRICT_DATA))
 
 
 # Sub-directory of the data directory for each real dataset

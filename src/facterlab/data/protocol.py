@@ -34,6 +34,7 @@ import pandas as pd
 
 from facterlab.config import DataConfig, config_to_dict
 from facterlab.config import cache_dir as _cache_dir
+from facterlab.corrupt import move_aside
 from facterlab.data import load_dataset, resolve_dataset
 from facterlab.data.dataset import PROTECTED, Dataset
 from facterlab.paths import locked, remove_dead_temps
@@ -363,8 +364,13 @@ def _cached_interactions(d: Path, h: str, dataset: Dataset, eff: DataConfig) -> 
         return None
     if meta.get("content_hash") != h:
         return None
+    try:
+        rows = _read_rows(d / "rows.parquet")
+    except Exception as exc:  # noqa: BLE001 - a damaged entry: moved aside, then built again (issue 44)
+        move_aside(d, "interactions cache entry", exc, "it is built again")
+        return None
     return Interactions(
-        rows=_read_rows(d / "rows.parquet"),
+        rows=rows,
         items=dataset.items.set_index("item_id"),
         dataset=dataset.name,
         domain=dataset.domain,

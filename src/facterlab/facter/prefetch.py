@@ -29,11 +29,11 @@ microseconds, are not cached and are left alone.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import replace
 
 import pandas as pd
 
+from facterlab import envvars
 from facterlab.config import RunConfig
 from facterlab.facter.baselines import BASELINES
 from facterlab.facter.calibration import calibration_plan
@@ -55,7 +55,7 @@ def enabled(recommender) -> bool:
     >>> enabled(object())
     False
     """
-    return isinstance(recommender, CachedRecommender) and os.environ.get(ENV, "1").strip() != "0"
+    return isinstance(recommender, CachedRecommender) and bool(envvars.get(ENV))
 
 
 def known_requests(

@@ -261,6 +261,11 @@ def check_out_dir(root: os.PathLike | str) -> Path:
     root = Path(root).expanduser()
     runs = runs_dir(root)
     for p in (root, runs):
+        if p.is_symlink() and not p.exists():  # a link to itself, or to nothing: found now, not after the run
+            raise ValueError(
+                f"out_dir {str(root)!r}: {str(p)!r} is a symbolic link that leads nowhere (a loop, or a "
+                "missing target); remove it or point it at a folder"
+            )
         if p.exists() and not p.is_dir():
             raise ValueError(
                 f"out_dir {str(root)!r}: {str(p)!r} is a file, not a folder; pass a folder as "
@@ -345,6 +350,15 @@ def check_free_space(cfg, results_root: os.PathLike | str, cache: os.PathLike | 
 
     need = estimated_run_bytes(cfg)
     for label, folder in (("results", Path(results_root).expanduser()), ("cache", cache_dir(cache))):
+        anc = next((a for a in [folder, *folder.parents] if a.exists()), None)
+        if anc is not None and not os.access(anc, os.W_OK | os.X_OK):  # a read-only folder reports 0 bytes free
+            raise PermissionError(
+                errno.EACCES,
+                f"Permission denied: the {label} folder cannot be written here ({str(anc)!r} is read-only for "
+                f"this user); point {'FACTERLAB_CACHE' if label == 'cache' else '--out-dir / FACTERLAB_RESULTS'} "
+                "at a writable folder",
+                str(folder),
+            )
         free = _free_bytes(folder)
         if free is not None and free < need:
             raise OSError(

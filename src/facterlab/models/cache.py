@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from facterlab.config import cache_dir
+from facterlab.corrupt import is_corrupt, move_aside
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.progress import record_predictions, tqdm
 
@@ -76,24 +77,81 @@ def _retry(fn: Callable):
             delay = min(delay * 2, 2.0)
 
 
+def _inode(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class _SqliteKV:
-    """A tiny key -> blob store in one SQLite table, WAL mode, safe for concurrent writers."""
+    """A tiny key -> blob store in one SQLite table, WAL mode, safe for concurrent writers.
+
+    A file that SQLite finds damaged or foreign (``file is not a database``, ``database disk image is
+    malformed``), when it is opened or at any later read or write, is moved aside to
+    ``<file>.corrupt-<UTC time>`` with one warning line (:func:`facterlab.corrupt.move_aside`), and the
+    store goes on with a new, empty file: its entries are computed again."""
+
+    #: the store's name in messages
+    what = "cache"
 
     def __init__(self, path: Path, table: str):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self._recover(exc)
+
+    def _open(self) -> None:
         self._conn = sqlite3.connect(
             str(self.path), timeout=_BUSY_MS / 1000, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+            self._setup()
+            # the header and the table's root page read now: a damaged file is found before any work
+            _retry(lambda: self._conn.execute(f"SELECT 1 FROM {self.table} LIMIT 1").fetchall())
+            self._inode = _inode(self.path)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _setup(self) -> None:
         _retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL"))
         self._conn.execute("PRAGMA synchronous=NORMAL")
         _retry(
             lambda: self._conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
+                f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
             )
         )
+
+    def _recover(self, exc: BaseException) -> None:
+        """The file is unreadable: move it aside (unless another process already did) and open a new one."""
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        if getattr(self, "_inode", None) in (None, _inode(self.path)):  # still the file that failed
+            move_aside(self.path, self.what, exc, "its entries are lost and will be computed again")
+        self._open()
+
+    def _guarded(self, fn: Callable):
+        """``fn()``; a damaged file found meanwhile is moved aside (:meth:`_recover`) and ``fn`` runs again
+        on the new one."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            self._recover(exc)
+            return fn()
 
     def get_many(self, keys: Sequence[str]) -> dict:
         out = {}
@@ -101,7 +159,7 @@ class _SqliteKV:
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update(_retry(lambda q=q, chunk=chunk: self._conn.execute(q, chunk).fetchall()))
+            out.update(self._guarded(lambda q=q, chunk=chunk: _retry(lambda: self._conn.execute(q, chunk).fetchall())))
         return out
 
     def put_many(self, items: Iterable[tuple]) -> None:
@@ -125,14 +183,16 @@ class _SqliteKV:
                 raise
 
         try:
-            _retry(_tx)
+            self._guarded(lambda: _retry(_tx))
         except sqlite3.OperationalError as exc:
             if "full" in str(exc).lower():  # "database or disk is full": the OSError the CLI reports
                 raise OSError(errno.ENOSPC, f"{exc} (SQLite cache)", str(self.path)) from exc
             raise
 
     def __len__(self) -> int:
-        return _retry(lambda: self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+        return self._guarded(
+            lambda: _retry(lambda: self._conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+        )
 
     def close(self) -> None:
         self._conn.close()
@@ -140,6 +200,8 @@ class _SqliteKV:
 
 class PredictionCache(_SqliteKV):
     """Predictions keyed by :func:`request_key`; default file ``cache_dir()/llm_cache.sqlite``."""
+
+    what = "LLM answer cache"
 
     def __init__(self, path: Path | None = None):
         super().__init__(Path(path) if path is not None else cache_dir() / "llm_cache.sqlite", "predictions")
@@ -179,6 +241,8 @@ class PredictionCache(_SqliteKV):
 
 class EmbeddingCache(_SqliteKV):
     """float32 vectors keyed by :func:`text_key`; default file ``cache_dir()/embeddings.sqlite``."""
+
+    what = "embedding cache"
 
     def __init__(self, path: Path | None = None):
         super().__init__(Path(path) if path is not None else cache_dir() / "embeddings.sqlite", "embeddings")

@@ -34,6 +34,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from facterlab import envvars
+
 log = logging.getLogger(__name__)
 
 __all__ = ["ENV_GGUF_CACHE", "converted_dir", "is_complete", "save_converted"]
@@ -66,7 +68,7 @@ def converted_dir(name: str, fingerprint: str, dtype_name: str, cache: os.PathLi
     >>> converted_dir("m", "abc", "float32", cache="/tmp/c").parent.name
     'converted-gguf'
     """
-    if os.environ.get(ENV_GGUF_CACHE, "").strip() == "0":
+    if not envvars.get(ENV_GGUF_CACHE):
         return None
     import transformers
 

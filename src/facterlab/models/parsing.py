@@ -9,6 +9,11 @@ or bulleted lines instead.  :func:`parse_titles` tries, in order:
    fenced block, or the quoted strings of an unterminated array; status ``PARSE_FALLBACK``;
 3. nothing usable: ``()`` with status ``PARSE_EMPTY``.
 
+A served model's answer is first bounded by what was asked (:func:`parse_answer`): text longer than
+``max_new_tokens`` tokens can decode to (:data:`MAX_CHARS_PER_TOKEN` characters each) comes from no
+model; it is cut to that length before parsing and before the cache, and its status is ``PARSE_CUT``
+(the titles are those of the cut text).
+
 The parser never raises on model output: any string (deeply nested brackets, megabytes of junk,
 ``None``) gives a parse, possibly empty; :func:`parse_with_reason` also says why (``"no output"``,
 ``"no list found"``, ``"brackets nested too deeply"``...).  At most :data:`MAX_ARRAY_STARTS` ``[``
@@ -26,11 +31,14 @@ import numbers
 import re
 
 from facterlab.data.titles import normalise_title
-from facterlab.datatypes import PARSE_EMPTY, PARSE_FALLBACK, PARSE_NA, PARSE_OK, Prediction
+from facterlab.datatypes import PARSE_CUT, PARSE_EMPTY, PARSE_FALLBACK, PARSE_NA, PARSE_OK, Prediction
 
 __all__ = [
     "parse_titles",
     "parse_with_reason",
+    "parse_answer",
+    "max_answer_chars",
+    "MAX_CHARS_PER_TOKEN",
     "clean_title",
     "answer_complete",
     "PARSER_VERSION",
@@ -55,11 +63,56 @@ _SMART = {
 }
 _SMART_RE = re.compile("|".join(map(re.escape, _SMART)))
 _FENCE_RE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
-_LIST_LINE_RE = re.compile(
-    r"^\s*(?:(?:\d{1,3}|[a-zA-Z])[.):]|#\d{1,3}[.):]?|[-*\u2022\u2023\u25e6\u2013+])\s+(.*\S)\s*$"
-)
-_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\.)+)"')
+# a list line's marker; the item is the rest of the line, stripped (:func:`_list_item`: a regex with the
+# item inside, ``\s+(.*\S)\s*$``, backtracks quadratically on a marker followed by spaces only)
+_LIST_HEAD_RE = re.compile(r"\s*(?:(?:\d{1,3}|[a-zA-Z])[.):]|#\d{1,3}[.):]?|[-*\u2022\u2023\u25e6\u2013+])\s")
 _BRACKETS = ("[", "]")
+
+
+def _list_item(line: str) -> str | None:
+    """The item of a numbered or bulleted ``line`` (its marker, whitespace, then the item), else None;
+    linear in the line's length.
+
+    >>> _list_item(" 2) Heat (1995)  "), _list_item("Heat"), _list_item("1.    ")
+    ('Heat (1995)', None, None)
+    """
+    m = _LIST_HEAD_RE.match(line)
+    if m is None:
+        return None
+    item = line[m.end() :].strip()
+    return item if item and "\n" not in item else None
+
+
+def _quoted(text: str):
+    r"""The contents of the double-quoted strings of ``text`` (a backslash escapes the next character,
+    except a line end), in order; an empty ``""`` is no string (its closing quote may open one).  Linear:
+    a string that is never closed ends the scan, since every later quote up to where it failed was
+    escaped, and a scan from one of them fails at the same place.
+
+    >>> list(_quoted('["Heat", "Say \\"hi\\"", "unclosed'))
+    ['Heat', 'Say \\"hi\\"']
+    """
+    n, i = len(text), text.find('"')
+    while i != -1:
+        j = i + 1
+        while j < n:
+            c = text[j]
+            if c == '"':
+                break
+            if c == "\\":
+                if j + 1 < n and text[j + 1] != "\n":
+                    j += 2
+                    continue
+                break
+            j += 1
+        if j < n and text[j] == '"':
+            if j > i + 1:
+                yield text[i + 1 : j]
+                i = text.find('"', j + 1)
+            else:  # "": its closing quote may open a string
+                i = j
+        else:  # never closed (the end, or a backslash before a line end)
+            i = text.find('"', j + 1) if j < n else -1
 
 
 def _desmart(text: str) -> str:
@@ -75,9 +128,9 @@ def clean_title(raw: str) -> str:
     'Heat'
     """
     s = _desmart(str(raw)).strip()
-    m = _LIST_LINE_RE.match(s)
-    if m:
-        s = m.group(1)
+    item = _list_item(s)
+    if item is not None:
+        s = item
     for _ in range(3):
         s = s.strip().rstrip(",;").strip()
         s = re.sub(r"^(\*\*|__|\*|_|`)(.*)\1$", r"\2", s).strip()
@@ -87,9 +140,13 @@ def clean_title(raw: str) -> str:
 
 
 def _dedup_cap(titles, k: int) -> tuple:
-    out, seen = [], set()
+    out, seen, raw_seen = [], set(), set()
     for t in titles:
-        if not isinstance(t, str):
+        if isinstance(t, str):
+            if t in raw_seen:  # the same text again: the same title, already kept or skipped
+                continue
+            raw_seen.add(t)
+        else:
             if isinstance(t, (int, float)) and not isinstance(t, bool):
                 t = str(t)
             elif isinstance(t, dict):  # {"title": ...} objects
@@ -168,13 +225,12 @@ def _from_json(text: str, k: int, notes: _Notes | None = None) -> tuple | None:
 
 
 def _from_lines(text: str, k: int) -> tuple:
-    lines = text.splitlines()
-    marked = [m.group(1) for m in (_LIST_LINE_RE.match(ln) for ln in lines) if m]
+    marked = [item for item in map(_list_item, text.splitlines()) if item is not None]
     if marked:
         return _dedup_cap(marked, k)
     # an unterminated array or quoted strings separated by commas: take the quoted strings
     if "[" in text:
-        quoted = _QUOTED_RE.findall(text[text.index("[") :])
+        quoted = list(_quoted(text[text.index("[") :]))
         if quoted:
             return _dedup_cap(quoted, k)
     return ()
@@ -241,6 +297,36 @@ def parse_with_reason(text, k: int) -> tuple:
     elif notes.capped:
         why += f" (only the first {MAX_ARRAY_STARTS} '[' were tried)"
     return (), PARSE_EMPTY, why
+
+
+#: the most characters one generated token is taken to decode to (vocabularies' longest tokens, runs of
+#: spaces or punctuation, are shorter); an answer over ``max_new_tokens`` times this comes from no model
+MAX_CHARS_PER_TOKEN = 64
+
+
+def max_answer_chars(max_new_tokens: int) -> int:
+    """The longest answer ``max_new_tokens`` generated tokens can decode to (:data:`MAX_CHARS_PER_TOKEN`
+    characters each)."""
+    return max(1, int(max_new_tokens)) * MAX_CHARS_PER_TOKEN
+
+
+def parse_answer(text, k: int, max_new_tokens: int) -> tuple:
+    """``(titles, status, text)`` of an answer to a request for at most ``max_new_tokens`` tokens: an
+    answer longer than :func:`max_answer_chars` is cut to it first, and its status is ``PARSE_CUT``
+    (whatever the cut text parses as); ``text`` is what was parsed (what the cache keeps).  The cost is
+    linear in the bounded text, whatever the server sent.
+
+    >>> parse_answer('["Heat"]', 10, 5)
+    (('Heat',), 'ok', '["Heat"]')
+    >>> titles, status, text = parse_answer('["Heat", "' + "x" * 10_000, 10, 5)
+    >>> titles, status, len(text)
+    (('Heat',), 'cut', 320)
+    """
+    if isinstance(text, str) and len(text) > max_answer_chars(max_new_tokens):
+        text = text[: max_answer_chars(max_new_tokens)]
+        return parse_titles(text, k)[0], PARSE_CUT, text
+    titles, status = parse_titles(text, k)
+    return titles, status, text
 
 
 def answer_complete(text: str, k: int) -> bool:

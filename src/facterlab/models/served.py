@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING
 from facterlab.config import ModelConfig
 from facterlab.datatypes import Prediction, PromptRequest, Recommender
 from facterlab.models.llm import CausalLM
-from facterlab.models.parsing import PARSER_VERSION, parse_titles, ranked_by_scores
+from facterlab.models.parsing import PARSER_VERSION, parse_answer, ranked_by_scores
 from facterlab.models.registry import resolve_llm
 
 # The backend's other rooms (issue 32); every name that lived here is re-exported.  ``check_served`` is
@@ -416,6 +416,7 @@ class ServedRecommender(Recommender):
         return obj
 
     def _generate(self, req: PromptRequest, fitted: tuple | None = None) -> Prediction:
+        t0 = time.monotonic()  # the deadline covers the exchange and the parsing (issue 44)
         body: dict = {"model": self.model}
         if fitted is None:
             body["messages"] = req.message_dicts
@@ -430,11 +431,17 @@ class ServedRecommender(Recommender):
             text = (choice["message"]["content"] if fitted is None else choice["text"]) or ""
         except (KeyError, IndexError, TypeError):
             raise ServerError(f"the server at {self.url} answered without choices[0].{field}") from None
+        # an answer longer than max_tokens can produce is cut before parsing and before the cache
+        k = req.k if self.protocol == "open" else len(req.candidates or ())
+        titles, status, text = parse_answer(text, k, self.cfg.max_new_tokens)
+        if time.monotonic() - t0 > self.timeout:
+            raise ServerUnavailable(
+                f"the server at {self.url}: its answer to {path} and its parsing took "
+                f"{time.monotonic() - t0:.3g} s, past the {self.timeout:g} s deadline ({setting_hint('timeout', 'SECONDS')})"
+            )
         if self.protocol == "open":
-            titles, status = parse_titles(text, req.k)
             return Prediction(titles=titles, parse_status=status, raw=text, n_truncated_history=n_drop)
         assert req.candidates is not None
-        titles, status = parse_titles(text, len(req.candidates))
         assert self.match is not None
         perm, n = self.match(titles, req.candidates)
         return Prediction(titles=perm, parse_status=status, raw=text, n_model_positions=n, n_truncated_history=n_drop)

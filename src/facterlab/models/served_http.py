@@ -93,6 +93,19 @@ def api_key(env: str | None) -> str | None:
             f"model.api_key_env names ${env}, which is not set here: export {env}=<your key> "
             f"(or {setting_hint('api_key_env', 'OTHER_VARIABLE')}); the key is never stored"
         )
+    bad = next((i for i, c in enumerate(key) if not ("!" <= c <= "~")), None)
+    if bad is not None:  # an HTTP header carries printable ASCII only; the key itself is never shown
+        c = key[bad]
+        what = (
+            "a line break" if c in "\r\n"
+            else "whitespace" if c.isspace()
+            else "a control character" if not c.isprintable()
+            else "a character outside ASCII"
+        )  # fmt: skip
+        raise ServerError(
+            f"the API key in ${env} has {what} at character {bad + 1} of {len(key)}, which an HTTP "
+            f"Authorization header cannot carry: export {env} again with the key alone (the key is never shown)"
+        )
     return key
 
 
@@ -132,7 +145,10 @@ def _send_once(
         conn.connect()
         got["sock"] = conn.sock
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn.request(method, target, body=data, headers=headers)
+        try:
+            conn.request(method, target, body=data, headers=headers)
+        except (ValueError, UnicodeError) as exc:  # a header http.client refuses: its text would echo it
+            raise NoAnswer(f"the request could not be sent ({type(exc).__name__} in its headers)", False) from None
         resp = got["resp"] = conn.getresponse()
         got["status"] = resp.status
         length = resp.getheader("Content-Length")

@@ -36,6 +36,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+from facterlab.corrupt import is_corrupt, move_aside
 from facterlab.models.cache import EmbeddingCache, PredictionCache, _SqliteKV
 
 __all__ = [
@@ -80,6 +81,11 @@ class _Sharded(_SqliteKV):
     attempts of the same run, then in the shared cache (both read-only)."""
 
     kind = "llm"
+
+    def _setup(self) -> None:  # also when a damaged shard was replaced by a new one
+        super()._setup()
+        self._conn.execute("PRAGMA journal_mode=DELETE")
+        self._conn.execute("PRAGMA synchronous=FULL")
 
     def _open_shard(self, shard: Path, base: Path | None, immutable_base: bool) -> None:
         self._conn.execute("PRAGMA journal_mode=DELETE")  # no WAL, no shared memory: one writer, any FS
@@ -147,13 +153,24 @@ def prepare_base(base: os.PathLike | str) -> bool:
     """Fold the shared cache's WAL into its main file (driver, before the tasks start).  True when the
     file is complete without its WAL (tasks may read it ``immutable``); False when another process
     kept part of the WAL (tasks then read it read-only through SQLite's locks, which needs a local
-    filesystem).  A missing file is True (nothing to read)."""
+    filesystem).  A missing file is True (nothing to read).  The file is checked first (SQLite's
+    ``PRAGMA quick_check``, once per sweep): a damaged one is moved aside (:func:`facterlab.corrupt.move_aside`)
+    and the sweep starts without it (True)."""
     base = Path(base)
     if not base.is_file():
         return True
     conn = sqlite3.connect(str(base), timeout=60)
     try:
+        check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if check != "ok":
+            raise sqlite3.DatabaseError(f"database disk image is malformed (quick_check: {check})")
         busy, n_log, n_done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if not is_corrupt(exc):
+            raise
+        conn.close()
+        move_aside(base, "cache", exc, "its entries are lost and will be computed again")
+        return True
     finally:
         conn.close()
     ok = busy == 0 and n_log == n_done
@@ -188,8 +205,11 @@ def merge_shards(
             try:
                 rows = conn.execute(f"SELECT key, value FROM {table}").fetchall()
             except sqlite3.Error as exc:
-                log.warning("cache shard %s not merged (%s)", path, exc)
                 conn.close()
+                if is_corrupt(exc):  # never readable: out of the way of every later merge
+                    move_aside(path, "cache shard", exc, "its entries are lost and will be computed again")
+                else:
+                    log.warning("cache shard %s not merged (%s)", path, exc)
                 continue
             conn.close()
             for i in range(0, len(rows), 1000):

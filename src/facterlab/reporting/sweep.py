@@ -28,11 +28,14 @@ tasks run, and the driver merges the shards at the end (:mod:`facterlab.models.s
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import json
 import logging
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,6 +138,10 @@ def load_sweep_file(path: os.PathLike | str) -> dict:
     """``{"preset": str | None, "set": {KEY: value}, "grid": {KEY: [values]}}`` from a ``.json`` or
     ``.toml`` file (unknown top-level keys are an error)."""
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, /dev/zero, a pipe
+        raise ValueError(
+            f"sweep file {str(p)!r} is not a regular file (a folder or a device); give a .json or .toml file"
+        )
     if not p.is_file():
         raise FileNotFoundError(f"sweep file {str(p)!r} does not exist")
     try:
@@ -218,8 +225,28 @@ class Planned:
     n_configs: int = 1  # configs of the grid that gave this run id
 
 
+#: a sweep of more configs than this starts only with ``--yes`` (``run_sweep(..., yes=True)``): a typo in
+#: a grid (``seed=0..9999``) must not start 10,000 runs unasked; ``--dry-run`` shows the plan first
+CONFIRM_ABOVE = 1000
+#: seconds between the planning's progress lines
+PLAN_PROGRESS_S = 10.0
+
+
+def check_size(n_configs: int, yes: bool) -> None:
+    """One line, before any work, for a sweep of more than :data:`CONFIRM_ABOVE` configs without ``yes``."""
+    if n_configs > CONFIRM_ABOVE and not yes:
+        raise ValueError(
+            f"this sweep has {n_configs:,} configs, over the {CONFIRM_ABOVE:,} that start unasked: "
+            "add --yes to start them (--dry-run shows the plan and writes nothing)"
+        )
+
+
 def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> list:
-    """Validate every config, compute its run id, merge duplicates, mark finished runs (module docstring)."""
+    """Validate every config, compute its run id, merge duplicates, mark finished runs (module docstring).
+
+    The model fingerprints of configs that differ only in what no model sees (the FACTER and metrics
+    settings) are computed once (a simulated model's fingerprint fits it), and a line every
+    :data:`PLAN_PROGRESS_S` seconds says how far the planning is."""
     root = results_dir(out_dir)
     seen_llm: set = set()
     seen_enc: set = set()
@@ -231,12 +258,24 @@ def plan_sweep(configs: Sequence[RunConfig], data_dir=None, out_dir=None) -> lis
     check_servers(configs)
     inters: dict = {}
     plans: dict = {}
-    for cfg in configs:
+    prints: dict = {}  # what the model fingerprints depend on -> them
+    t0 = last = time.monotonic()
+    for i, cfg in enumerate(configs):
+        if time.monotonic() - last >= PLAN_PROGRESS_S:
+            last = time.monotonic()
+            log.info("sweep: planned %d of %d configs (%s)", i, len(configs), format_seconds(last - t0))
         dkey = json.dumps(config_to_dict(cfg.data), sort_keys=True)
         if dkey not in inters:
             inters[dkey] = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
         inter = inters[dkey]
-        run_id = run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter))
+        fkey = json.dumps(
+            [inter.content_hash, cfg.protocol, cfg.seed, config_to_dict(cfg.model), dataclasses.asdict(cfg.sim)],
+            sort_keys=True,
+            default=str,
+        )
+        if fkey not in prints:
+            prints[fkey] = expected_fingerprints(cfg, data_dir, inter)
+        run_id = run_id_for(cfg, inter.content_hash, prints[fkey])
         if run_id in plans:
             plans[run_id].n_configs += 1
             continue
@@ -588,7 +627,10 @@ def register(subparsers) -> None:
     p.add_argument("--retries", type=int, default=2, help=f"extra attempts of a failed run, 0..{MAX_RETRIES}")
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
     p.add_argument("--out-dir", default=None, help="results root (default: $FACTERLAB_RESULTS or ./results)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (run ids, finished or not) and stop")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the plan (run ids, finished or not) and stop; writes nothing"
+    )
+    p.add_argument("--yes", action="store_true", help=f"start a sweep of more than {CONFIRM_ABOVE:,} configs")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON")
     p.set_defaults(func=cmd_sweep)
 
@@ -605,6 +647,21 @@ def configs_from_args(args) -> list:
     if not grid and not fixed:
         raise ParameterError("an empty sweep: give --grid KEY=V1,V2 (and --set KEY=VALUE) or --file")
     return expand_grid(grid, fixed, args.preset or spec["preset"] or "repro")
+
+
+@contextlib.contextmanager
+def _scratch_cache():
+    """``FACTERLAB_CACHE`` pointed at a temporary folder, removed at the end (``--dry-run``)."""
+    old = os.environ.get(ENV_CACHE)
+    with tempfile.TemporaryDirectory(prefix="facterlab-dry-run-") as tmp:
+        os.environ[ENV_CACHE] = tmp
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop(ENV_CACHE, None)
+            else:
+                os.environ[ENV_CACHE] = old
 
 
 def cmd_sweep(args) -> int:
@@ -626,11 +683,13 @@ def _cmd_sweep(args) -> int:
         read_cluster_file(args.cluster)  # one line for a bad file, before any planning
     configs = configs_from_args(args)
     if args.dry_run:
-        planned = plan_sweep(configs, args.data_dir, args.out_dir)
+        with _scratch_cache():  # the interactions it builds go to a temporary cache: a dry run writes nothing
+            planned = plan_sweep(configs, args.data_dir, args.out_dir)
         for p in planned:
             print(f"{p.run_id}  {'finished' if p.reused else 'to run'}")
         print(f"{len(configs)} configs, {len(planned)} runs, {sum(not p.reused for p in planned)} to run")
         return 0
+    check_size(len(configs), args.yes)
     res = run_sweep(
         configs,
         args.executor,

@@ -2,13 +2,14 @@
 and the served backend's tests.
 
 ``python -m facterlab.testing.server [--port 8000] [--model test-model] [--strict] [--no-logprobs]
-[--misbehave hang|drip|huge|garbage|truncated]`` serves on ``127.0.0.1`` only (never another
+[--misbehave hang|drip|huge|garbage|truncated|long]`` serves on ``127.0.0.1`` only (never another
 interface) until Ctrl-C, and prints its URL; then ``facterlab run --model openai:test-model
 --server-url http://127.0.0.1:8000 --encoder hash --temperature 0 --repetition-penalty 1`` audits it
 (docs/SCALING.md).  ``--misbehave`` makes every POST fail as a broken server does (the
 model list still answers): ``hang`` never answers, ``drip`` sends its body a byte a second, ``huge``
 sends a body without end, ``garbage`` answers a line that is not HTTP (as a Dask scheduler's port
-does), ``truncated`` sends HTTP 200 with half a JSON body.
+does), ``truncated`` sends HTTP 200 with half a JSON body, ``long`` a valid answer whose text is
+:data:`LONG_ANSWER_BYTES` of an unclosed title list (longer than any ``max_tokens`` can produce).
 
 It is a real server on a localhost port, spoken to over HTTP by
 :class:`facterlab.models.served.ServedRecommender` exactly as vLLM would be; only its "model" is a
@@ -72,7 +73,9 @@ KNOWN_FIELDS = {
 }
 VERSION = "0.1-test"
 #: the ways ``misbehave=`` breaks every POST (module docstring)
-MISBEHAVIOURS = ("hang", "drip", "huge", "garbage", "truncated")
+MISBEHAVIOURS = ("hang", "drip", "huge", "garbage", "truncated", "long")
+#: the length of a ``long`` answer's text
+LONG_ANSWER_BYTES = 8 * 2**20
 _LINE = re.compile(r"^\s*\d{1,3}[.)]\s+(.*\S)\s*$")
 
 
@@ -206,6 +209,10 @@ class OpenAIServer:
                         srv._stop.wait()
                     elif how == "garbage":
                         self.wfile.write(b"\x00\x01 this is not HTTP\r\n")
+                    elif how == "long":
+                        text = '["Toy Story (1995)", ' * (LONG_ANSWER_BYTES // 21)
+                        choice = {"index": 0, "text": text, "message": {"role": "assistant", "content": text}}
+                        self._send(200, {"object": "chat.completion", "choices": [choice]})
                     elif how == "truncated":
                         body = json.dumps({"choices": [{"index": 0, "text": "[]"}]}).encode()
                         self.send_response(200)
