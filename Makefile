@@ -51,9 +51,16 @@ $(STAMP): pyproject.toml Makefile
 
 # nbstripout as this clone's git filter: outputs of *.ipynb never reach a commit, whatever JupyterLab saved.
 # Only inside a git work tree; never fails (no git, a download without .git: a note, nothing else).
+# The filter also drops what JupyterLab adds to a notebook it only opened (the kernel's language_info beyond
+# its name: the Python version and five editor fields), so opening and autosaving leaves git status clean
+# (issue 42; the kernelspec and jupytext's header are pinned in the notebooks and jupytext.toml instead).
+NBSTRIPOUT_EXTRA_KEYS := metadata.language_info.codemirror_mode metadata.language_info.file_extension \
+	metadata.language_info.mimetype metadata.language_info.nbconvert_exporter \
+	metadata.language_info.pygments_lexer metadata.language_info.version
 git-filter:
 	@if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		$(VENV)/bin/nbstripout --install \
+			&& git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)" \
 			&& echo "nbstripout: installed as this clone's git filter for *.ipynb (.git/config, .git/info/attributes)" \
 			|| echo "nbstripout: could not install the git filter (continuing)"; \
 	else echo "nbstripout: not a git work tree, no git filter installed"; fi
