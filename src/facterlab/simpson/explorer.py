@@ -73,7 +73,25 @@ def ips_spread(sim, n_draws: int = N_DRAWS) -> dict:
 
 def sign_reversal(res: dict) -> str | None:
     """The paradox itself, in words, when the AggregateGap and the PerUserGap have opposite signs (each
-    favours another group); None when they agree or one is zero or missing."""
+    favours another group); None when they agree or one is zero or missing.
+
+    Parameters
+    ----------
+    res : dict
+        Read-outs with ``per_user_gap`` and ``aggregate_gap`` (:func:`explorer_numbers`).
+
+    Returns
+    -------
+    str or None
+        ``"SIGN REVERSAL (Simpson's paradox): ..."`` naming the group each gap favours, or None.
+
+    Examples
+    --------
+    >>> sign_reversal({"per_user_gap": -0.0037, "aggregate_gap": 0.0049})[:42]
+    "SIGN REVERSAL (Simpson's paradox): pooled "
+    >>> sign_reversal({"per_user_gap": -0.02, "aggregate_gap": -0.01}) is None
+    True
+    """
     pug, agg = res.get("per_user_gap"), res.get("aggregate_gap")
     if pug is None or agg is None or pug != pug or agg != agg or pug == 0 or agg == 0 or (pug > 0) == (agg > 0):
         return None
