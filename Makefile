@@ -4,6 +4,7 @@
 #   make install                                   .venv + nbstripout as the git filter for notebooks
 #   make docs                                      the documentation site into build/docs/html/ (offline, -W)
 #   make test-unit                                 the unit tier of the tests (no slow, browser, integration)
+#   make docs-outputs                              rerun every command whose output README.md and docs/*.md show, rewrite them
 # `make reproduce` with the default profile on MovieLens-100K (the report's dataset) is the report run: the only
 # one that writes figures/. Without data it first tries to fetch MovieLens-100K, else runs on synthetic data
 # and writes its figures under results/figures/ (it says which dataset it took and where figures went).
@@ -26,7 +27,7 @@ STAMP := $(VENV)/.facterlab-installed
 export FACTERLAB_CACHE ?= $(CURDIR)/build/cache
 export PYTHONHASHSEED := 0
 
-.PHONY: reproduce test install clean-results benchmarks git-filter docs test-unit
+.PHONY: reproduce test install clean-results benchmarks git-filter docs test-unit docs-outputs
 
 # One line per step, and pip's own lines (a line per package, download bars) for the long step.
 $(STAMP): pyproject.toml Makefile
@@ -50,9 +51,16 @@ $(STAMP): pyproject.toml Makefile
 
 # nbstripout as this clone's git filter: outputs of *.ipynb never reach a commit, whatever JupyterLab saved.
 # Only inside a git work tree; never fails (no git, a download without .git: a note, nothing else).
+# The filter also drops what JupyterLab adds to a notebook it only opened (the kernel's language_info beyond
+# its name: the Python version and five editor fields), so opening and autosaving leaves git status clean
+# (issue 42; the kernelspec and jupytext's header are pinned in the notebooks and jupytext.toml instead).
+NBSTRIPOUT_EXTRA_KEYS := metadata.language_info.codemirror_mode metadata.language_info.file_extension \
+	metadata.language_info.mimetype metadata.language_info.nbconvert_exporter \
+	metadata.language_info.pygments_lexer metadata.language_info.version
 git-filter:
 	@if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		$(VENV)/bin/nbstripout --install \
+			&& git config filter.nbstripout.extrakeys "$(NBSTRIPOUT_EXTRA_KEYS)" \
 			&& echo "nbstripout: installed as this clone's git filter for *.ipynb (.git/config, .git/info/attributes)" \
 			|| echo "nbstripout: could not install the git filter (continuing)"; \
 	else echo "nbstripout: not a git work tree, no git filter installed"; fi
@@ -76,6 +84,12 @@ docs: $(STAMP)
 	rm -rf build/docs docs/api docs/_notebooks
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs/html
 	@echo "docs: open build/docs/html/index.html"
+
+# Documented output is generated output (docs/outputs.py): every region marked `<!-- output: ID PART -->` in
+# README.md and docs/*.md rewritten from a fresh run of its command in a scratch folder with no data (about a
+# minute); `.venv/bin/python docs/outputs.py --check` compares without writing (tests/project/test_docs_outputs.py).
+docs-outputs: $(STAMP)
+	$(PY) docs/outputs.py
 
 # The unit tier: no slow, browser or integration test (markers: tests/conftest.py, by file or folder of tests/;
 # the files and folders marked integration or browser are not even imported); nbmake, the plugin that runs

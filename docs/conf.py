@@ -61,6 +61,12 @@ nb_execution_mode = "off"
 nb_merge_streams = True
 # Widget state is not loaded from a CDN (the site works offline); notebook 15 prints a static figure too.
 nb_ipywidgets_js: dict = {}
+# Markdown that a notebook cell displays (the method tables) rendered with GitHub's flavour, which has tables;
+# MyST-NB's default, commonmark, has none and gave one wrapped paragraph of pipes (issue 42)
+nb_render_markdown_format = "gfm"
+# A widget's view needs a kernel or saved widget state and a CDN, neither of which a static site has: the
+# widget output falls back to the next format of its bundle, the text form the explorer writes (issue 42)
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 
 # --- API reference from the docstrings: one page per module (docs/_templates/autosummary/module.rst),
 # public names only: a module's __all__ where it has one, else its own names without a leading underscore
@@ -100,6 +106,7 @@ bibtex_default_style = "plain"
 html_theme = "furo"
 html_title = "facterlab"
 html_static_path: list = []
+html_favicon = "_static/favicon.svg"
 html_show_sourcelink = False
 
 # Warnings that are not faults of the pages (each one named, nothing broader):

@@ -84,16 +84,16 @@ def test_explorer_slider_updates_numbers_and_figure(tmp_path):
         image.wait_for(timeout=DEADLINE_MS)
         before_text = numbers.inner_text()
         before_src = image.get_attribute("src")
-        assert "d_1=1.50" in before_text and "PerUserGap" in before_text
+        assert "d_1=3.00" in before_text and "PerUserGap" in before_text  # the opening setting (issue 42)
         # the groups are named, and the model IPS carries its interval at this N
         assert "group 0: reference items" in before_text and "group 1: varied items" in before_text
         assert page.locator("#simpson-ips-model-half-width").inner_text().startswith("±")
         handle = page.locator(".simpson-slider-d1 .noUi-handle")
         handle.focus()
-        for _ in range(6):  # 1.50 -> 3.00 in steps of 0.25; each key press is a change event
-            page.keyboard.press("ArrowRight")
+        for _ in range(6):  # 3.00 -> 1.50 in steps of 0.25; each key press is a change event
+            page.keyboard.press("ArrowLeft")
         page.wait_for_function(
-            "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=3.00')", timeout=DEADLINE_MS
+            "() => document.querySelector('.simpson-numbers').innerText.includes('d_1=1.50')", timeout=DEADLINE_MS
         )
         page.wait_for_function(KERNEL_IDLE, timeout=DEADLINE_MS)
         after_text = numbers.inner_text()

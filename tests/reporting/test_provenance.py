@@ -140,3 +140,40 @@ def test_report_figures_carry_run_ids_in_their_metadata():
         elif p.stem in FACTER_REPORT_FIGURES and not RUN_ID.search(meta[figures.PNG_RUNS_KEY]):
             problems.append(f"{p.name}: names no run id ({meta[figures.PNG_RUNS_KEY]!r})")
     assert not problems, "\n".join(problems)
+
+
+def test_unknown_code_version_says_why():
+    """A footer never says "runs made by not recorded" (issue 42): it says why the commit is unknown."""
+    by_id = figures.provenance_line(["cccccccccccc-33333333"])
+    by_metrics = figures.provenance_line([_metrics("cccccccccccc-33333333")])
+    assert "not recorded" not in by_id + by_metrics
+    assert "runs made by an unknown commit (the artefact was given a run id, not the run's record)" in by_id
+    assert "runs made by an unknown commit (the artefact was given metrics only" in by_metrics
+    md = tb.per_pass_table([_metrics("cccccccccccc-33333333")], name="t", title="T", published=False).to_markdown()
+    assert "not recorded" not in md.splitlines()[3] and "unknown commit (" in md.splitlines()[3]
+
+
+def test_uncommitted_reason_reads_the_work_tree(tmp_path):
+    """--report needs a commit: a changed tracked file is named, figures/ (the report's output) and untracked
+    files are not counted, and a folder outside git says so."""
+    import shutil
+    import subprocess
+
+    from facterlab.reporting import reproduce as rp
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    assert rp.uncommitted_reason(tmp_path).startswith("not a git work tree")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "figures").mkdir()
+    for f in ("a.py", "figures/t.md"):
+        (tmp_path / f).write_text("1\n")
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    assert rp.uncommitted_reason(tmp_path) is None
+    (tmp_path / "figures" / "t.md").write_text("2\n")
+    (tmp_path / "new.py").write_text("untracked\n")
+    assert rp.uncommitted_reason(tmp_path) is None
+    (tmp_path / "a.py").write_text("2\n")
+    assert rp.uncommitted_reason(tmp_path) == "1 tracked file(s) differ from the last commit (a.py)"

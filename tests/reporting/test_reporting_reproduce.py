@@ -140,6 +140,19 @@ def test_runner_runs_all_reports_failures_and_times(tmp_path, capsys, monkeypatc
         (data / "ml-100k").mkdir(parents=True, exist_ok=True)
         (data / "ml-100k" / f).write_text("")
     monkeypatch.setenv("FACTERLAB_DATA", str(data))
+    # the report is made from a commit (issue 42): with uncommitted code the implicit report run is not one,
+    # and an explicit --report is refused before anything runs
+    monkeypatch.setattr(rp, "uncommitted_reason", lambda root: "2 tracked file(s) differ from the last commit (a, b)")
+    (tmp_path / "out_report.txt").write_text("untouched")
+    assert main(["reproduce", "--profile", "smoke", "--only", "10*", "--report"]) == 2
+    err = capsys.readouterr().err
+    assert "--report writes the committed figures/, which must be made from a commit: 2 tracked file(s)" in err
+    assert (tmp_path / "out_report.txt").read_text() == "untouched"  # no notebook ran
+    assert main(["reproduce", "--profile", "default", "--only", "10*"]) == 0
+    assert (tmp_path / "out_report.txt").read_text() == "unset"
+    out = capsys.readouterr().out
+    assert "not the report run (uncommitted code: 2 tracked file(s) differ from the last commit (a, b))" in out
+    monkeypatch.setattr(rp, "uncommitted_reason", lambda root: None)  # a clean tree
     assert main(["reproduce", "--profile", "default", "--only", "10*"]) == 0
     assert (tmp_path / "out_report.txt").read_text() == "1"
     out = capsys.readouterr().out

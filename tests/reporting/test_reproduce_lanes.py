@@ -132,6 +132,7 @@ def test_two_lanes_same_runs_as_one_side_lane_in_a_lower_priority_process(tmp_pa
     one = rp.run_notebooks("smoke", cwd=tmp_path, extra={"X": "5"}, log=lambda *a: None, timings_path="t1.json")
     probes_one = {n: json.loads((tmp_path / f"probe_{n}.json").read_text()) for n in ("01_main", "10_simpson_side")}
     lines: list = []
+    monkeypatch.setattr(rp, "uncommitted_reason", lambda root: None)  # --report needs a clean tree
     two = rp.run_notebooks(
         "smoke", cwd=tmp_path, extra={"X": "5"}, log=lines.append, timings_path="t2.json", jobs=2, report=True
     )

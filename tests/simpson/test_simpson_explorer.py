@@ -115,3 +115,26 @@ def test_default_n_is_where_the_estimate_was_measured_reliable():
     from facterlab.simpson.explorer import DEFAULT_N, DEFAULTS
 
     assert DEFAULTS["n_users"] == DEFAULT_N == 20_000
+
+
+@pytest.mark.slow
+def test_the_explorer_opens_on_a_sign_reversal_and_the_default_is_one_click_away():
+    """Issue 42: the explorer's opening setting shows the paradox (the two gaps favour different groups,
+    and the explorer says so); the button 'default setting' moves every slider to DEFAULTS with one
+    recomputation, where the gaps agree in sign."""
+    from facterlab.simpson.explorer import DEFAULTS, OPENING, sign_reversal
+
+    opening = explorer_numbers(**OPENING, n_draws=0)
+    assert opening["per_user_gap"] * opening["aggregate_gap"] < 0, opening
+    assert sign_reversal(opening).startswith("SIGN REVERSAL")
+    default = explorer_numbers(**DEFAULTS, n_draws=0)
+    assert default["per_user_gap"] * default["aggregate_gap"] > 0 and sign_reversal(default) is None
+
+    ex = build_explorer(n_users=1_000)
+    assert ex.values()["d1"] == OPENING["d1"] and ex.values()["bias"] == OPENING["bias"]
+    n = ex.n_updates
+    ex.buttons["default"].click()
+    assert ex.n_updates == n + 1  # one recomputation, not one per slider
+    assert {k: ex.values()[k] for k in ("d1", "sigma1", "bias", "n_users", "seed")} == DEFAULTS
+    ex.buttons["opening"].click()
+    assert ex.values()["d1"] == OPENING["d1"] and ex.n_updates == n + 2

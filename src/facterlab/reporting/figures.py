@@ -80,6 +80,15 @@ def figures_dir(explicit: os.PathLike | str | None = None) -> Path:
     return path
 
 
+#: what a footer says instead of a code version it does not know, and why (issue 42: never "not recorded")
+UNKNOWN_CODE = {
+    "id": "an unknown commit (the artefact was given a run id, not the run's record)",
+    "metrics": "an unknown commit (the artefact was given metrics only; the run's run.json holds the commit)",
+    "meta": "an unknown commit (the run folder has no run.json)",
+    "empty": "an unknown commit (the run's run.json records none)",
+}
+
+
 def _run_entries(runs: Any) -> list:
     """``[(run_id, code version or None, seed or None), ...]`` of run records, results or metrics."""
     if runs is None:
@@ -88,12 +97,17 @@ def _run_entries(runs: Any) -> list:
     for r in [runs] if is_one_run(runs) else runs:
         rec = r if isinstance(r, RunRecord) else getattr(r, "record", None)
         if isinstance(r, str):  # a run id
-            out.append((r, None, None))
+            out.append((r, UNKNOWN_CODE["id"], None))
             continue
         if not r:
             continue
         m = as_metrics(r)  # anything else that is not a run is an error, never a run left out silently
-        code = rec.meta.code_version if isinstance(rec, RunRecord) and rec.meta is not None else None
+        if not isinstance(rec, RunRecord):
+            code = UNKNOWN_CODE["metrics"]
+        elif rec.meta is None:
+            code = UNKNOWN_CODE["meta"]
+        else:
+            code = rec.meta.code_version or UNKNOWN_CODE["empty"]
         seed = rec.config.setting("seed") if isinstance(rec, RunRecord) else None
         out.append((str(m.run_id) if m.run_id else "unknown run id", code, seed))
     return list(dict.fromkeys(out))
@@ -113,7 +127,7 @@ def provenance_line(runs: Any = None, source: str | None = None) -> str:
 def _line(entries: list, source: str | None) -> str:
     if entries:
         ids = ", ".join(f"{rid} (seed {seed})" if seed is not None else rid for rid, _c, seed in entries)
-        codes = list(dict.fromkeys(c if c else "not recorded" for _r, c, _s in entries))
+        codes = list(dict.fromkeys(c if c else UNKNOWN_CODE["empty"] for _r, c, _s in entries))
         text = f"Runs: {ids}. Code: runs made by {' / '.join(codes)}; drawn by {drawing_code_version()}."
     else:
         text = f"Runs: {NO_RUNS}. Code: drawn by {drawing_code_version()}."

@@ -52,6 +52,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -232,9 +233,18 @@ def run_notebooks(
     params = kernel_parameters(profile, extra)
     if data_dir is not None:
         os.environ["FACTERLAB_DATA"] = str(Path(data_dir).expanduser().resolve())
+    tree_why = uncommitted_reason(CODE_ROOT) if report is not False else None  # the code the runs are made by
+    if report and tree_why:  # an explicit --report: refused before anything runs
+        raise ParameterError(
+            f"--report writes the committed figures/, which must be made from a commit: {tree_why}; "
+            "commit or stash the changes first (or leave out --report: figures then go to results/figures/)"
+        )
     choice = choose_dataset(profile, extra, download=download, log=log)
+    not_report_why = None
     if report is None:
         report = profile == "default" and not extra and choice.dataset == REPORT_DATASET
+        if report and tree_why:
+            report, not_report_why = False, tree_why
     cwd = Path(cwd) if cwd is not None else paths.project_root()
     nb_dir, out = _under(cwd, notebooks_dir), _under(cwd, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -254,7 +264,7 @@ def run_notebooks(
     runs = []
     saved_env = {k: os.environ.get(k) for k in (*threads.MANAGED_VARS, paths.ENV_REPORT, "FACTERLAB_NOTEBOOK")}
     _set_env({paths.ENV_REPORT: "1" if report else None})  # the kernels inherit it
-    where, fig_dir = report_line(report, choice.dataset, profile, extra), paths.figures_dir()
+    where, fig_dir = report_line(report, choice.dataset, profile, extra, not_report_why), paths.figures_dir()
     if lane != "side":
         log(f"[reproduce] dataset: {choice.describe()}")
         log(f"[reproduce] {where}")
@@ -672,11 +682,57 @@ def choose_dataset(profile: str, extra: dict | None = None, download: bool = Tru
     )
 
 
-def report_line(report: bool, dataset: str, profile: str, extra: dict | None = None) -> str:
+#: paths whose changes do not make a tree unfit for the report: the report's own outputs
+REPORT_OUTPUTS = ("figures/",)
+#: the work tree of the code that makes the runs (where :func:`facterlab.facter.provenance.code_version` looks)
+CODE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def uncommitted_reason(root: os.PathLike | str) -> str | None:
+    """Why the code at ``root`` is not a commit the report can name (None: a clean git work tree).
+
+    The tracked files that differ from ``HEAD`` (outside :data:`REPORT_OUTPUTS`, which the report run
+    rewrites itself), or that ``root`` is not a git work tree, or that git cannot say.  Untracked
+    files are not counted (``git describe --dirty``, which every run records, does not count them
+    either).  Notebooks are compared through ``cat`` as the clean filter, as
+    :func:`facterlab.facter.provenance.code_version` does (nbstripout would start Python per file).
+
+    >>> import tempfile
+    >>> uncommitted_reason(tempfile.mkdtemp()).startswith("not a git work tree")
+    True
+    """
+    git = shutil.which("git")
+    if git is None:
+        return "git is not installed, so the commit cannot be named"
+    try:
+        r = subprocess.run(
+            [git, "-c", "filter.nbstripout.clean=cat", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"git status failed ({exc})"
+    if r.returncode != 0:
+        return f"not a git work tree ({root}), so the commit cannot be named"
+    changed = [ln[3:].strip() for ln in r.stdout.splitlines() if ln.strip()]
+    changed = [c for c in changed if not c.startswith(REPORT_OUTPUTS)]
+    if not changed:
+        return None
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return f"{len(changed)} tracked file(s) differ from the last commit ({shown})"
+
+
+def report_line(
+    report: bool, dataset: str, profile: str, extra: dict | None = None, not_report_why: str | None = None
+) -> str:
     """Where this run's figures and tables go, and why (one line)."""
     if report:
         return f"report run: figures and tables -> {paths.report_figures_dir()} (the committed report)"
-    if profile != "default" or extra:
+    if not_report_why:
+        why = f"uncommitted code: {not_report_why}"
+    elif profile != "default" or extra:
         why = f"profile {profile}" + (" with --set" if extra else "")
     elif dataset != REPORT_DATASET:
         why = f"dataset {dataset}, not the report's {REPORT_DATASET}"

@@ -337,7 +337,25 @@ def decompose(stats: UserStats) -> Decomposition:
 
 
 def gaps_from_table(table: pd.DataFrame, exposure: ExposureLike = "log") -> tuple:
-    """(PerUserGap, AggregateGap) from a long table (see :meth:`UserStats.from_table`)."""
+    """(PerUserGap, AggregateGap) from a long table (see :meth:`UserStats.from_table`).
+
+    Examples
+    --------
+    The module's two users as a table (exposure = position): user ``a`` has relevant items of both
+    groups, user ``b`` only of group 1, so the PerUserGap is user ``a``'s alone.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"user": list("aaabbb"), "item": [0, 1, 2] * 2, "group": [0, 1, 1] * 2,
+    ...                   "relevant": [1, 1, 1, 0, 1, 1], "position": [1, 2, 3, 3, 1, 2]})
+    >>> pug, agg = gaps_from_table(t, exposure="position")
+    >>> pug.value, pug.share_defined, agg.value
+    (-1.5, 0.5, -1.0)
+
+    See Also
+    --------
+    gaps_from_arrays : the same from dense arrays.
+    facterlab.simpson.ips.ips_estimate : the per-user gap estimated from one shown item per user.
+    """
     st = UserStats.from_table(table, exposure)
     return per_user_gap(st), aggregate_gap(st)
 
