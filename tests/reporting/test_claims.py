@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from facterlab.reporting import claims
@@ -109,3 +110,46 @@ def test_two_rate_claim_size_at_the_null_boundary():
         rates.append(holds / reps)
     print("holds rates at the null boundary:", ", ".join(f"{r:.4f}" for r in rates))
     assert max(rates) <= bound, rates
+
+
+def _fake_run(facter, fair):
+    from types import SimpleNamespace
+
+    def method(rows):
+        return SimpleNamespace(cfr_detail={"multi": {"row_distances": list(rows)}})
+
+    return SimpleNamespace(
+        record=SimpleNamespace(metrics=SimpleNamespace(methods={"facter": method(facter), "fair": method(fair)}))
+    )
+
+
+def test_acceptance_claims_report_by_construction_and_list_labels():
+    from facterlab.reporting import twin_acceptance as ta
+
+    base = {"variant": "family", "n": 500, "flagged": 10, "facter_rules": 0, "max_delta": 0.0}
+    labels = {
+        f"{k}_{x}": v
+        for x in ("row", "either", "row_list", "either_list")
+        for k, v in (("positives", 80), ("true_pos", 60))
+    }
+    frame = pd.DataFrame(
+        [{**base, "case": "fields-beta0", "seed": s, "biased": False} for s in (0, 1)]
+        + [{**base, "case": "lines-set", "seed": 0, "biased": False, "max_delta": 0.3, "facter_rules": 2}]
+        + [{**base, "case": "default-table", "seed": 0, "biased": True, "max_delta": 0.5, "facter_rules": 3, **labels}]
+    )
+    same = np.linspace(0.0, 0.4, 200)
+    runs = {
+        ("fields-beta0", 0, "family"): _fake_run(same, same),
+        ("lines-set", 0, "family"): _fake_run(same, same),
+    }
+    got = {c.claim: c for c in ta.acceptance_claims(frame, runs, 0.1)}
+    flag0 = next(c for k, c in got.items() if k.startswith("text testbed [family] fields-beta0 (unbiased): Neutral"))
+    cfr0 = next(c for k, c in got.items() if "fields-beta0: FACTER's CFR" in k)
+    assert flag0.verdict == cfr0.verdict == claims.BY_CONSTRUCTION and "20/1000" in flag0.measured
+    flag1 = next(c for k, c in got.items() if k.startswith("text testbed [family] lines-set (unbiased): Neutral"))
+    cfr1 = next(c for k, c in got.items() if "lines-set: FACTER's CFR" in k)
+    assert flag1.verdict == claims.HOLDS and cfr1.verdict == claims.HOLDS  # 10/500 against 0.12; equal rows
+    power = [k for k in got if "default-table (biased)" in k]
+    assert len(power) == 8 and sum("top-10 set" in k for k in power) == 4
+    counts = claims.verdict_counts(list(got.values()))
+    assert counts[claims.BY_CONSTRUCTION] == 2
