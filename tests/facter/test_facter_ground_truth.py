@@ -66,8 +66,10 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
         assert r.V_q0 - r.V_q0_here_only + r.V_q0_pass1_only == first["V_q0"]
     checks = gt.repair_checks(rep)
     assert all("McNemar" in c.test for c in checks)
-    listen = next(c for c in checks if "rho=1" in c.claim and "fixed Q0" in c.claim)
-    assert listen.verdict == gt.HOLDS
+    deaf = next(c for c in checks if "rho=0" in c.claim and "fixed Q0" in c.claim)
+    row = rep[(rep["rho"] == 0.0) & (rep["pass"] == last)].iloc[0]
+    assert f"A only {int(row.V_q0_here_only)}, B only {int(row.V_q0_pass1_only)}" in deaf.measured
+    assert deaf.verdict != gt.HOLDS  # not listening: the paired test does not see violations fall either
     assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
     methods = runs[(6.0, 1.0)].record.metrics.methods
     assert "AVOID: (gender=F) -> (Romance-only)" in (methods["facter"].rules_in_last_pass or [])
