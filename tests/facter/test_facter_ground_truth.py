@@ -70,6 +70,9 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
     row = rep[(rep["rho"] == 0.0) & (rep["pass"] == last)].iloc[0]
     assert f"A only {int(row.V_q0_here_only)}, B only {int(row.V_q0_pass1_only)}" in deaf.measured
     assert deaf.verdict != gt.HOLDS  # not listening: the paired test does not see violations fall either
+    # rho = 1 against rho = 0: the same rows, paired (notebook 09's positive control)
+    rc = gt.rho_claim("x", gt.biased_share_table([runs[(6.0, 1.0)], runs[(6.0, 0.0)]]), 6.0)
+    assert "McNemar" in rc.test and rc.verdict == gt.HOLDS
     assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
     methods = runs[(6.0, 1.0)].record.metrics.methods
     assert "AVOID: (gender=F) -> (Romance-only)" in (methods["facter"].rules_in_last_pass or [])

@@ -65,6 +65,7 @@ __all__ = [
     "biased_share_table",
     "rules_vs_table",
     "twin_claims",
+    "rho_claim",
     "handbuilt_control",
     "handbuilt_run",
     "decomposition_row",
@@ -607,6 +608,40 @@ def _rho_pairs(shares: pd.DataFrame, beta: float, last: int) -> tuple | None:
     return (n, b, c) if n else None
 
 
+def rho_claim(claim: str, shares: pd.DataFrame, beta: float, last: int | None = None) -> Claim:
+    """The share of top-1 items the push changed by pass ``last`` is lower with rho = 1 than with rho = 0,
+    at ``beta``, pooled over seeds (``shares``: :func:`biased_share_table` of runs that differ only in
+    rho).  Runs of one seed answer the same test rows, so the test is the exact McNemar test on the rows
+    paired by ``row_id`` (A: rho = 1, B: rho = 0); when a seed lacks its pair or the row-level flags
+    (``shares.attrs["changed_rows"]``), the unpaired :func:`two_rate_claim`.
+
+    Parameters
+    ----------
+    claim : str
+        The statement.
+    shares : pandas.DataFrame
+        :func:`biased_share_table`'s output (with its ``attrs``).
+    beta : float
+        The bias strength.
+    last : int or None
+        The pass (None: the last).
+
+    Returns
+    -------
+    Claim
+    """
+    last = int(shares["pass"].max()) if last is None else int(last)
+    pairs = _rho_pairs(shares, beta, last)
+    if pairs is not None:
+        n, b1, b0 = pairs
+        return paired_rate_claim(claim + "; A: rho=1, B: rho=0, the same rows", b1, b0, n)
+    sel = shares[(shares["beta"] == beta) & (shares["pass"] == last)]
+    g1, g0 = sel[sel["rho"] == 1.0], sel[sel["rho"] == 0.0]
+    return two_rate_claim(
+        claim, int(g1["changed"].sum()), int(g1["n"].sum()), int(g0["changed"].sum()), int(g0["n"].sum())
+    )
+
+
 def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame, alpha: float) -> list:
     """The acceptance claims of the twin monitor (docs/FACTER.md §7), pooled over seeds:
 
@@ -685,24 +720,15 @@ def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame
             g0 = shares[(shares["beta"] == beta) & (shares["rho"] == 0.0) & (shares["pass"] == last)]
             if not (len(g1) and len(g0)):
                 continue
-            text = (
-                f"twin repair (beta={beta:g}): the pass-{last} share changed by the push is lower with rho=1 "
-                "than with rho=0 (the repair is the rules' doing)"
-            )
-            pairs = _rho_pairs(shares, beta, last)
-            if pairs is not None:
-                n, b1, b0 = pairs
-                out.append(paired_rate_claim(text + "; A: rho=1, B: rho=0, the same rows", b1, b0, n))
-            else:
-                out.append(
-                    two_rate_claim(
-                        text,
-                        int(g1["changed"].sum()),
-                        int(g1["n"].sum()),
-                        int(g0["changed"].sum()),
-                        int(g0["n"].sum()),
-                    )
+            out.append(
+                rho_claim(
+                    f"twin repair (beta={beta:g}): the pass-{last} share changed by the push is lower with rho=1 "
+                    "than with rho=0 (the repair is the rules' doing)",
+                    shares,
+                    beta,
+                    last,
                 )
+            )
     out += fairness_checks(fair_twin, label="facterlab twin monitor")
     return out
 
