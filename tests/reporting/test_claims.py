@@ -153,3 +153,22 @@ def test_acceptance_claims_report_by_construction_and_list_labels():
     assert len(power) == 8 and sum("top-10 set" in k for k in power) == 4
     counts = claims.verdict_counts(list(got.values()))
     assert counts[claims.BY_CONSTRUCTION] == 2
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0])
+def test_exact_size_by_enumeration_stays_at_the_level(factor):
+    """The exact probability of "holds" on the null boundary p1 = factor * p2, summed over every table
+    (no Monte Carlo), is at most 1% at each of 60 boundary points (n1 = n2 = 25)."""
+    from scipy.stats import binom
+
+    n1 = n2 = 25
+    holds = np.array(
+        [
+            [claims.two_rate_claim("x", a, n1, b, n2, factor).verdict == claims.HOLDS for b in range(n2 + 1)]
+            for a in range(n1 + 1)
+        ]
+    )
+    assert holds.any()  # the test can say "holds" at this n
+    for p2 in np.linspace(0.01, min(1.0, 1 / factor) - 0.01, 60):
+        size = binom.pmf(np.arange(n1 + 1), n1, factor * p2) @ holds @ binom.pmf(np.arange(n2 + 1), n2, p2)
+        assert size <= ALPHA + 1e-9, (p2, size)
