@@ -92,7 +92,8 @@ def test_two_rate_claim_size_at_the_null_boundary():
     tests/reporting/test_claims.py -k size -s -p no:nbmake``): holds rates 0.0110, 0.0105, 0.0030,
     0.0037, 0.0060 (factor 0.5 and 2: the exact unconditional test) and 0.0090 (factor 1: Fisher and the
     z-test); the first two are within one Monte Carlo standard error (0.0016) of 1%.  Before, with the
-    z-test at every count for factor != 1, the (500, 500, 0.08, 0.5) case gave 0.0155.
+    z-test whenever every cell held 10 rows or more, n1 = n2 = 1,000, p2 = 0.04, factor 0.5 (expected
+    counts 20 and 40, all on the z branch) gave 0.0155 (seed 43, 4,000 replicates): above the bound.
     """
     rng = np.random.default_rng(43)
     reps = 4000

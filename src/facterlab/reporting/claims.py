@@ -13,9 +13,10 @@ detect at the sample size it had, and ends in one of four verdicts:
 
 One standard for all: a rate against a bound uses the exact Clopper-Pearson interval at 99%.  Two
 rates of *independent* rows, ``p1 < factor * p2`` (:func:`two_rate_claim`): a two-proportion z-test at
-one-sided 1% (z = 2.33); when a cell of the 2 x 2 table has fewer than :data:`SMALL_COUNT` rows, an
-exact test: Fisher's for factor 1, otherwise the exact unconditional test (the z statistic made
-monotone, its p-value the largest tail probability over the whole null boundary ``p1 = factor * p2``).
+one-sided 1% (z = 2.33), or Fisher's exact test when a cell of the 2 x 2 table has fewer than
+:data:`SMALL_COUNT` rows, for factor 1; for another factor, the exact unconditional test at every count
+(the z statistic made monotone, its p-value the largest tail probability over the whole null boundary
+``p1 = factor * p2``), or conservative Bonferroni bounds beyond :data:`EXACT_TABLES` tables.
 Two rates on the *same* rows (paired flags, :func:`paired_rate_claim`): the exact McNemar test on the
 discordant rows for factor 1; for another factor, two one-sided 99.5% Clopper-Pearson bounds
 (Bonferroni), valid whatever the dependence between the rows.  A difference of per-seed means: a
@@ -163,10 +164,13 @@ def rate_claim(claim: str, k: int, n: int, bound: float, side: str) -> Claim:
 
 
 def two_rate_claim(claim: str, k1: int, n1: int, k2: int, n2: int, factor: float = 1.0) -> Claim:
-    """``k1/n1 < factor * k2/n2`` on independent rows: one-sided two-proportion z-test at 1% (holds when
-    z >= 2.33, fails when z <= -2.33); when a cell of the 2 x 2 table has fewer than
-    :data:`SMALL_COUNT` rows, an exact test at 1% each way: Fisher's for ``factor == 1``, else the exact
-    unconditional test (:func:`exact_ratio_pvalues`).  Rates of the *same* rows: :func:`paired_rate_claim`.
+    """``k1/n1 < factor * k2/n2`` on independent rows, one-sided at 1% each way (holds when the test says
+    so, fails when the test the other way round does).  ``factor == 1``: the two-proportion z-test
+    (z >= 2.33), or Fisher's exact test when a cell of the 2 x 2 table has fewer than
+    :data:`SMALL_COUNT` rows.  Another factor: the exact unconditional test at every count
+    (:func:`exact_ratio_pvalues`; the z-test's size at the boundary was 0.0155 at expected counts 20 and
+    40, see tests/reporting/test_claims.py), or, beyond :data:`EXACT_TABLES` tables, two Bonferroni
+    Clopper-Pearson bounds (conservative).  Rates of the *same* rows: :func:`paired_rate_claim`.
 
     Parameters
     ----------

@@ -503,22 +503,22 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
     ``both_changed`` (the counts of the paired test in :func:`twin_claims`).  The row-level flags
     travel in ``df.attrs["changed_rows"]``, ``{(run_id, pass): (row ids, changed row ids)}`` (frozensets),
     so that runs on the same rows (rho = 1 against rho = 0) can be paired too."""
-    out, fair, rows_of = [], {}, {}
+    out, fair, fair_flags, rows_of = [], {}, {}, {}
     for r, s, p, g, t in _facter_passes(results):
         if r.run_id not in fair:
             fr = r.rows["fair"]
             fair[r.run_id] = truth_frame(fr)
-            fair_rows = fr["row_id"].to_numpy() if "row_id" in fr.columns else None
-            fair_flags = (
-                dict(zip(fair_rows.tolist(), fair[r.run_id]["top1_changed"].astype(bool).tolist()))
-                if fair_rows is not None
+            fair_flags[r.run_id] = (
+                dict(zip(fr["row_id"].tolist(), fair[r.run_id]["top1_changed"].astype(bool).tolist()))
+                if "row_id" in fr.columns
                 else {}
             )
         changed = t["top1_changed"].astype(bool).to_numpy()
         ids = g["row_id"].tolist() if "row_id" in g.columns else []
         if ids:
             rows_of[(r.run_id, p)] = (frozenset(ids), frozenset(i for i, c in zip(ids, changed) if c))
-        pairs = [(bool(c), fair_flags[i]) for i, c in zip(ids, changed) if i in fair_flags]
+        flags = fair_flags[r.run_id]
+        pairs = [(bool(c), flags[i]) for i, c in zip(ids, changed) if i in flags]
         unfair = t["top1_unfair"] if "top1_unfair" in t.columns else t["top1_changed"]
         out.append(
             {
