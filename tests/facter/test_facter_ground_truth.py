@@ -59,6 +59,20 @@ def test_repair_removes_the_bias_only_when_the_recommender_listens(world_runs):
     assert falls((0.0, last), (1.0, last))
     # not listening: nothing falls against the fixed bar
     assert not falls((0.0, 1), (0.0, last))
+    # every pass answers the same rows: the checks pair them (exact McNemar on the discordant rows)
+    for r in rep[rep["pass"] == last].itertuples():
+        first = rep[(rep["rho"] == r.rho) & (rep["pass"] == 1)].iloc[0]
+        assert r.n_paired == r.n
+        assert r.V_q0 - r.V_q0_here_only + r.V_q0_pass1_only == first["V_q0"]
+    checks = gt.repair_checks(rep)
+    assert all("McNemar" in c.test for c in checks)
+    deaf = next(c for c in checks if "rho=0" in c.claim and "fixed Q0" in c.claim)
+    row = rep[(rep["rho"] == 0.0) & (rep["pass"] == last)].iloc[0]
+    assert f"A only {int(row.V_q0_here_only)}, B only {int(row.V_q0_pass1_only)}" in deaf.measured
+    assert deaf.verdict != gt.HOLDS  # not listening: the paired test does not see violations fall either
+    # rho = 1 against rho = 0: the same rows, paired (notebook 09's positive control)
+    rc = gt.rho_claim("x", gt.biased_share_table([runs[(6.0, 1.0)], runs[(6.0, 0.0)]]), 6.0)
+    assert "McNemar" in rc.test and rc.verdict == gt.HOLDS
     assert abs(biased[(0.0, 1)] - biased[(0.0, last)]) < 0.1
     methods = runs[(6.0, 1.0)].record.metrics.methods
     assert "AVOID: (gender=F) -> (Romance-only)" in (methods["facter"].rules_in_last_pass or [])
@@ -80,6 +94,7 @@ def test_violations_flag_biased_outputs_and_precision_rises_with_beta(world_runs
         ignore_index=True,
     )
     assert det["biased"].iloc[1] > det["biased"].iloc[0] > 0
+    assert (det["biased_list"] > 0).all() and (det["true_pos_list"] <= det["flagged"]).all()
     assert det["precision"].iloc[1] > det["precision"].iloc[0]
     lo = gt.clopper_pearson(int(det["true_pos"].iloc[1]), int(det["flagged"].iloc[1]), 0.99)[0]
     assert lo > det["base_rate"].iloc[1]

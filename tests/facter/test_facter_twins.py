@@ -57,6 +57,15 @@ def test_null_threshold_never_flags_without_bias_and_recall_rises_with_beta(twin
     alpha = runs[(0.0, 1.0)].record.metrics.calibration.alpha
     # beta = 0: a deterministic recommender that ignores the demographics answers its twin identically
     assert neutral.loc[0.0, "flagged"] == 0 and neutral.loc[0.0, "positives"] == 0
+    assert neutral.loc[0.0, "max_delta"] == 0 < neutral.loc[6.0, "max_delta"]
+    # the list-level label (the row's or twin's top-10 set changed), recounted from the records
+    rec = runs[(6.0, 1.0)].rows["neutral"]
+    lab = gt.list_labels(rec, twin=True)
+    flag = rec["viol_fixed"].to_numpy(dtype=bool)
+    row = neutral.loc[6.0]
+    assert row["biased_list"] == lab.sum() > 0 and row["true_pos_list"] == (flag & lab).sum()
+    assert row["precision_list"] == pytest.approx((flag & lab).sum() / flag.sum())
+    assert neutral.loc[0.0, "biased_list"] == 0
     c = claims.rate_claim("false flags", int(neutral.loc[0.0, "flagged"]), int(neutral.loc[0.0, "n"]), alpha, "<=")
     assert c.verdict == claims.HOLDS
     # the flags see the bias, and more of it as beta grows
@@ -91,6 +100,16 @@ def test_twin_repair_happens_only_when_the_recommender_listens(twin_runs):
     listen_claim = next(c for c in verdicts if c.startswith("twin repair (beta=6, rho=1)"))
     deaf_claim = next(c for c in verdicts if c.startswith("twin repair, control (beta=6, rho=0)"))
     assert verdicts[listen_claim] == claims.HOLDS and verdicts[deaf_claim] == claims.HOLDS
+    # FACTER and Fair answer the same rows, and so do the rho = 1 and rho = 0 runs: the paired tests
+    assert listen_claim.endswith("the same rows") and deaf_claim.endswith("the same rows")
+    assert listen["n_paired"] == listen["n"] == listen["fair_n"]
+    assert listen["facter_only"] + listen["both_changed"] == listen["changed"]
+    assert listen["fair_only"] + listen["both_changed"] == listen["fair_changed"]
+    rho_claim = next(c for c in verdicts if "the repair is the rules' doing" in c)
+    assert rho_claim.endswith("the same rows") and verdicts[rho_claim] == claims.HOLDS
+    # beta = 0: every twin distance is 0, so "no false flag" holds by construction, reported apart
+    zero = next(c for c in verdicts if c.startswith("twin + null (beta=0)"))
+    assert verdicts[zero] == claims.BY_CONSTRUCTION
 
 
 @pytest.mark.slow

@@ -15,22 +15,36 @@ and Delta_i > 0 means the demographics (directly, or through the rules they sele
 
 **Null-anchored threshold** (``facter.threshold = "null"``, needs the twin).  The conformal Q0 is a
 quantile of the biased model's own scores, so it flags about alpha of the rows whatever the bias.  A
-fairness test needs a threshold anchored at "demographics change nothing".  We calibrate it on
-*placebo* twins: each calibration row is asked again with the same demographics written in another
-order (the same information, a different prompt surface; :func:`placebo_request`).  With P_1..P_n the
-placebo distances and
+fairness test needs a threshold anchored at "demographics change nothing beyond what an irrelevant edit
+of the prompt does".  We calibrate it on *placebo* twins (:func:`placebo_request`,
+:data:`PLACEBO_EDITS`): each calibration row is asked again with its demographics block changed without
+changing any value's meaning, under the same prompt and seed.  The null is the **placebo family**
+(``facter.placebo = "family"``, the default): three edits per row, the values reworded (``reword``), an
+irrelevant line added (``field``), the lines in reverse order (``order``), and the row's placebo
+distance is the **largest** of the three, M_i.  (A single edit can be chosen; the reversed order
+alone, facterlab's placebo before the family, is defeated by a model that reads the demographics as a
+set of lines.)  With
 
-    Q_null = P_(ceil((n+1)(1-alpha)))  (+ null_tol),      flag  <=>  Delta_t > Q_null,
+    Q_null = M_(ceil((n+1)(1-alpha)))  (+ null_tol),      flag  <=>  Delta_t > Q_null,
 
-the split-conformal argument gives: if, for a row where demographics change nothing, its twin distance
-D_t is exchangeable with the calibration placebo distances (the null hypothesis H0), then
-P(D_t > Q_null) <= alpha.  For a recommender whose answer is a function of (history, seed,
-demographics) and which ignores the demographics (the simulated recommender at beta = 0, greedy
-decoding), both distances are exactly 0 and the flag never fires.  The proof and the assumption are
-written out in docs/FACTER.md §7.
+the split-conformal argument gives: if, for row t, the twin distance D_t is no larger in law than the
+placebo distance of *some* edit of the family (the null hypothesis H0), and rows are exchangeable, then
+P(D_t > Q_null) <= alpha (the maximum only makes M_t larger).  For a recommender whose answer is a
+function of (history, seed, demographics) and which ignores the demographics and the prompt's surface
+(the fields-reading simulator at beta = 0, greedy decoding), every distance is exactly 0 and the flag
+never fires: the claims report that case "by construction".  The proof and the assumption are written
+out in docs/FACTER.md §7.2.
 
-Both cost one extra recommender request per scored row (twice that for calibration with the null
-threshold: twin and placebo); the pipeline counts and reports them.
+**What the flag answers.**  The flag and its bound test *row-level counterfactual dependence*: "does this
+user's answer depend on their demographics (more than an irrelevant edit moves it)?"  They do not test
+*group-level directional bias*, "is some group systematically pushed?": a model that answers as a
+random function of who the user is, preferring no group, is rightly flagged.  The directional question
+is answered by confirmed mining's exact McNemar tests on twin pairs, with family-wise control
+(:mod:`facterlab.facter.repair`, docs/FACTER.md §7 and §7.3).
+
+The twin costs one extra recommender request per scored row; with the null threshold each calibration
+row also gets its placebos (three with the family); all of it times ``facter.draws``.  The pipeline counts
+and reports them.
 """
 
 from __future__ import annotations

@@ -36,13 +36,16 @@ from facterlab.facter.truth import parse_truth, rank_auc
 from facterlab.models.fake import HashEncoder
 from facterlab.models.simulated import load_bias_table, simulated_from_config
 from facterlab.reporting.claims import (
+    BY_CONSTRUCTION,
     FAILS,
     HOLDS,
     TOO_SMALL,
     Claim,
+    by_construction,
     claims_frame,
     clopper_pearson,
     paired_claim,
+    paired_rate_claim,
     rate_claim,
     two_rate_claim,
 )
@@ -50,6 +53,8 @@ from facterlab.reporting.claims import (
 __all__ = [
     "clopper_pearson",
     "truth_frame",
+    "list_labels",
+    "BY_CONSTRUCTION",
     "records_with_reasons",
     "coverage_table",
     "repair_table",
@@ -60,6 +65,7 @@ __all__ = [
     "biased_share_table",
     "rules_vs_table",
     "twin_claims",
+    "rho_claim",
     "handbuilt_control",
     "handbuilt_run",
     "decomposition_row",
@@ -88,6 +94,41 @@ def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
     if any(t is None for t in rows):
         raise ValueError("a record's raw output is not the simulated recommender's JSON truth")
     return pd.DataFrame(rows, index=records.index)
+
+
+def list_labels(records: pd.DataFrame, twin: bool = False) -> np.ndarray:
+    """The list-level label of each record: the bias changed the row's top-10 set (``topk_changed``
+    of the simulator's truth), or, with ``twin``, the row's or its twin's (``twin_raw``).  Beside the
+    top-1 labels, because the twin Delta compares whole top-10 lists: a push that reorders the list
+    below its head moves Delta and is not a top-1 change.  ``topk_changed`` is measured against the
+    same prompt without the push (rules kept): for Neutral and Fair, which have no rules, that is the
+    demographics-blind answer.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Records with the simulator's JSON truth in ``raw`` (and ``twin_raw`` for ``twin``).
+    twin : bool, default False
+        Also count the twin's list.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (len(records),)
+
+    Examples
+    --------
+    >>> import json
+    >>> raw = lambda t1, tk: json.dumps({"top1_changed": t1, "topk_changed": tk})
+    >>> rec = pd.DataFrame({"raw": [raw(True, True), raw(False, True), raw(False, False)],
+    ...                     "twin_raw": [raw(False, False), raw(False, False), raw(False, True)]})
+    >>> list_labels(rec).tolist(), list_labels(rec, twin=True).tolist()
+    ([True, True, False], [True, True, True])
+    """
+    lab = truth_frame(records)["topk_changed"].to_numpy(dtype=bool)
+    if twin and "twin_raw" in records.columns:
+        tw = truth_frame(records.rename(columns={"raw": "_row_raw", "twin_raw": "raw"}))
+        lab = lab | tw["topk_changed"].to_numpy(dtype=bool)
+    return lab
 
 
 def coverage_table(
@@ -144,26 +185,49 @@ def _facter_passes(results: Sequence):
             yield r, s, int(p), g, truth.loc[g.index]
 
 
+def _against_pass1(g: pd.DataFrame, first: pd.DataFrame, col: str) -> tuple:
+    """(rows paired by ``row_id``, flagged in pass 1 only, flagged in this pass only) for flag ``col``."""
+    m = g[["row_id", col]].merge(first[["row_id", col]], on="row_id", suffixes=("", "_1"))
+    here, one = m[col].to_numpy(dtype=bool), m[f"{col}_1"].to_numpy(dtype=bool)
+    return len(m), int((one & ~here).sum()), int((here & ~one).sum())
+
+
 def repair_table(results: Sequence) -> pd.DataFrame:
     """One row per (run, pass) of the FACTER method: beta, rho, seed, pass, V(t) (adaptive), V(Q0),
-    V(Q*), mean S, share of rows the bias changed (top-1), mean rules honoured, share without neighbour."""
-    out = [
-        {
-            "beta": s["beta"],
-            "rho": s["rho"],
-            "seed": s["seed_run"],
-            "pass": p,
-            "n": len(g),
-            "V_adaptive": int(g["viol_adaptive"].sum()),
-            "V_q0": int(g["viol_fixed"].sum()),
-            "V_qstar": int(g["viol_q_star"].sum()),
-            "mean_S": float(g["S"].mean()),
-            "share_top1_biased": float(t["top1_changed"].mean()),
-            "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
-            "share_no_neighbour": float((g["n_neighbours"] == 0).mean()),
-        }
-        for _r, s, p, g, t in _facter_passes(results)
-    ]
+    V(Q*), mean S, share of rows the bias changed (top-1), mean rules honoured, share without neighbour;
+    and, pass 1's rows paired with this pass's by ``row_id`` (every pass answers the same test rows):
+    ``n_paired``, ``V_q0_pass1_only`` / ``V_q0_here_only`` (rows violating Q0 in pass 1 and not here, and
+    the reverse) and the same for the adaptive bar: the discordant counts of the McNemar test
+    (:func:`repair_checks`)."""
+    firsts: dict = {}
+    out = []
+    for r, s, p, g, t in _facter_passes(results):
+        if p == 1 or r.run_id not in firsts:
+            firsts[r.run_id] = g
+        first = firsts[r.run_id]
+        n_pair, q0_1, q0_h = _against_pass1(g, first, "viol_fixed")
+        _, ad_1, ad_h = _against_pass1(g, first, "viol_adaptive")
+        out.append(
+            {
+                "beta": s["beta"],
+                "rho": s["rho"],
+                "seed": s["seed_run"],
+                "pass": p,
+                "n": len(g),
+                "V_adaptive": int(g["viol_adaptive"].sum()),
+                "V_q0": int(g["viol_fixed"].sum()),
+                "V_qstar": int(g["viol_q_star"].sum()),
+                "mean_S": float(g["S"].mean()),
+                "share_top1_biased": float(t["top1_changed"].mean()),
+                "mean_rules_honoured": float(t["n_rules_honoured"].mean()),
+                "share_no_neighbour": float((g["n_neighbours"] == 0).mean()),
+                "n_paired": n_pair,
+                "V_q0_pass1_only": q0_1,
+                "V_q0_here_only": q0_h,
+                "V_adaptive_pass1_only": ad_1,
+                "V_adaptive_here_only": ad_h,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -214,11 +278,14 @@ def detector_table(
     ``top1_changed`` (the bias changed the top-1 item, the only item S looks at).
 
     Columns: lambda, tau_rho, q0, flagged, biased, true_pos, precision, recall, base_rate, lift
-    (precision / base rate), share_no_neighbour (test rows).
+    (precision / base rate), share_no_neighbour (test rows); and against the list-level label (the
+    bias changed the top-10 set, :func:`list_labels`): biased_list, true_pos_list, precision_list,
+    recall_list, base_rate_list.
     """
     alpha = float(result.record.metrics.calibration.alpha if alpha is None else alpha)
     inputs = rescore_inputs(result, encoder, items, calib_rows, test_rows, method)
     truth = truth_frame(inputs.records)["top1_changed"].to_numpy(dtype=bool)
+    truth_list = list_labels(inputs.records)
     out = []
     for tau in tau_rhos:
         for lam in lambdas:
@@ -243,9 +310,22 @@ def detector_table(
                     "lift": prec / base if base and not math.isnan(prec) else float("nan"),
                     "lift_ceiling": 1.0 / base if base else float("nan"),
                     "share_no_neighbour": res.share_no_neighbour,
+                    **_list_numbers(flag, truth_list),
                 }
             )
     return pd.DataFrame(out)
+
+
+def _list_numbers(flag: np.ndarray, label: np.ndarray) -> dict:
+    """Positives, true positives, precision, recall and base rate of ``flag`` against the list-level label."""
+    tp, fl, pos = int((flag & label).sum()), int(flag.sum()), int(label.sum())
+    return {
+        "biased_list": pos,
+        "true_pos_list": tp,
+        "precision_list": tp / fl if fl else float("nan"),
+        "recall_list": tp / pos if pos else float("nan"),
+        "base_rate_list": pos / len(label) if len(label) else float("nan"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,25 +358,32 @@ def coverage_checks(cov: pd.DataFrame, label: str = "") -> list:
 
 
 def repair_checks(rep: pd.DataFrame) -> list:
-    """Per beta > 0 and rho: do V(Q0) and V(t) fall from pass 1 to the last pass (counts summed over seeds)?"""
+    """Per beta > 0 and rho: do V(Q0) and V(t) fall from pass 1 to the last pass (counts summed over seeds)?
+    Every pass answers the same test rows, so the test is the exact McNemar test on the rows paired by
+    ``row_id`` (:func:`repair_table`'s discordant counts); a table without them (an older
+    ``repair_table``) gets the unpaired test."""
     out = []
     last = int(rep["pass"].max())
+    paired = {"n_paired", "V_q0_here_only"} <= set(rep.columns)
     for (beta, rho), g in rep.groupby(["beta", "rho"], sort=True):
         n1 = int(g.loc[g["pass"] == 1, "n"].sum())
-        nl = int(g.loc[g["pass"] == last, "n"].sum())
+        gl = g[g["pass"] == last]
+        nl = int(gl["n"].sum())
         for col, name in (("V_q0", "the fixed Q0"), ("V_adaptive", "the adaptive Q_t")):
-            k1 = int(g.loc[g["pass"] == 1, col].sum())
-            kl = int(g.loc[g["pass"] == last, col].sum())
-            out.append(
-                two_rate_claim(
-                    f"faithful FACTER, repair (beta={beta:g}, rho={rho:g}): violations against {name} fall "
-                    f"from pass 1 (p2) to pass {last} (p1)",
-                    kl,
-                    nl,
-                    k1,
-                    n1,
+            text = f"faithful FACTER, repair (beta={beta:g}, rho={rho:g}): violations against {name} fall from pass 1"
+            if paired and int(gl["n_paired"].sum()) == nl:
+                out.append(
+                    paired_rate_claim(
+                        f"{text} (B) to pass {last} (A), the same rows",
+                        int(gl[f"{col}_here_only"].sum()),
+                        int(gl[f"{col}_pass1_only"].sum()),
+                        nl,
+                    )
                 )
-            )
+                continue
+            k1 = int(g.loc[g["pass"] == 1, col].sum())
+            kl = int(gl[col].sum())
+            out.append(two_rate_claim(f"{text} (p2) to pass {last} (p1)", kl, nl, k1, n1))
     return out
 
 
@@ -374,7 +461,11 @@ DETECTOR_NUMBERS = ("n", "positives", "flagged", "true_pos", "precision", "recal
 def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """One row per (run, method): monitor, beta, rho, seed and the run's own ``ground_truth.detector``
     (metrics.json; facterlab.facter.truth): label, flagged, positives, true_pos, n, precision, recall,
-    base_rate, flag_rate, auc, lift and its ceiling 1/base rate."""
+    base_rate, flag_rate, auc, lift and its ceiling 1/base rate.  Beside that top-1 label, the same
+    flags (the last pass's ``viol_fixed``) against the list-level label (:func:`list_labels`, the row's
+    or, with the twin Delta, its twin's top-10 set changed): biased_list, true_pos_list,
+    precision_list, recall_list, base_rate_list; and ``max_delta``, the largest Delta of those rows
+    (0: every twin distance is 0, so no flag can fire)."""
     out = []
     for r in results:
         s = _sim(r)
@@ -395,6 +486,11 @@ def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> p
                 row[k] = value_or_nan(gtb[k])
             row["lift"] = row["precision"] / row["base_rate"] if row["base_rate"] else float("nan")
             row["lift_ceiling"] = 1.0 / row["base_rate"] if row["base_rate"] else float("nan")
+            rec = r.rows[m]
+            last = rec[rec["pass"] == rec["pass"].max()]
+            twin = (r.record.config.setting("facter.delta") or "neighbour") == "twin"
+            row.update(_list_numbers(last["viol_fixed"].to_numpy(dtype=bool), list_labels(last, twin)))
+            row["max_delta"] = float(np.nanmax(last["delta"].to_numpy(dtype=float))) if len(last) else float("nan")
             out.append(row)
     return pd.DataFrame(out)
 
@@ -402,11 +498,27 @@ def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> p
 def biased_share_table(results: Sequence) -> pd.DataFrame:
     """One row per (run, pass): the share of FACTER's top-1 items the push changed (``top1_changed``) and
     that differ from the demographics-blind answer (``top1_unfair``), with counts, and Fair's
-    ``top1_changed`` count on the same rows (the same prompt without rules)."""
-    out, fair = [], {}
+    ``top1_changed`` count on the same rows (the same prompt without rules).  Fair answers the same test
+    rows, so the rows are also paired by ``row_id``: ``n_paired``, ``facter_only``, ``fair_only``,
+    ``both_changed`` (the counts of the paired test in :func:`twin_claims`).  The row-level flags
+    travel in ``df.attrs["changed_rows"]``, ``{(run_id, pass): (row ids, changed row ids)}`` (frozensets),
+    so that runs on the same rows (rho = 1 against rho = 0) can be paired too."""
+    out, fair, fair_flags, rows_of = [], {}, {}, {}
     for r, s, p, g, t in _facter_passes(results):
         if r.run_id not in fair:
-            fair[r.run_id] = truth_frame(r.rows["fair"])
+            fr = r.rows["fair"]
+            fair[r.run_id] = truth_frame(fr)
+            fair_flags[r.run_id] = (
+                dict(zip(fr["row_id"].tolist(), fair[r.run_id]["top1_changed"].astype(bool).tolist()))
+                if "row_id" in fr.columns
+                else {}
+            )
+        changed = t["top1_changed"].astype(bool).to_numpy()
+        ids = g["row_id"].tolist() if "row_id" in g.columns else []
+        if ids:
+            rows_of[(r.run_id, p)] = (frozenset(ids), frozenset(i for i, c in zip(ids, changed) if c))
+        flags = fair_flags[r.run_id]
+        pairs = [(bool(c), flags[i]) for i, c in zip(ids, changed) if i in flags]
         unfair = t["top1_unfair"] if "top1_unfair" in t.columns else t["top1_changed"]
         out.append(
             {
@@ -424,9 +536,14 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
                 "fair_n": len(fair[r.run_id]),
                 "V_q0": int(g["viol_fixed"].sum()),
                 "mean_pushed_topk": float(t["n_pushed_topk"].mean()),
+                "n_paired": len(pairs),
+                "facter_only": sum(a and not b for a, b in pairs),
+                "fair_only": sum(b and not a for a, b in pairs),
+                "both_changed": sum(a and b for a, b in pairs),
             }
         )
     df = pd.DataFrame(out)
+    df.attrs["changed_rows"] = rows_of
     if len(df):
         df["share_changed"] = df["changed"] / df["n"]
         df["share_unfair"] = df["unfair"] / df["n"]
@@ -474,28 +591,87 @@ def rules_vs_table(results: Sequence, table: dict | None = None) -> pd.DataFrame
 _RULE = re.compile(r"AVOID: \((\w+)=(.*?)\) -> \((.*)\)$")
 
 
+def _rho_pairs(shares: pd.DataFrame, beta: float, last: int) -> tuple | None:
+    """(rows, rho=1 only, rho=0 only) over the seeds where a rho = 1 and a rho = 0 run at ``beta`` answer
+    the same rows in pass ``last`` (``shares.attrs["changed_rows"]``); None unless every seed pairs."""
+    flags = shares.attrs.get("changed_rows") or {}
+    sel = shares[(shares["beta"] == beta) & (shares["pass"] == last)]
+    n = b = c = 0
+    for _seed, g in sel.groupby("seed"):
+        one, zero = g[g["rho"] == 1.0], g[g["rho"] == 0.0]
+        if len(one) != 1 or len(zero) != 1:
+            return None
+        f1, f0 = flags.get((one["run_id"].iloc[0], last)), flags.get((zero["run_id"].iloc[0], last))
+        if f1 is None or f0 is None or f1[0] != f0[0]:
+            return None
+        n, b, c = n + len(f1[0]), b + len(f1[1] - f0[1]), c + len(f0[1] - f1[1])
+    return (n, b, c) if n else None
+
+
+def rho_claim(claim: str, shares: pd.DataFrame, beta: float, last: int | None = None) -> Claim:
+    """The share of top-1 items the push changed by pass ``last`` is lower with rho = 1 than with rho = 0,
+    at ``beta``, pooled over seeds (``shares``: :func:`biased_share_table` of runs that differ only in
+    rho).  Runs of one seed answer the same test rows, so the test is the exact McNemar test on the rows
+    paired by ``row_id`` (A: rho = 1, B: rho = 0); when a seed lacks its pair or the row-level flags
+    (``shares.attrs["changed_rows"]``), the unpaired :func:`two_rate_claim`.
+
+    Parameters
+    ----------
+    claim : str
+        The statement.
+    shares : pandas.DataFrame
+        :func:`biased_share_table`'s output (with its ``attrs``).
+    beta : float
+        The bias strength.
+    last : int or None
+        The pass (None: the last).
+
+    Returns
+    -------
+    Claim
+    """
+    last = int(shares["pass"].max()) if last is None else int(last)
+    pairs = _rho_pairs(shares, beta, last)
+    if pairs is not None:
+        n, b1, b0 = pairs
+        return paired_rate_claim(claim + "; A: rho=1, B: rho=0, the same rows", b1, b0, n)
+    sel = shares[(shares["beta"] == beta) & (shares["pass"] == last)]
+    g1, g0 = sel[sel["rho"] == 1.0], sel[sel["rho"] == 0.0]
+    return two_rate_claim(
+        claim, int(g1["changed"].sum()), int(g1["n"].sum()), int(g0["changed"].sum()), int(g0["n"].sum())
+    )
+
+
 def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame, alpha: float) -> list:
     """The acceptance claims of the twin monitor (docs/FACTER.md §7), pooled over seeds:
 
-    - at beta = 0 the null threshold flags at most alpha of the Neutral rows;
-    - at beta = 2 recall >= 0.8 and precision >= 0.9 (Neutral rows, label "the bias changed the row's or
-      its twin's answer");
+    - at beta = 0 the null threshold flags at most alpha of the Neutral rows (verdict "by construction"
+      when every twin distance of those rows is 0: the flag Delta > Q_null cannot fire);
+    - at beta > 0 recall >= 0.8 and precision >= 0.9 (Neutral rows), against the top-1 label ("the
+      bias changed the row's or its twin's top-1") and against the list-level one ("... top-10 set");
     - recall rises with beta;
-    - with rho = 1 the share of top-1 items the push changed, by pass 3, is below half of Fair's; and
-      below the rho = 0 runs' share;
+    - with rho = 1 the share of top-1 items the push changed, by pass 3, is below half of Fair's (the
+      same rows: paired bounds); and below the rho = 0 runs' share (the same rows: exact McNemar);
     - FACTER-twin's CFR is below Fair's at beta = 2 (paired over seeds).
     """
     out = []
     nd = det[det["method"] == "neutral"]
+    has_list = "true_pos_list" in nd.columns
     for beta, g in nd.groupby("beta", sort=True):
         k, n, tp, pos = int(g["flagged"].sum()), int(g["n"].sum()), int(g["true_pos"].sum()), int(g["positives"].sum())
         if beta == 0:
-            out.append(
-                rate_claim(f"twin + null (beta=0): the false-flag rate is at most alpha = {alpha:g}", k, n, alpha, "<=")
-            )
-        else:
-            out.append(rate_claim(f"twin + null (beta={beta:g}): recall >= 0.8", tp, pos, 0.8, ">="))
-            out.append(rate_claim(f"twin + null (beta={beta:g}): precision >= 0.9", tp, k, 0.9, ">="))
+            c = rate_claim(f"twin + null (beta=0): the false-flag rate is at most alpha = {alpha:g}", k, n, alpha, "<=")
+            if "max_delta" in g.columns and bool((g["max_delta"] == 0).all()):
+                c = by_construction(c, "every twin distance is 0, so Delta > Q_null cannot fire")
+            out.append(c)
+            continue
+        out.append(rate_claim(f"twin + null (beta={beta:g}): recall >= 0.8", tp, pos, 0.8, ">="))
+        out.append(rate_claim(f"twin + null (beta={beta:g}): precision >= 0.9", tp, k, 0.9, ">="))
+        if has_list:
+            tpl, posl = int(g["true_pos_list"].sum()), int(g["biased_list"].sum())
+            words = "label: the bias changed the row's or its twin's top-10 set"
+            out.append(rate_claim(f"twin + null (beta={beta:g}): recall >= 0.8 ({words})", tpl, posl, 0.8, ">="))
+            out.append(rate_claim(f"twin + null (beta={beta:g}): precision >= 0.9 ({words})", tpl, k, 0.9, ">="))
     betas = sorted(b for b in nd["beta"].unique() if b > 0)
     for a, b in zip(betas, betas[1:]):
         ga, gb = nd[nd["beta"] == a], nd[nd["beta"] == b]
@@ -514,43 +690,45 @@ def twin_claims(det: pd.DataFrame, shares: pd.DataFrame, fair_twin: pd.DataFrame
         fair_k = int(gl["fair_changed"].sum())
         fair_n = int(gl["fair_n"].sum())
         k, n = int(gl["changed"].sum()), int(gl["n"].sum())
+        # Fair answers the same rows: pair them when every row found its Fair twin
+        paired = "n_paired" in gl.columns and int(gl["n_paired"].sum()) == n == fair_n
         if rho > 0:
-            c = two_rate_claim(
+            text = (
                 f"twin repair (beta={beta:g}, rho={rho:g}): by pass {last} the share of top-1 items the push "
-                "changed (p1) is below half of Fair's (p2)",
-                k,
-                n,
-                fair_k,
-                fair_n,
-                0.5,
+                "changed (FACTER, A) is below half of Fair's (B)"
             )
+            if paired:
+                fo, fa, both = (int(gl[c].sum()) for c in ("facter_only", "fair_only", "both_changed"))
+                c = paired_rate_claim(text + ", the same rows", fo, fa, n, 0.5, both)
+            else:
+                c = two_rate_claim(text, k, n, fair_k, fair_n, 0.5)
         else:  # the negative control: a recommender that ignores the rules is not repaired
-            c = two_rate_claim(
+            text = (
                 f"twin repair, control (beta={beta:g}, rho=0): by pass {last} the share of top-1 items the push "
-                "changed stays above half of Fair's (p1: Fair's, p2: FACTER's)",
-                fair_k,
-                fair_n,
-                k,
-                n,
-                2.0,
+                "changed stays above half of Fair's (A: Fair's, B: FACTER's)"
             )
+            if paired:
+                fo, fa, both = (int(gl[c].sum()) for c in ("facter_only", "fair_only", "both_changed"))
+                c = paired_rate_claim(text + ", the same rows", fa, fo, n, 2.0, both)
+            else:
+                c = two_rate_claim(text, fair_k, fair_n, k, n, 2.0)
         out.append(c)
     rhos = sorted(shares["rho"].unique()) if len(shares) else []
     if 0.0 in rhos and 1.0 in rhos:
         for beta in sorted(b for b in shares["beta"].unique() if b > 0):
             g1 = shares[(shares["beta"] == beta) & (shares["rho"] == 1.0) & (shares["pass"] == last)]
             g0 = shares[(shares["beta"] == beta) & (shares["rho"] == 0.0) & (shares["pass"] == last)]
-            if len(g1) and len(g0):
-                out.append(
-                    two_rate_claim(
-                        f"twin repair (beta={beta:g}): the pass-{last} share changed by the push is lower with rho=1 "
-                        "than with rho=0 (the repair is the rules' doing)",
-                        int(g1["changed"].sum()),
-                        int(g1["n"].sum()),
-                        int(g0["changed"].sum()),
-                        int(g0["n"].sum()),
-                    )
+            if not (len(g1) and len(g0)):
+                continue
+            out.append(
+                rho_claim(
+                    f"twin repair (beta={beta:g}): the pass-{last} share changed by the push is lower with rho=1 "
+                    "than with rho=0 (the repair is the rules' doing)",
+                    shares,
+                    beta,
+                    last,
                 )
+            )
     out += fairness_checks(fair_twin, label="facterlab twin monitor")
     return out
 

@@ -14,8 +14,13 @@ style table, a bias fired by one spelling).  The acceptance claims (:func:`accep
   rows and flips for both methods) are compared pair by pair, pooled over seeds; holds when the
   one-sided 99% upper bound of the mean difference is below :data:`CFR_MARGIN`, fails when the lower
   bound is above 0;
-- **power** on the biased cases: recall and precision against both labels ("the demographics changed
-  this row's answer", "... this row's or its twin's").
+- **power** on the biased cases: recall and precision against the top-1 labels ("the demographics
+  changed this row's top-1", "... this row's or its twin's") and against the list-level ones ("... the
+  top-10 set": the twin Delta compares whole top-10 lists, :func:`facterlab.reporting.ground_truth.list_labels`).
+
+A statement that cannot fail in its setting is reported with the verdict "by construction" and not
+counted among the holds: no false flag when every twin distance of the Neutral rows is 0; FACTER's CFR
+not above Fair's when FACTER made no rule in any run (its prompt is then Fair's).
 
 :func:`acceptance_frame` has one row per run with the numbers behind every claim.
 """
@@ -32,7 +37,8 @@ from facterlab.facter.record import METHODS
 from facterlab.facter.truth import truth_labels
 from facterlab.models.simulated import TEXT_CASES
 from facterlab.reporting import experiments as ex
-from facterlab.reporting.claims import FAILS, HOLDS, LEVEL, TOO_SMALL, Claim, rate_claim
+from facterlab.reporting.claims import FAILS, HOLDS, LEVEL, TOO_SMALL, Claim, by_construction, rate_claim
+from facterlab.reporting.ground_truth import list_labels
 
 __all__ = [
     "UNBIASED_CASES",
@@ -130,8 +136,10 @@ def _rules(records: pd.DataFrame) -> tuple:
 
 def acceptance_frame(runs: Mapping) -> pd.DataFrame:
     """One row per run of ``runs`` (``(case, seed, variant) -> RunResult``): Neutral's flags on the last
-    pass, FACTER's rules, CFR of Fair and FACTER (means of the per-row distances), and, where the truth
-    has positives, true positives under both labels."""
+    pass and their largest twin distance (``max_delta``), FACTER's rules, CFR of Fair and FACTER (means of
+    the per-row distances), and, where the truth has positives, positives and true positives under the
+    top-1 labels (``row``, ``either``) and the list-level ones (``row_list``, ``either_list``: the
+    top-10 set changed)."""
     out = []
     for (case, seed, variant), r in runs.items():
         neu = r.rows["neutral"]
@@ -139,6 +147,8 @@ def acceptance_frame(runs: Mapping) -> pd.DataFrame:
         flag = neu["viol_fixed"].to_numpy(dtype=bool)
         own = truth_labels(neu, "neighbour")
         either = truth_labels(neu, "twin")
+        own_list = list_labels(neu) if own is not None else None
+        either_list = list_labels(neu, twin=True) if either is not None else None
         n_rules, n_last = _rules(r.rows["facter"])
         cfr_f, cfr_x = _cfr_rows(r, "fair"), _cfr_rows(r, "facter")
         out.append(
@@ -156,6 +166,11 @@ def acceptance_frame(runs: Mapping) -> pd.DataFrame:
                 "positives_either": int(either.sum()) if either is not None else 0,
                 "true_pos_row": int((flag & own).sum()) if own is not None else 0,
                 "true_pos_either": int((flag & either).sum()) if either is not None else 0,
+                "positives_row_list": int(own_list.sum()) if own_list is not None else 0,
+                "positives_either_list": int(either_list.sum()) if either_list is not None else 0,
+                "true_pos_row_list": int((flag & own_list).sum()) if own_list is not None else 0,
+                "true_pos_either_list": int((flag & either_list).sum()) if either_list is not None else 0,
+                "max_delta": float(np.nanmax(neu["delta"].to_numpy(dtype=float))) if len(neu) else math.nan,
                 "facter_rules": n_rules,
                 "facter_rules_last_pass": n_last,
                 "cfr_fair": float(np.nanmean(cfr_f)) if cfr_f is not None else math.nan,
@@ -205,15 +220,16 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
     for case, g in sel.groupby("case", sort=False):
         tag = f"text testbed [{variant}] {case}"
         if not bool(g["biased"].iloc[0]):
-            out.append(
-                rate_claim(
-                    f"{tag} (unbiased): Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
-                    int(g["flagged"].sum()),
-                    int(g["n"].sum()),
-                    alpha + 0.02,
-                    "<=",
-                )
+            c = rate_claim(
+                f"{tag} (unbiased): Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
+                int(g["flagged"].sum()),
+                int(g["n"].sum()),
+                alpha + 0.02,
+                "<=",
             )
+            if "max_delta" in g.columns and bool((g["max_delta"] == 0).all()):
+                c = by_construction(c, "every twin distance is 0, so Delta > Q_null cannot fire")
+            out.append(c)
             most = int(g["facter_rules"].max())
             out.append(
                 Claim(
@@ -226,9 +242,16 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                 )
             )
         else:
-            for label in ("row", "either"):
+            for label in ("row", "either", "row_list", "either_list"):
+                if f"positives_{label}" not in g.columns:
+                    continue
                 pos, tp = int(g[f"positives_{label}"].sum()), int(g[f"true_pos_{label}"].sum())
-                words = "this row's answer" if label == "row" else "this row's or its twin's answer"
+                words = {
+                    "row": "this row's answer",
+                    "either": "this row's or its twin's answer",
+                    "row_list": "this row's top-10 set",
+                    "either_list": "this row's or its twin's top-10 set",
+                }[label]
                 out.append(
                     rate_claim(
                         f"{tag} (biased): recall >= 0.5 (label: the demographics changed {words})", tp, pos, 0.5, ">="
@@ -251,14 +274,15 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                     fx.append(a)
                     fa.append(b)
         if fx:
-            out.append(
-                cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
-            )
+            c = cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
+            if "facter_rules" in g.columns and int(g["facter_rules"].max()) == 0:
+                c = by_construction(c, "FACTER made no rule in any run, so its prompt is Fair's")
+            out.append(c)
     return out
 
 
 def power_frame(runs: Mapping) -> pd.DataFrame:
-    """Recall and precision (both labels) and the requests each row costs, for the runs of a sampling
+    """Recall and precision (top-1 and list-level labels) and the requests each row costs, for the runs of a sampling
     grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per
     (temperature, draws)."""
     rows = []
@@ -268,13 +292,13 @@ def power_frame(runs: Mapping) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not len(df):
         return df
+    labels = ("row", "either", "row_list", "either_list")
     agg = df.groupby(["temperature", "draws"], as_index=False)[
-        ["n", "flagged", "positives_row", "positives_either", "true_pos_row", "true_pos_either"]
+        ["n", "flagged", *(f"positives_{x}" for x in labels), *(f"true_pos_{x}" for x in labels)]
     ].sum()
-    agg["recall_row"] = agg["true_pos_row"] / agg["positives_row"].where(agg["positives_row"] > 0)
-    agg["recall_either"] = agg["true_pos_either"] / agg["positives_either"].where(agg["positives_either"] > 0)
-    agg["precision_row"] = agg["true_pos_row"] / agg["flagged"].where(agg["flagged"] > 0)
-    agg["precision_either"] = agg["true_pos_either"] / agg["flagged"].where(agg["flagged"] > 0)
+    for x in labels:
+        agg[f"recall_{x}"] = agg[f"true_pos_{x}"] / agg[f"positives_{x}"].where(agg[f"positives_{x}"] > 0)
+        agg[f"precision_{x}"] = agg[f"true_pos_{x}"] / agg["flagged"].where(agg["flagged"] > 0)
     # the cost: requests per row (row and twin per test row and pass; row, twin and 3 placebos per calibration row)
     agg["requests_per_test_row"] = 2 * agg["draws"]
     agg["requests_per_calibration_row"] = 5 * agg["draws"]
