@@ -10,7 +10,9 @@ the details (docs/USAGE.md, docs/getting-started.md; :data:`PAGES`) is
 2. **run in a cheap form** in a temporary working directory that looks like a fresh clone (``.venv`` and
    ``notebooks/`` linked, nothing else: no ``build/``, ``results/`` or ``figures/``), with
    ``FACTERLAB_RESULTS``, ``FACTERLAB_FIGURES`` and ``FACTERLAB_CACHE`` in the temporary folder and
-   ``FACTERLAB_DATA`` kept when set (CI's ML-100K), else an empty folder (dataset ``auto`` -> synthetic).
+   ``FACTERLAB_DATA`` a temporary folder too (``examples/`` linked, so ``facterlab data import`` writes
+   there), with the datasets of the caller's ``FACTERLAB_DATA`` linked in when set (CI's ML-100K), else
+   empty (dataset ``auto`` -> synthetic).
    The cheap form comes from this documented mapping and nothing else:
 
    - ``facterlab run`` with an LLM (no ``--model simulated``): ``--model simulated --encoder
@@ -207,12 +209,18 @@ def fresh_clone(tmp_path):
     work.mkdir()
     (work / ".venv").symlink_to(ROOT / ".venv")
     (work / "notebooks").symlink_to(ROOT / "notebooks")
+    (work / "examples").symlink_to(ROOT / "examples")
     env = dict(os.environ)
     for key, sub in (("FACTERLAB_RESULTS", "results"), ("FACTERLAB_FIGURES", "figures"), ("FACTERLAB_CACHE", "cache")):
         env[key] = str(tmp_path / sub)
-    if not env.get("FACTERLAB_DATA"):
-        (tmp_path / "data").mkdir()
-        env["FACTERLAB_DATA"] = str(tmp_path / "data")
+    # a data folder of its own (a `facterlab data import` writes there), with CI's real datasets linked in
+    data = tmp_path / "data"
+    data.mkdir()
+    if env.get("FACTERLAB_DATA") and Path(env["FACTERLAB_DATA"]).is_dir():
+        for d in Path(env["FACTERLAB_DATA"]).iterdir():
+            if d.name != "imported":
+                (data / d.name).symlink_to(d)
+    env["FACTERLAB_DATA"] = str(data)
     env["PYTHONHASHSEED"] = "0"
     env["FACTERLAB_THREADS"] = env.get("FACTERLAB_THREADS", "auto")
     return work, env
