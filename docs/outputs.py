@@ -355,9 +355,11 @@ def splice(m: re.Match, body: str) -> str:
 
 
 def masked(spec: Spec, text: str) -> str:
+    """``text`` with the spec's measured fields replaced by :data:`MASK`, and the padding after a masked
+    field collapsed (a table pads a column to its widest value: "15.5" and "6.1" are padded differently)."""
     for pat in spec.masks:
         text = re.sub(pat, lambda m: m.group(0).replace(m.group(1), MASK), text, flags=re.MULTILINE)
-    return text
+    return re.sub(re.escape(MASK) + r" +", MASK + " ", text)
 
 
 def served_promise(spec: Spec, output: str) -> str:

@@ -141,3 +141,13 @@ def test_documented_output_matches_a_fresh_run(sid, capsys):
     """The command reruns in a scratch folder; its block and prose must match the pages (timings masked)."""
     rc = gen.main(["--check", "--only", sid])
     assert rc == 0, capsys.readouterr().out
+
+
+def test_a_masked_column_ignores_its_padding():
+    """A table pads the seconds column to its widest value; two runs that differ only in a measured time
+    compare equal, and a changed number beside it still shows."""
+    spec = gen.SPECS["sweep"]
+    a = "7248dc13a5aa-d3bf5704  0           0     ran     1         15.5     0.0000\n"
+    b = "7248dc13a5aa-d3bf5704  0           0     ran     1         6.1      0.0000\n"
+    c = "7248dc13a5aa-d3bf5704  0           0     ran     1         6.1      0.0077\n"
+    assert gen.masked(spec, a) == gen.masked(spec, b) != gen.masked(spec, c)
