@@ -288,3 +288,13 @@ def test_imported_files_changed_are_refused(tmp_path):
     users.to_parquet(d / "users.parquet", index=False)
     with pytest.raises(DatasetError, match="the tables differ from what was imported"):
         load_imported("tiny", tmp_path)
+
+
+def test_reproduce_refuses_an_unknown_dataset_before_any_kernel(tmp_path, capsys, monkeypatch):
+    """``reproduce --set DATASET=ml-10m``: one line before any notebook starts (issue 44, case 10)."""
+    monkeypatch.setenv("FACTERLAB_DATA", str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    rc = main(["reproduce", "--profile", "smoke", "--only", "03", "--set", "DATASET=ml-10m", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "parameter DATASET: unknown dataset 'ml-10m'" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("*.ipynb"))  # no notebook ran

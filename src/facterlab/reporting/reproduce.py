@@ -139,6 +139,19 @@ def kernel_parameters(profile: str, extra: dict | None = None) -> dict:
     return {"PROFILE": profile, "SMOKE": bool(PROFILES[profile]["smoke"]), **(extra or {})}
 
 
+def _check_dataset(passed: dict) -> None:
+    """A DATASET named by the profile or ``--set`` exists (built in, or imported into the data directory),
+    before any kernel starts: ``--set DATASET=ml-10m`` is one line here, not an error in a notebook cell."""
+    name = passed.get("DATASET")
+    if isinstance(name, str) and name != "auto":
+        from facterlab.data import resolve_dataset
+
+        try:
+            resolve_dataset(name, passed.get("DATA_DIR"))
+        except ValueError as exc:
+            raise ParameterError(f"parameter DATASET: {exc}") from None
+
+
 def check_extra(extra: dict, declared_by: dict) -> dict:
     """Validate ``--set`` values against the notebooks' declared parameters (``declared_by``: notebook
     name -> ``{name: Declared}``) before anything runs: a name no notebook declares is an error naming
@@ -260,6 +273,7 @@ def run_notebooks(
     for nb in selected:  # the profile's values fit every notebook's declared types
         passed, _ = filter_parameters({**params, **typed_extra[nb.stem]}, declared_by[nb.stem])
         resolve(declared_by[nb.stem], passed, where=nb.stem)
+        _check_dataset(passed)
     main_lane, side_lane = split_lanes(selected, jobs)
     runs = []
     saved_env = {k: os.environ.get(k) for k in (*threads.MANAGED_VARS, paths.ENV_REPORT, "FACTERLAB_NOTEBOOK")}
