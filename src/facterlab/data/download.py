@@ -212,6 +212,17 @@ def missing_message(name: str, data_dir: os.PathLike | str | None = None) -> str
     src = source(name)
     directory = _data_dir(data_dir) / src.subdir
     missing = missing_files(name, data_dir) or list(src.files)
+    broken = [f for f in missing if (directory / f).is_symlink()]
+    if broken:  # there, but a link that resolves to nothing: say so, not "missing"
+        f = broken[0]
+        try:
+            (directory / f).resolve(strict=True)
+            why = "does not resolve to a file"
+        except RuntimeError:
+            why = "is a symbolic link loop"
+        except OSError:
+            why = f"is a symbolic link to {os.readlink(directory / f)!r}, which does not exist"
+        return f"{src.label}: {directory / f} {why}; replace it with the file itself or a working link"
     origin = "; ".join(
         f"{d.url} (" + (f"SHA-256 {d.sha256}" if d.sha256 else "no published checksum: unverified") + ")"
         for d in src.downloads
