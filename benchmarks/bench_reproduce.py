@@ -4,6 +4,8 @@
     python benchmarks/bench_reproduce.py --only 00 09             # some notebooks
     python benchmarks/bench_reproduce.py --profile smoke          # tiny sizes
     python benchmarks/bench_reproduce.py --no-warm                # cold only
+    python benchmarks/bench_reproduce.py --only 09 --keep build/b09  # folders kept (a later --warm-only reuses them)
+    python benchmarks/bench_reproduce.py --only 09 --keep build/b09 --warm-only --repeat 3  # warm runs only
 
 Each notebook runs alone (`facterlab reproduce --only NN --jobs 1`) in a child process of its own, with its own
 empty results, cache and figures folders (`FACTERLAB_RESULTS`, `FACTERLAB_CACHE`, `FACTERLAB_FIGURES` under a temporary folder):
@@ -19,6 +21,7 @@ reproduction is too long to repeat, so quote the load beside it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -81,6 +84,12 @@ def measure(notebook: str, profile: str, extra: list, env: dict) -> dict:
     return json.loads(line)
 
 
+def _median_run(runs: list) -> dict:
+    """The warm run of median wall time (its own wall, CPU and load: numbers from one run)."""
+    ordered = sorted(runs, key=lambda r: r.get("wall", float("inf")))
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def notebooks(only: list) -> list:
     names = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if only:
@@ -93,15 +102,30 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="default", choices=["default", "paper", "smoke"])
     ap.add_argument("--only", nargs="*", default=[], help="notebook number prefixes (00 09 ...)")
     ap.add_argument("--no-warm", action="store_true", help="cold runs only")
+    ap.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="keep each notebook's results, cache and figures folders under DIR/<NN>/ (not a temporary folder)",
+    )
+    ap.add_argument("--warm-only", action="store_true", help="no cold run: warm runs over the folders of --keep")
+    ap.add_argument("--repeat", type=int, default=1, help="warm runs per notebook (their median is printed)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child(args.child, args.profile, [a for kv in args.set for a in ("--set", kv)])
 
+    if args.warm_only and not args.keep:
+        ap.error("--warm-only needs --keep DIR (the folders of an earlier cold run)")
     rows = []
     for nb in notebooks(args.only):
-        with tempfile.TemporaryDirectory(prefix=f"bench-{nb[:2]}-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                tmp = str(Path(args.keep).resolve() / nb[:2])
+                Path(tmp).mkdir(parents=True, exist_ok=True)
+            else:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-{nb[:2]}-"))
             env = {
                 **os.environ,
                 "PYTHONHASHSEED": "0",
@@ -110,10 +134,15 @@ def main(argv=None) -> int:
                 # a report run (ML-100K, default profile) would write the repository's report figures/
                 "FACTERLAB_FIGURES": str(Path(tmp) / "figures"),
             }
-            cold = measure(nb, args.profile, args.set, env)
-            warm = None if args.no_warm else measure(nb, args.profile, args.set, env)
+            cold = {} if args.warm_only else measure(nb, args.profile, args.set, env)
+            warms = (
+                [] if args.no_warm else [measure(nb, args.profile, args.set, env) for _ in range(max(1, args.repeat))]
+            )
+        for i, wm in enumerate(warms):
+            print(f"{nb}: warm {i + 1}: {json.dumps(wm)}", flush=True)
+        warm = _median_run(warms) if warms else None
         rows.append((nb, cold, warm))
-        print(f"{nb}: cold {cold.get('wall', float('nan')):.1f} s", flush=True)
+        print(f"{nb}: cold {json.dumps(cold)}", flush=True)
 
     w = max([len(n) for n, _, _ in rows] + [8])
     head = (
@@ -126,10 +155,11 @@ def main(argv=None) -> int:
     tot = [0.0, 0.0, 0.0, 0.0]
     for nb, c, wm in rows:
         wm = wm or {}
-        load = f"{c.get('load_before', 0):.1f}-{c.get('load_after', 0):.1f}"
+        src = c or wm
+        load = f"{src.get('load_before', 0):.1f}-{src.get('load_after', 0):.1f}"
         ok = "ok" if c.get("wall", 1e9) <= BUDGET_S else f"over ({c.get('wall', 0) / BUDGET_S:.1f}x)"
         print(
-            f"{nb:<{w}}  {c.get('rc', -1):>2}  {c.get('wall', float('nan')):>9.1f}  {c.get('cpu', float('nan')):>8.1f}  "
+            f"{nb:<{w}}  {src.get('rc', -1):>2}  {c.get('wall', float('nan')):>9.1f}  {c.get('cpu', float('nan')):>8.1f}  "
             f"{max(c.get('peak_mib', 0), wm.get('peak_mib', 0)):>8.0f}  {wm.get('wall', float('nan')):>9.1f}  "
             f"{wm.get('cpu', float('nan')):>8.1f}  {load:>9}  {ok}"
         )
@@ -145,7 +175,7 @@ def main(argv=None) -> int:
         "cold: each notebook alone on empty results and caches (no run shared with another notebook), so the sum"
         " is above `make reproduce`, where notebooks reuse each other's runs."
     )
-    return 1 if any(c.get("rc", 1) for _, c, _ in rows) else 0
+    return 1 if any((c or wm or {}).get("rc", 1) or (wm or {}).get("rc", 0) for _, c, wm in rows) else 0
 
 
 if __name__ == "__main__":
