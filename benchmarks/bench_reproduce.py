@@ -14,7 +14,8 @@ this one notebook first waits), **warm** a second run over the same folders (its
 back).  Per run it prints wall seconds, CPU seconds (user + system of the child and every process under
 it: kernel, workers), the peak resident set of the largest process under it, and the 1-minute load average
 before and after, then each notebook against its budget (issue 30: 120 s cold on the default profile;
-notebook 00's first figure within 60 s is its part 1, which it prints).  One measurement each: a full
+notebook 00's first figure within 60 s is its part 1, which it prints) and issue 45's targets (notebook 09
+warm within 20 s wall and 20 s CPU, cold within 300 s CPU; notebook 00 cold within 120 s CPU).  One measurement each: a full
 reproduction is too long to repeat, so quote the load beside it.
 """
 
@@ -25,6 +26,7 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGET_S = 120.0
+#: issue 45's targets: (notebook prefix, cold or warm, wall or cpu) -> seconds
+TARGETS = {
+    ("09", "warm", "wall"): 20.0,
+    ("09", "warm", "cpu"): 20.0,
+    ("09", "cold", "cpu"): 300.0,
+    ("00", "cold", "cpu"): 120.0,
+}
 
 
 def _facterlab() -> list:
@@ -84,6 +93,24 @@ def measure(notebook: str, profile: str, extra: list, env: dict) -> dict:
     return json.loads(line)
 
 
+def _ab(nb: str, args, env: dict) -> None:
+    """Warm runs of one notebook, A (``--ab-src``'s package) and B (this tree's) alternated; medians and B/A."""
+    a_src = str(Path(args.ab_src).resolve() / "src")
+    b_src = str(REPO / "src")
+    got: dict = {"A": [], "B": []}
+    for i in range(max(1, args.repeat)):
+        for variant, src in (("A", a_src), ("B", b_src)):
+            run = measure(nb, args.profile, args.set, {**env, "PYTHONPATH": src})
+            got[variant].append(run)
+            print(f"{nb}: warm {variant}{i + 1} ({src}): {json.dumps(run)}", flush=True)
+    med = {v: {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu")} for v, runs in got.items()}
+    for v in ("A", "B"):
+        print(f"{nb}: warm {v} median of {len(got[v])}: {med[v]['wall']:.1f} s wall, {med[v]['cpu']:.1f} s CPU")
+    print(
+        f"{nb}: warm B/A: wall {med['B']['wall'] / med['A']['wall']:.3f}, CPU {med['B']['cpu'] / med['A']['cpu']:.3f}"
+    )
+
+
 def _median_run(runs: list) -> dict:
     """The warm run of median wall time (its own wall, CPU and load: numbers from one run)."""
     ordered = sorted(runs, key=lambda r: r.get("wall", float("inf")))
@@ -110,6 +137,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--warm-only", action="store_true", help="no cold run: warm runs over the folders of --keep")
     ap.add_argument("--repeat", type=int, default=1, help="warm runs per notebook (their median is printed)")
+    ap.add_argument(
+        "--ab-src",
+        default=None,
+        metavar="DIR",
+        help="warm runs alternate A (the package in DIR/src, e.g. an unpacked `git archive` of the base commit) "
+        "and B (this tree's), A B A B..., --repeat times each; prints both medians and B/A",
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -135,6 +169,9 @@ def main(argv=None) -> int:
                 "FACTERLAB_FIGURES": str(Path(tmp) / "figures"),
             }
             cold = {} if args.warm_only else measure(nb, args.profile, args.set, env)
+            if args.ab_src:
+                _ab(nb, args, env)
+                continue
             warms = (
                 [] if args.no_warm else [measure(nb, args.profile, args.set, env) for _ in range(max(1, args.repeat))]
             )
@@ -171,6 +208,15 @@ def main(argv=None) -> int:
         ]
     print("-" * len(head))
     print(f"{'sum':<{w}}  {'':>2}  {tot[0]:>9.1f}  {tot[1]:>8.1f}  {'':>8}  {tot[2]:>9.1f}  {tot[3]:>8.1f}")
+    print("\nissue 45's targets:")
+    for nb, c, wm in rows:
+        for (prefix, kind, what), limit in TARGETS.items():
+            if not nb.startswith(prefix):
+                continue
+            got = (c if kind == "cold" else (wm or {})).get(what)
+            verdict = "not measured" if got is None else ("met" if got <= limit else f"not met ({got / limit:.1f}x)")
+            shown = "-" if got is None else f"{got:.1f} s"
+            print(f"  {nb} {kind} {what}: {shown} (target {limit:.0f} s): {verdict}")
     print(
         "cold: each notebook alone on empty results and caches (no run shared with another notebook), so the sum"
         " is above `make reproduce`, where notebooks reuse each other's runs."
