@@ -41,7 +41,7 @@ from facterlab.facter.runfolder import find, read_run_folder
 from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
-from facterlab.models.simulated import simulated_fingerprint
+from facterlab.models.simulated import NAMED_BIAS_TABLES, simulated_fingerprint
 from facterlab.paths import runs_dir
 from facterlab.reporting.llm_simpson import popularity_groups
 from facterlab.reporting.published import PUBLISHED_MODELS
@@ -107,12 +107,20 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
             inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
         if cfg.model.llm == FAKE_LLM:
             return {"llm": str(fake_recommender(cfg, inter.items).fingerprint), "encoder": str(enc_fp), **blas}
-        # computed as the recommender computes it, without fitting its preferences
-        llm_fp = simulated_fingerprint(cfg, inter)
+        # computed as the recommender computes it, without fitting its preferences; remembered per
+        # (interactions, protocol, sim section) unless the bias table is a file, whose content may change
+        key = (inter.content_hash, cfg.protocol, json.dumps(config_to_dict(cfg.sim), sort_keys=True, default=str))
+        llm_fp = _SIM_FINGERPRINTS.get(key)
+        if llm_fp is None:
+            llm_fp = simulated_fingerprint(cfg, inter)
+            if str(cfg.sim.bias_table) in NAMED_BIAS_TABLES:
+                _SIM_FINGERPRINTS[key] = llm_fp
         return {"llm": llm_fp, "encoder": enc_fp, **blas}
     return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp, **blas}
 
 
+#: simulated recommenders' fingerprints: (interactions hash, protocol, sim section) -> fingerprint
+_SIM_FINGERPRINTS: dict = {}
 #: interactions looked up by :func:`find_saved_run` in this process: key -> (data files' stamp, interactions)
 _INTERACTIONS: OrderedDict = OrderedDict()
 _INTERACTIONS_MAX = 16
