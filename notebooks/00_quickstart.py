@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -34,8 +34,23 @@
 #    It is too small to recommend well (its lists barely map to catalogue items), so read part 2 as the
 #    machinery running on an LLM; the `paper` profile runs the 7-8B backbones.  `LLM = False` skips it.
 #
-# Each part prints how long it took here.  Both runs are cached in `results/runs/<run_id>/` (same
-# parameters, same run id): a rerun reads them back.
+# Each part prints its numbers and how long it took here, and part 1 saves its figure and table before
+# part 2 starts.  Both runs are cached in `results/runs/<run_id>/` (same parameters, same run id): a
+# rerun reads them back.
+#
+# **Reading CFR.**  CFR is the distance between two unit vectors (the mean embedding of a row's top-k
+# answer and of the answer with its demographics flipped), averaged over the CFR rows: it runs from 0 (the
+# same answer) to 2, not 0 to 1 like the other bars.  Above 1 the two answers' embeddings are more than 60
+# degrees apart (cosine below 0.5): flipping the demographics changed most of the list.  SmolLM2's CFR in
+# part 2 can be above 1: with a model whose lists barely map to the catalogue, that is mostly noise (any
+# change of the prompt changes its list), not a measured bias.
+#
+# **When FACTER's fairness term is zero.**  FACTER's score adds to the prediction error d a penalty Delta
+# measured against *counterfactual neighbours*: calibration rows with a similar history and other
+# demographics (docs/FACTER.md §2).  With only 10 calibration rows (part 2) no row has one ("no
+# neighbour for 100% of calibration rows" in its table), so Delta = 0, the score is the prediction error
+# alone, and FACTER there is an accuracy monitor: its repairs react to errors, not to unfairness.  Part 1's
+# 1,750 calibration rows give the share printed below it.
 
 # %% tags=["parameters"]
 PROFILE = "default"  # default | paper | smoke (set by `facterlab reproduce`)
@@ -74,12 +89,42 @@ from facterlab.reporting import ground_truth as gt
 from facterlab.reporting import tables as tb
 from facterlab.reporting.figures import save_figure
 from facterlab.reporting.results import write_metrics
+from facterlab.style import add_caption
 
 P = notebook.parameters(  # checks the parameters; PROFILE and SMOKE sizes
     globals(), smoke={**notebook.FACTER_SMOKE, "SIM_N_INTERACTIONS": 300, "SIM_ENCODER": "hash-encoder"}
 )
 config = P.config  # run configs of this notebook's parameters
 METRICS = ["ndcg@10_multi", "recall@10_multi", "valid@10", "snsr_joint", "cfr_multi"]
+LABELS = {"cfr_multi": "CFR (0-2)"}  # its range is not the others' 0-1
+
+
+def reading_note(fig, metrics):
+    """Add to a figure's caption what CFR's range means and whether FACTER's fairness term acted."""
+    c = metrics.calibration
+    share = c.share_no_neighbour if isinstance(c.share_no_neighbour, (int, float)) else None
+    acts = (
+        "no calibration row has a counterfactual neighbour, so FACTER's Delta = 0 and its score is the error d alone"
+        if share == 1.0
+        else "FACTER's Delta acts only on rows that have a counterfactual neighbour"
+    )
+    add_caption(
+        fig,
+        f"{fig._facterlab_caption} CFR runs from 0 (the same answer with flipped demographics) to 2; above 1 the "
+        f"flipped answers' embeddings are more than 60 degrees apart; {ff.no_neighbour_text([metrics])}: {acts}.",
+    )
+    return fig
+
+
+def print_numbers(part, metrics, extra=None):
+    """The run's headline numbers as text (what `facterlab reproduce` shows of this notebook)."""
+    flat = ex.flat_json(metrics, keys=METRICS)
+    for method, vals in flat.items():
+        cells = [f"{k} {v:.4f}" if isinstance(v, (int, float)) else f"{k} n/a" for k, v in vals.items()]
+        more = f", {extra[method]}" if extra and method in extra else ""
+        print(f"{part}: {method:<8} " + ", ".join(cells) + more)
+    print(f"{part}: Q0 = {metrics.calibration.q0:.4f}; {ff.no_neighbour_text([metrics])}")
+
 
 # %% [markdown]
 # ## 1. The simulated recommender: a bias we planted
@@ -115,7 +160,17 @@ sim_table = tb.method_table(
 )
 display(Markdown(sim_table.to_markdown()))
 display(truth.round(4))
-fig_sim = ff.method_bars(sim, METRICS, "Quickstart part 1: simulated recommender with known bias", PROFILE)
+print_numbers(
+    "part 1",
+    sm,
+    {r.method: f"share of top-1 items the bias changed {r.share_top1_biased:.4f}" for r in truth.itertuples()},
+)
+fig_sim = reading_note(
+    ff.method_bars(sim, METRICS, "Quickstart part 1: simulated recommender with known bias", PROFILE, LABELS), sm
+)
+# part 1's figure and table are saved now, before the LLM part starts
+save_figure(fig_sim, "quickstart_simulated", runs=[sim])
+sim_table.save()
 
 # %% [markdown]
 # ## 2. The bundled LLM
@@ -140,11 +195,12 @@ if LLM:
         [m], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER", profile=PROFILE
     )
     display(Markdown(table.to_markdown()))
-    fig = ff.method_bars(result, METRICS, "Quickstart part 2: quality and fairness by method", PROFILE)
+    print_numbers("part 2", m)
+    fig = reading_note(
+        ff.method_bars(result, METRICS, "Quickstart part 2: quality and fairness by method", PROFILE, LABELS), m
+    )
 
 # %%
-save_figure(fig_sim, "quickstart_simulated", runs=[sim])
-sim_table.save()
 if result is not None:
     save_figure(fig, "quickstart_methods")
     table.save()

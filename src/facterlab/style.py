@@ -63,7 +63,22 @@ def title_with_provenance(title: str, dataset: str, is_synthetic: bool, model: s
 
 def add_caption(fig, text: str, fontsize: float = 7.5) -> None:
     """A caption line (or lines) under the figure: its n, the interval drawn, notes.  Stored on the
-    figure as ``fig._facterlab_caption`` too, so tests and callers can read it back."""
+    figure as ``fig._facterlab_caption`` too, so tests and callers can read it back; a second call
+    replaces the caption (pass the old one plus a note to extend it).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    text : str
+        The caption, wrapped to the figure's width.
+    fontsize : float, default 7.5
+        Its size in points.
+
+    Returns
+    -------
+    None
+    """
     fig._facterlab_caption = text
     _draw_caption(fig, fontsize)
 

@@ -130,3 +130,17 @@ def test_truth_frame_needs_the_simulators_raw_output():
         gt.truth_frame(pd.DataFrame({"raw": ['{"top1_changed": true}', '["Toy Story (1995)"]']}))
     # one parser for both readers: the detector's labels skip what this frame refuses
     assert gt.truth_frame(pd.DataFrame({"raw": ['{"top1_changed": true}']}))["top1_changed"].tolist() == [True]
+
+
+def test_a_saved_handbuilt_run_is_read_back_not_recomputed(tmp_path, monkeypatch):
+    """Issue 45: notebook 09's hand-built control reads its saved runs back (same run id as computed)."""
+    ds = make_world(n_users=160, seed=0)
+    first = gt.handbuilt_run(ds, 6.0, 1.0, tmp_path, data__n_rows=300)
+    monkeypatch.setattr(gt, "run_experiment", lambda *a, **kw: pytest.fail("a saved hand-built run was recomputed"))
+    again = gt.handbuilt_run(ds, 6.0, 1.0, tmp_path, data__n_rows=300)
+    assert again.run_id == first.run_id and again.out_dir == first.out_dir
+    assert again.record.metrics == first.record.metrics
+    assert again.rows["facter"].equals(pd.read_parquet(first.out_dir / "rows_facter.parquet"))
+    other = tmp_path / "other"  # elsewhere nothing is saved: it runs (and fails here, as run_experiment is patched)
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):
+        gt.handbuilt_run(ds, 6.0, 1.0, other, data__n_rows=300)

@@ -248,3 +248,22 @@ def test_top_k_equals_a_stable_full_sort_with_ties():
         score = rng.integers(0, 6, size=n).astype(float)  # many ties
         k = int(rng.integers(1, n + 1))
         assert SimulatedRecommender._top(score, k).tolist() == np.argsort(-score, kind="stable")[:k].tolist()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"sim__beta": 2.5, "sim__rho": 0.25, "sim__h": 0.0, "sim__compliance": "absolute", "sim__seed": 7},
+        {"sim__bias_table": "romance", "sim__n_factors": 8, "sim__demote": 1000.0, "protocol": "rank"},
+        {"sim__reads": "text", "sim__trigger": "literal", "sim__order_sd": 0.5, "sim__temperature": 1.0},
+        {"sim__reads": "text", "sim__phi": 0.0, "sim__sigma": 0.0},
+    ],
+)
+def test_the_fingerprint_without_the_fit_is_the_recommenders(world, overrides):
+    """Issue 45: a saved run's lookup computes the fingerprint without fitting the preferences."""
+    from facterlab.models.simulated import simulated_fingerprint
+
+    _, inter = world
+    cfg = preset("repro", model__llm="simulated", **overrides)
+    assert simulated_fingerprint(cfg, inter) == simulated_from_config(cfg, inter).fingerprint

@@ -39,7 +39,6 @@ WITHOUT_SECTIONS = {
     ("facterlab.reporting.figures", "apply_style"),
     ("facterlab.reporting.figures", "save_figure"),
     ("facterlab.reporting.figures", "title_with_provenance"),
-    ("facterlab.reporting.labels", "add_caption"),
     ("facterlab.reporting.published", "published_value"),
     ("facterlab.reporting.results", "write_metrics"),
     ("facterlab.simpson", "SimpsonConfig"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
 import pytest
 
 from facterlab.facter.record import RunRecord
@@ -53,3 +54,36 @@ def test_saved_run_is_reused_only_with_the_same_fingerprints(monkeypatch):
     assert redone.run_id == first.run_id and ex.find_saved_run(cfg) == saved
     assert (saved / "rows_facter.parquet").read_bytes() == good
     shutil.rmtree(saved)
+
+
+def test_a_saved_run_is_checked_once_and_its_tables_read_when_used(tmp_path, monkeypatch):
+    """Issue 45: lookups section after section check a folder once, and read each parquet file once,
+    when it is used; a changed file is checked again; a file that fails when read is named."""
+    from facterlab.facter import runfolder
+    from facterlab.facter.record import RecordError
+
+    monkeypatch.setenv("FACTERLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("FACTERLAB_CACHE", str(tmp_path / "cache"))
+    cfg = ex.run_config(dataset="synthetic", model="fake", n_rows=60, passes=1, cfr_rows=4)
+    first = ex.run(cfg, progress=False)
+    checks, loads, frames = [], [], []
+    real_problem, real_load, real_frame = runfolder.run_folder_problem, runfolder.RunRecord.load, runfolder._read_frame
+    monkeypatch.setattr(runfolder, "run_folder_problem", lambda p, full=True: checks.append(p) or real_problem(p, full))
+    monkeypatch.setattr(runfolder.RunRecord, "load", lambda p: loads.append(p) or real_load(p))
+    monkeypatch.setattr(runfolder, "_read_frame", lambda p: frames.append(p.name) or real_frame(p))
+    again = [ex.run(cfg, progress=False) for _ in range(3)]
+    assert len(checks) == 1 and len(loads) == 1 and frames == []  # the record from the check, no table yet
+    assert all(r.run_id == first.run_id and r.record == first.record for r in again)
+    folder = first.out_dir
+    for r in again:  # what the files hold (read directly)
+        assert r.rows["facter"].equals(pd.read_parquet(folder / "rows_facter.parquet"))
+        assert r.calibration.equals(pd.read_parquet(folder / "calibration.parquet"))
+    assert sorted(frames) == ["calibration.parquet", "rows_facter.parquet"]  # each once, for all three
+    again[0].record.metrics.methods["facter"].n_degenerate = -1  # a caller's change stays in its own record
+    assert ex.run(cfg, progress=False).record == first.record and len(checks) == 1
+    (folder / "metrics.json").write_text((folder / "metrics.json").read_text() + "\n")  # changed: checked again
+    assert ex.find_saved_run(cfg) == folder and len(checks) == 2
+    late = ex.run(cfg, progress=False)
+    (folder / "rows_fair.parquet").unlink()  # gone before it was used: named in one line
+    with pytest.raises(RecordError, match=r"rows_fair\.parquet does not load .*delete .* to redo the run"):
+        late.rows["fair"]

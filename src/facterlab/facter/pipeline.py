@@ -47,6 +47,7 @@ from facterlab.config import (
     config_to_dict,
     results_dir,
 )
+from facterlab.config import data_dir as config_data_dir
 from facterlab.data import Dataset, load_dataset, resolve_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
@@ -358,6 +359,12 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     prompts = prompts_module.for_config(cfg.facter, inter)
     check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
     timings["data_s"] = time.perf_counter() - t0
+    if dataset is None and cfg.data.dataset == "auto" and inter.is_synthetic:  # said as the command line says it
+        log.info(
+            "data: dataset auto found no MovieLens-1M or MovieLens-100K under %s (FACTERLAB_DATA): "
+            "the seeded SYNTHETIC stand-in, not a published dataset",
+            config_data_dir(data_dir),
+        )
     log.info(
         "data: %s%s, %d calibration + %d test rows (%s)",
         inter.dataset,

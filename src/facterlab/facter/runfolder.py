@@ -17,6 +17,14 @@ back as a :class:`RunResult` (its record: :meth:`facterlab.facter.record.RunReco
 run folders (check, find, list, read, write) lives in this module; what the files say is
 :mod:`facterlab.facter.record`.
 
+Read once (issue 45): a folder that :func:`find` has checked is remembered in this process with the
+``(name, inode, mtime, size)`` of each of its files, and the record it loaded; :func:`read_run_folder`
+of that folder, while no file changed, takes the record from that check instead of reading it again.
+The check reads each parquet file's footer (a truncated or foreign file fails it) but not its rows;
+the rows and the calibration table are read when first used (:class:`LazyFrames`), once, and a file
+that fails then is named in one line.  So a notebook that looks its runs up section after section
+reads each folder's JSON once and each parquet file at most once.
+
 Degenerate outputs (:func:`degenerate_summary`, :func:`mark_degenerate`): per method, the rows whose
 answer gave no usable title (empty or unparseable output) and whether every row got the same list.
 When every row of a method is degenerate, its fairness metrics (CFR, SNSR, violations) would only
@@ -26,10 +34,14 @@ missing values with the reason instead.  Recall and NDCG stay numbers (an empty 
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
+import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,13 +157,16 @@ def write_run_folder(out: Path, record: RunRecord, calibration: pd.DataFrame, ro
 RUN_FILES = ("config.json", "calibration.parquet", *(f"rows_{m}.parquet" for m in METHODS), "metrics.json")
 
 
-def run_folder_problem(path: Path) -> str | None:
+def run_folder_problem(path: Path, full: bool = True) -> str | None:
     """None when ``path`` holds a complete run that loads; else why not (one sentence).
 
     Parameters
     ----------
     path : pathlib.Path
         A run folder.
+    full : bool, default True
+        Read every parquet file whole; False reads only each one's footer (its schema and row count:
+        a truncated file fails), as :func:`find` does before the rows are read lazily.
 
     Returns
     -------
@@ -179,7 +194,8 @@ def run_folder_problem(path: Path) -> str | None:
                 import pyarrow.parquet as pq
 
                 pq.read_metadata(path / f)
-                pd.read_parquet(path / f)
+                if full:
+                    pd.read_parquet(path / f)
             except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: any failure means incomplete
                 return f"{path / f} does not load ({type(exc).__name__}: {str(exc)[:120]})"
     return None
@@ -206,16 +222,65 @@ def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
     p = Path(runs_dir) / run_id
     if not p.exists():
         return None
-    problem = run_folder_problem(p)
-    if problem is None:
-        try:
-            RunRecord.load(p)
-        except RecordError as exc:
-            problem = str(exc)
+    problem = _check(p)[1]
     if problem is not None:
         warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
         return None
     return p
+
+
+#: the folders :func:`find` checked in this process: folder -> (its files' stamp, the record it loaded)
+_CHECKED: OrderedDict = OrderedDict()
+_CHECKED_MAX = 1024
+_CHECKED_LOCK = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple | None:
+    """``(name, inode, mtime_ns, size)`` of each file of a folder, by name; None when it cannot be listed."""
+    try:
+        with os.scandir(path) as it:
+            out = []
+            for e in it:
+                if e.is_file():
+                    st = e.stat()
+                    out.append((e.name, st.st_ino, st.st_mtime_ns, st.st_size))
+    except OSError:
+        return None
+    return tuple(sorted(out))
+
+
+def _remembered(path: Path, stamp: tuple | None) -> RunRecord | None:
+    if stamp is None:
+        return None
+    key = str(path.resolve())
+    with _CHECKED_LOCK:
+        got = _CHECKED.get(key)
+        if got is None or got[0] != stamp:
+            return None
+        _CHECKED.move_to_end(key)
+        return got[1]
+
+
+def _check(path: Path) -> tuple:
+    """``(record, None)`` for a complete run folder (from this process's earlier check while no file
+    changed), else ``(None, why not)``."""
+    stamp = _stamp(path)
+    record = _remembered(path, stamp)
+    if record is not None:
+        return record, None
+    problem = run_folder_problem(path, full=False)
+    if problem is not None:
+        return None, problem
+    try:
+        record = RunRecord.load(path)
+    except RecordError as exc:
+        return None, str(exc)
+    if stamp is not None and stamp == _stamp(path):  # unchanged while it was read: remembered
+        with _CHECKED_LOCK:
+            _CHECKED[str(path.resolve())] = (stamp, record, None)
+            while len(_CHECKED) > _CHECKED_MAX:
+                _CHECKED.popitem(last=False)
+    return record, None
 
 
 def run_folders(runs_dir: os.PathLike | str) -> list:
@@ -260,6 +325,63 @@ def resolve_prefix(runs_dir: os.PathLike | str, prefix: str) -> Path:
     return hits[0]
 
 
+def _read_frame(path: Path) -> pd.DataFrame:
+    """A run folder's parquet file, or :class:`RecordError` naming it in one line."""
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError...: the file is named, the run can be redone
+        raise RecordError(
+            f"{path} does not load ({type(exc).__name__}: {str(exc)[:120]}); delete {path.parent} to redo the run"
+        ) from None
+
+
+class LazyFrames(Mapping):
+    """Name -> DataFrame, each read from its parquet file when first asked for, then kept.
+
+    The frames are shared by every :class:`RunResult` read from the same unchanged folder in this
+    process (:func:`read_run_folder`): treat them as read-only (``.copy()`` one before changing it).
+
+    Parameters
+    ----------
+    files : Mapping of str to pathlib.Path
+        Name -> parquet file.
+    """
+
+    def __init__(self, files: Mapping) -> None:
+        self._files = {k: Path(v) for k, v in files.items()}
+        self._frames: dict = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        got = self._frames.get(key)
+        if got is None:
+            path = self._files[key]  # KeyError for an unknown name, as a dict
+            with self._lock:
+                got = self._frames.get(key)
+                if got is None:
+                    got = self._frames[key] = _read_frame(path)
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def view(self, names) -> LazyFrames:
+        """The same frames (read once for both) under ``names`` only."""
+        out = LazyFrames({k: self._files[k] for k in names})
+        out._frames, out._lock = self._frames, self._lock
+        return out
+
+    def loaded(self) -> list:
+        """The names read so far."""
+        return [k for k in self._files if k in self._frames]
+
+    def __repr__(self) -> str:
+        return f"LazyFrames({list(self._files)}, loaded={self.loaded()})"
+
+
 @dataclass
 class RunResult:
     """What :func:`run_experiment` returns (docs/CONTRACTS.md): the typed ``record``
@@ -274,10 +396,12 @@ class RunResult:
         ``config.json`` as a dict.
     metrics : dict
         ``metrics.json`` as a dict.
-    rows : dict of str to pandas.DataFrame
-        Method name -> its monitor records (``rows_<method>.parquet``).
+    rows : Mapping of str to pandas.DataFrame
+        Method name -> its monitor records (``rows_<method>.parquet``; read back from a folder: a
+        :class:`LazyFrames`, each read when first used).
     calibration : pandas.DataFrame
-        The calibration table (``calibration.parquet``), one row per calibration row.
+        The calibration table (``calibration.parquet``), one row per calibration row (read back from a
+        folder: read when first used).
     out_dir : pathlib.Path
         The run folder.
     timings : dict, default {}
@@ -289,24 +413,30 @@ class RunResult:
     run_id: str
     config: dict
     metrics: dict
-    rows: dict
+    rows: Mapping
     calibration: pd.DataFrame
     out_dir: Path
     timings: dict = field(default_factory=dict)
     record: RunRecord | None = None
 
     @classmethod
-    def of_record(cls, record: RunRecord, rows: dict, calibration: pd.DataFrame, out_dir: Path) -> RunResult:
+    def of_record(
+        cls,
+        record: RunRecord,
+        rows: Mapping,
+        calibration: pd.DataFrame | Callable[[], pd.DataFrame],
+        out_dir: Path,
+    ) -> RunResult:
         """A RunResult whose JSON dicts are derived from ``record``.
 
         Parameters
         ----------
         record : RunRecord
             The typed run record.
-        rows : dict of str to pandas.DataFrame
+        rows : Mapping of str to pandas.DataFrame
             Method name -> its records.
-        calibration : pandas.DataFrame
-            The calibration table.
+        calibration : pandas.DataFrame or callable
+            The calibration table, or a function that reads it (called when first used).
         out_dir : path-like
             The run folder.
 
@@ -320,11 +450,26 @@ class RunResult:
             config=parts["config.json"],
             metrics=parts["metrics.json"],
             rows=rows,
-            calibration=calibration,
+            calibration=calibration,  # a reader: the property reads it when used
             out_dir=Path(out_dir),
             timings=dict(record.timings),
             record=record,
         )
+
+
+def _get_calibration(self: RunResult) -> pd.DataFrame:
+    got = self.__dict__["_calibration"]
+    if callable(got):  # read back from a folder: read when first used
+        got = got()
+    return got
+
+
+def _set_calibration(self: RunResult, value: pd.DataFrame | Callable[[], pd.DataFrame]) -> None:
+    self.__dict__["_calibration"] = value
+
+
+# the dataclass's __init__, __eq__ and __repr__ go through this property: a folder's table is read when first used
+RunResult.calibration = property(_get_calibration, _set_calibration)
 
 
 def read_run_folder(path: os.PathLike | str) -> RunResult:
@@ -343,12 +488,27 @@ def read_run_folder(path: os.PathLike | str) -> RunResult:
         With ``rows`` for every method of ``METHODS`` and ``out_dir = path``.
     """
     path = Path(path)
-    record = RunRecord.load(path)
+    stamp = _stamp(path)
+    key = str(path.resolve())
+    with _CHECKED_LOCK:
+        got = _CHECKED.get(key)
+        if got is not None and got[0] == stamp:
+            _CHECKED.move_to_end(key)
+    if got is None or got[0] != stamp:  # not checked by find() in this process, or changed since
+        got = (stamp, RunRecord.load(path), None)
+        if stamp is not None:
+            with _CHECKED_LOCK:
+                _CHECKED[key] = got
+    _, record, frames = got
+    if frames is None:  # one set of lazily read frames per unchanged folder
+        files = {m: path / f"rows_{m}.parquet" for m in METHODS} | {"calibration": path / "calibration.parquet"}
+        frames = LazyFrames(files)
+        with _CHECKED_LOCK:
+            if _CHECKED.get(key, (None,))[0] == stamp:
+                _CHECKED[key] = (stamp, record, frames)
+    rows = frames.view(METHODS)
     return RunResult.of_record(
-        record,
-        rows={m: pd.read_parquet(path / f"rows_{m}.parquet") for m in METHODS},
-        calibration=pd.read_parquet(path / "calibration.parquet"),
-        out_dir=path,
+        copy.deepcopy(record), rows=rows, calibration=lambda: frames["calibration"], out_dir=path
     )
 
 

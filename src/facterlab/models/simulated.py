@@ -90,6 +90,7 @@ __all__ = [
     "BIAS_TABLE",
     "SimulatedRecommender",
     "simulated_from_config",
+    "simulated_fingerprint",
     "SIMULATED_MODEL",
     "fit_preferences",
     "training_pairs",
@@ -231,18 +232,19 @@ class SimulatedRecommender(Recommender):
         }
         train = train[["user_id", "item_id"]]
         self.V = fit_preferences(train, self.item_ids, self.n_factors, self.seed)
-        data_tag = hashlib.sha256(np.ascontiguousarray(train.to_numpy(dtype=np.int64)).tobytes()).hexdigest()[:10]
-        table_tag = hashlib.sha256(json.dumps(self.bias_table, sort_keys=True).encode()).hexdigest()[:6]
-        self.fingerprint = (
-            f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{self.beta:g}-s{self.sigma:g}-r{self.rho:g}"
-            f"-h{self.h:g}-phi{self.phi:g}-d{self.demote:g}-c{self.compliance[0]}-f{self.n_factors}-seed{self.seed}"
-            f"-bt{table_tag}-train{data_tag}"
+        self.fingerprint = _fingerprint(
+            protocol,
+            {k: getattr(self, k) for k in ("beta", "sigma", "rho", "h", "phi", "demote", "compliance", "n_factors")},
+            self.seed,
+            self.bias_table,
+            train,
+            self.reads,
+            self.trigger,
+            self.surface,
         )
-        if self.reads == "text":  # the text-reading variant (sim-v2 fingerprints unchanged)
-            tags = "".join(f"-{k[0]}{v:g}" for k, v in self.surface.items() if v)
-            self.fingerprint += f"-text-{self.trigger}{tags}"
-            if self.trigger == "semantic":  # the table's values as a reader who understands every wording takes them
-                self._push = {(a, canonical(a, v)): m for (a, v), m in self._push.items()}
+        if self.reads == "text" and self.trigger == "semantic":
+            # the table's values as a reader who understands every wording takes them
+            self._push = {(a, canonical(a, v)): m for (a, v), m in self._push.items()}
         self._parsed: dict = {}
         self._push_memo: dict = {}
         self._mask_memo: dict = {}
@@ -651,6 +653,61 @@ def _check_table_for(spec, inter) -> None:
         return
     features = {f for fs in inter.items["features"] for f in fs}
     check_bias_table(table, values, features, name)
+
+
+def _fingerprint(
+    protocol: str,
+    knobs: Mapping,
+    seed: int,
+    table: Mapping,
+    train: pd.DataFrame,
+    reads: str,
+    trigger: str,
+    surface: Mapping,
+) -> str:
+    """The recommender's fingerprint (part of the run id): its knobs, bias table and training pairs."""
+    pairs = np.ascontiguousarray(train[["user_id", "item_id"]].to_numpy(dtype=np.int64))
+    data_tag = hashlib.sha256(pairs.tobytes()).hexdigest()[:10]
+    table_tag = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:6]
+    k = knobs
+    fp = (
+        f"{SIMULATED_MODEL}:{protocol}:{SIM_VERSION}:b{k['beta']:g}-s{k['sigma']:g}-r{k['rho']:g}"
+        f"-h{k['h']:g}-phi{k['phi']:g}-d{k['demote']:g}-c{k['compliance'][0]}-f{k['n_factors']}-seed{seed}"
+        f"-bt{table_tag}-train{data_tag}"
+    )
+    if reads == "text":  # the text-reading variant (sim-v2 fingerprints unchanged)
+        tags = "".join(f"-{name[0]}{v:g}" for name, v in surface.items() if v)
+        fp += f"-text-{trigger}{tags}"
+    return fp
+
+
+def simulated_fingerprint(cfg, inter) -> str:
+    """The fingerprint :func:`simulated_from_config` would give its recommender, without building it
+    (no preference fit): what a saved run's lookup needs (:func:`facterlab.reporting.experiments.find_saved_run`).
+    A config the recommender would refuse gets a fingerprint all the same (no saved run can have it)."""
+    sim = cfg.sim
+    rows = pd.concat([inter.calib, inter.test], ignore_index=True)
+    knobs = {
+        "beta": float(sim.beta),
+        "sigma": float(sim.sigma),
+        "rho": float(sim.rho),
+        "h": float(sim.h),
+        "phi": float(sim.phi),
+        "demote": float(sim.demote),
+        "compliance": str(sim.compliance),
+        "n_factors": int(sim.n_factors),
+    }
+    surface = {
+        "order": float(sim.order_sd),
+        "wording": float(sim.wording_sd),
+        "field": float(sim.field_sd),
+        "prompt": float(sim.prompt_sd),
+        "temperature": float(sim.temperature),
+    }
+    table = load_bias_table(sim.bias_table)
+    return _fingerprint(
+        cfg.protocol, knobs, int(sim.seed), table, training_pairs(rows), str(sim.reads), str(sim.trigger), surface
+    )
 
 
 def simulated_from_config(cfg, inter) -> SimulatedRecommender:

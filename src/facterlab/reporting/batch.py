@@ -106,8 +106,11 @@ def run_many(
         by_hash.setdefault(config_hash(cfg), cfg)
     workers = min(workers, len(by_hash) // MIN_RUNS_PER_WORKER)
     if workers <= 1:
-        done = {key: run(cfg, data_dir=data_dir, progress=False) for key, cfg in configs.items()}
-        return done if load else {}
+        if not load:  # only the missing runs: the saved ones are not read back
+            for cfg in todo.values():
+                run(cfg, data_dir=data_dir, progress=False)
+            return {}
+        return {key: run(cfg, data_dir=data_dir, progress=False) for key, cfg in configs.items()}
     # waves: the first run of each row sample (it encodes the sample's contexts), then the rest
     waves: list = [[], []]
     samples: set = set()

@@ -21,14 +21,17 @@ collides with a real model's.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from facterlab.blas import fingerprint_extra as blas_fingerprint
-from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, config_hash, preset
+from facterlab.config import FAKE_LLM, SIMULATED_LLM, RunConfig, cache_dir, config_hash, config_to_dict, preset
+from facterlab.config import data_dir as config_data_dir
 from facterlab.data import load_dataset
 from facterlab.data.protocol import load_or_build_interactions
 from facterlab.datatypes import MissingValue
@@ -38,7 +41,7 @@ from facterlab.facter.runfolder import find, read_run_folder
 from facterlab.models.fake import HashEncoder
 from facterlab.models.rankers import expected_fingerprint
 from facterlab.models.registry import resolve_encoder
-from facterlab.models.simulated import simulated_from_config
+from facterlab.models.simulated import NAMED_BIAS_TABLES, simulated_fingerprint
 from facterlab.paths import runs_dir
 from facterlab.reporting.llm_simpson import popularity_groups
 from facterlab.reporting.published import PUBLISHED_MODELS
@@ -104,8 +107,70 @@ def expected_fingerprints(cfg: RunConfig, data_dir=None, inter=None) -> dict:
             inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
         if cfg.model.llm == FAKE_LLM:
             return {"llm": str(fake_recommender(cfg, inter.items).fingerprint), "encoder": str(enc_fp), **blas}
-        return {"llm": simulated_from_config(cfg, inter).fingerprint, "encoder": enc_fp, **blas}
+        # computed as the recommender computes it, without fitting its preferences; remembered per
+        # (interactions, protocol, sim section) unless the bias table is a file, whose content may change
+        key = (inter.content_hash, cfg.protocol, json.dumps(config_to_dict(cfg.sim), sort_keys=True, default=str))
+        llm_fp = _SIM_FINGERPRINTS.get(key)
+        if llm_fp is None:
+            llm_fp = simulated_fingerprint(cfg, inter)
+            if str(cfg.sim.bias_table) in NAMED_BIAS_TABLES:
+                _SIM_FINGERPRINTS[key] = llm_fp
+        return {"llm": llm_fp, "encoder": enc_fp, **blas}
     return {"llm": expected_fingerprint(cfg.model, cfg.protocol), "encoder": enc_fp, **blas}
+
+
+#: simulated recommenders' fingerprints: (interactions hash, protocol, sim section) -> fingerprint
+_SIM_FINGERPRINTS: dict = {}
+#: interactions looked up by :func:`find_saved_run` in this process: key -> (data files' stamp, interactions)
+_INTERACTIONS: OrderedDict = OrderedDict()
+_INTERACTIONS_MAX = 16
+
+
+def _data_stamp(root: Path) -> tuple:
+    """``(path, mtime_ns, size)`` of the files in the data folder and its subfolders (one level)."""
+    out = []
+    try:
+        with os.scandir(root) as top:
+            entries = list(top)
+    except OSError:
+        return ()
+    for e in entries:
+        try:
+            if e.is_dir():
+                with os.scandir(e.path) as sub:
+                    for f in sub:
+                        if f.is_file():
+                            st = f.stat()
+                            out.append((f.path, st.st_mtime_ns, st.st_size))
+            elif e.is_file():
+                st = e.stat()
+                out.append((e.path, st.st_mtime_ns, st.st_size))
+        except OSError:
+            continue
+    return tuple(sorted(out))
+
+
+def _interactions(cfg: RunConfig, data_dir=None):
+    """:func:`load_or_build_interactions` of ``cfg.data``, remembered in this process while the data
+    folder's files (their names, times and sizes), the cache folder and the data section are the same:
+    a notebook's lookups section after section then read the dataset once, not once per run."""
+    root = config_data_dir(data_dir)
+    key = (
+        json.dumps(config_to_dict(cfg.data), sort_keys=True, default=str),
+        str(root),
+        str(cache_dir()),
+        os.environ.get("FACTERLAB_STRICT_DATA", ""),
+    )
+    stamp = _data_stamp(root)
+    got = _INTERACTIONS.get(key)
+    if got is not None and got[0] == stamp:
+        _INTERACTIONS.move_to_end(key)
+        return got[1]
+    inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+    _INTERACTIONS[key] = (stamp, inter)
+    while len(_INTERACTIONS) > _INTERACTIONS_MAX:
+        _INTERACTIONS.popitem(last=False)
+    return inter
 
 
 def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | None = None) -> Path | None:
@@ -115,11 +180,13 @@ def find_saved_run(cfg: RunConfig, data_dir=None, out_dir: os.PathLike | str | N
     A run made by other model files or an older parser is therefore not reused.
 
     A folder that does not load completely counts as missing (:func:`facterlab.facter.runfolder.find`:
-    a warning names the file and the reason, and the run is redone)."""
+    a warning names the file and the reason, and the run is redone).  In one process the interactions
+    are read once per data section while the data files are unchanged, and a folder checked once is
+    not read again while its files are unchanged (:mod:`facterlab.facter.runfolder`)."""
     base = runs_dir(out_dir)
     if not base.is_dir() or not any(base.glob(f"{config_hash(cfg)}-*")):
         return None
-    inter = load_or_build_interactions(None, cfg.data, data_dir=data_dir)
+    inter = _interactions(cfg, data_dir)
     return find(base, run_id_for(cfg, inter.content_hash, expected_fingerprints(cfg, data_dir, inter)))
 
 

@@ -23,18 +23,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.blas import fingerprint_extra as blas_fingerprint
 from facterlab.config import preset
 from facterlab.data.handbuilt import make_world
-from facterlab.data.protocol import build_interactions
+from facterlab.data.protocol import build_interactions, load_or_build_interactions
 from facterlab.datatypes import MissingValue
 from facterlab.facter.conformal import ConformalThreshold
-from facterlab.facter.pipeline import run_experiment
+from facterlab.facter.pipeline import run_experiment, run_id_for
 from facterlab.facter.record import METHODS, value_or_nan
 from facterlab.facter.rescore import rescore, rescore_inputs
+from facterlab.facter.runfolder import find, read_run_folder
 from facterlab.facter.scores import ItemRepresenter, top1_distance
 from facterlab.facter.truth import parse_truth, rank_auc
 from facterlab.models.fake import HashEncoder
 from facterlab.models.simulated import load_bias_table, simulated_from_config
+from facterlab.paths import runs_dir
 from facterlab.reporting.claims import (
     BY_CONSTRUCTION,
     FAILS,
@@ -825,7 +828,8 @@ def d_shift(result, encoder, items: pd.DataFrame, test_rows: pd.DataFrame, metho
 def handbuilt_run(ds, beta: float, rho: float, out_dir=None, **overrides):
     """One run in the hand-built world ``ds`` (:func:`facterlab.data.handbuilt.make_world`): the simulated
     recommender with the ``romance`` table, hard rules, no title corruption, the hash encoder, 600 rows,
-    T = 3; ``overrides`` are further ``section__field`` settings (e.g. ``facter__delta="twin"``)."""
+    T = 3; ``overrides`` are further ``section__field`` settings (e.g. ``facter__delta="twin"``).  A run
+    saved under ``out_dir`` with the same run id (same config, world and fingerprints) is read back."""
     settings = {
         "data__dataset": "synthetic",
         "data__n_rows": 600,
@@ -845,7 +849,14 @@ def handbuilt_run(ds, beta: float, rho: float, out_dir=None, **overrides):
     }
     cfg = preset("repro", **settings)
     rec = simulated_from_config(cfg, build_interactions(ds, cfg.data))
-    return run_experiment(cfg, recommender=rec, encoder=HashEncoder(), dataset=ds, out_dir=out_dir, progress=False)
+    encoder = HashEncoder()
+    # read back when saved: the run id run_experiment gives it (config, the interactions' hash, fingerprints)
+    inter = load_or_build_interactions(ds, cfg.data)
+    fingerprints = {"llm": str(rec.fingerprint), "encoder": str(encoder.fingerprint), **blas_fingerprint()}
+    saved = find(runs_dir(out_dir), run_id_for(cfg, inter.content_hash, fingerprints))
+    if saved is not None:
+        return read_run_folder(saved)
+    return run_experiment(cfg, recommender=rec, encoder=encoder, dataset=ds, out_dir=out_dir, progress=False)
 
 
 #: the bias strength of notebook 09's hand-built positive control (score SDs)
