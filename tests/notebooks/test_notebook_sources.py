@@ -185,17 +185,7 @@ PINNED_KERNEL = "Python 3 (ipykernel)"  # what ipykernel's kernel spec says and 
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                strict=True, reason="notebook 00 belongs to issue 45: the same two metadata lines go in there"
-            ),
-        )
-        if p.name.startswith("00_")
-        else p
-        for p in NOTEBOOKS
-    ],
+    NOTEBOOKS,
     ids=[p.stem for p in NOTEBOOKS],
 )
 def test_notebook_metadata_is_what_a_save_writes(path):
