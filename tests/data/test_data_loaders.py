@@ -305,3 +305,27 @@ def test_synthetic_default_size_has_enough_rows(tmp_path, monkeypatch):
 def test_synthetic_rejects_impossible_sizes():
     with pytest.raises(ValueError, match="below 20 per user"):
         generate(n_users=100, n_items=100, n_ratings=1000)
+
+
+def test_repeated_ratings_are_an_error_naming_the_first(tmp_path):
+    """``u.data`` with every rating twice (issue 44, case 10): one line before any work, not a silent run."""
+    d = write_ml100k(tmp_path / "ml-100k")
+    text = (d / "u.data").read_text()
+    (d / "u.data").write_text(text + text)
+    n = len(text.splitlines())
+    with pytest.raises(
+        ValueError, match=rf"{n:,} of {2 * n:,} ratings repeat an earlier \(user, item\) pair, first at line {n + 1}"
+    ):
+        load_dataset("ml-100k", tmp_path)
+
+
+@pytest.mark.parametrize("target", ["u.data", "/nonexistent/u.data"])
+def test_a_data_file_that_is_a_broken_link_is_named_so(tmp_path, target):
+    """A symbolic-link loop (or a link to nothing) for ``u.data`` is named as such, not as "missing"."""
+    d = write_ml100k(tmp_path / "ml-100k")
+    (d / "u.data").unlink()
+    (d / "u.data").symlink_to(target)
+    with pytest.raises(FileNotFoundError) as exc:
+        load_dataset("ml-100k", tmp_path)
+    said = str(exc.value)
+    assert "missing" not in said and ("symbolic link loop" in said if target == "u.data" else "does not exist" in said)

@@ -166,6 +166,27 @@ def _check_nonempty(path: Path, df: pd.DataFrame, what: str) -> None:
         )
 
 
+def _check_unique_pairs(path: Path, df: pd.DataFrame) -> None:
+    """MovieLens has one rating per (user, item): a repeated pair (a file concatenated with itself, a bad
+    merge) is an error naming how many and the first line, not a silent change of every history.
+
+    >>> import pandas as pd
+    >>> _check_unique_pairs(Path("u.data"), pd.DataFrame({"user_id": [1, 1], "item_id": [2, 3]}))
+    >>> _check_unique_pairs(Path("u.data"), pd.DataFrame({"user_id": [1, 1], "item_id": [2, 2]}))
+    Traceback (most recent call last):
+    ...
+    ValueError: u.data: 1 of 2 ratings repeat an earlier (user, item) pair, first at line 2 (user 1, item 2); MovieLens rates each pair once: restore the original file or run `facterlab data download`
+    """
+    dup = df.duplicated(["user_id", "item_id"]).to_numpy()
+    if dup.any():
+        i = int(dup.argmax())
+        raise ValueError(
+            f"{path}: {int(dup.sum()):,} of {len(df):,} ratings repeat an earlier (user, item) pair, first at line "
+            f"{i + 1} (user {int(df['user_id'].iloc[i])}, item {int(df['item_id'].iloc[i])}); MovieLens rates each "
+            "pair once: restore the original file or run `facterlab data download`"
+        )
+
+
 def _ratings_frame(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -219,6 +240,7 @@ def load_ml1m(directory: os.PathLike | str, name: str = "ml-1m", is_synthetic: b
         expected="UserID::MovieID::Rating::Timestamp with integers",
     )
     _check_nonempty(rpath, r, "ratings")
+    _check_unique_pairs(rpath, r)
     _check_range(rpath, r["rating"], *RATING_RANGE, "rating")
     _check_range(rpath, r["timestamp"], 0, 2**62, "timestamp")
     u = read_table(
@@ -281,6 +303,7 @@ def load_ml100k(directory: os.PathLike | str) -> Dataset:
         expected="user id<TAB>item id<TAB>rating<TAB>timestamp with integers",
     )
     _check_nonempty(dpath, r, "ratings")
+    _check_unique_pairs(dpath, r)
     _check_range(dpath, r["rating"], *RATING_RANGE, "rating")
     _check_range(dpath, r["timestamp"], 0, 2**62, "timestamp")
     u = read_table(

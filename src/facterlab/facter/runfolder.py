@@ -35,11 +35,11 @@ missing values with the reason instead.  Recall and NDCG stay numbers (an empty 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import tempfile
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +58,8 @@ from facterlab.facter.record import (
 )
 from facterlab.paths import locked, remove_dead_temps
 from facterlab.safeio import FileLimitError, read_json
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "METHODS",
@@ -224,7 +226,7 @@ def find(runs_dir: os.PathLike | str, run_id: str) -> Path | None:
         return None
     problem = _check(p)[1]
     if problem is not None:
-        warnings.warn(f"saved run ignored (counts as missing, will be redone): {problem}", stacklevel=2)
+        log.warning("saved run ignored (counts as missing, will be redone): %s", problem)
         return None
     return p
 
