@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
+import facterlab
 from facterlab import notebook, paths, preset
 from facterlab.data import from_tables, read_recbole
 from facterlab.facter import run_experiment
@@ -61,7 +62,17 @@ from facterlab.simpson import audit
 
 P = notebook.parameters(globals(), smoke={"N_ROWS": 300, "N_BOOT": 100, "CFR_ROWS": 20})
 T0 = time.time()
-example = Path(EXAMPLE_DIR) if EXAMPLE_DIR else paths.project_root() / "examples" / "jobs"
+# the example's folder: EXAMPLE_DIR, else examples/jobs of the clone this notebook runs in (the working folder's,
+# else the one facterlab is installed from, as `make install` does)
+candidates = (
+    [Path(EXAMPLE_DIR)]
+    if EXAMPLE_DIR
+    else [
+        paths.project_root() / "examples" / "jobs",
+        Path(facterlab.__file__).resolve().parents[2] / "examples" / "jobs",
+    ]
+)
+example = next((c for c in candidates if (c / "jobs.inter").is_file()), candidates[0])
 if not (example / "jobs.inter").is_file():
     raise FileNotFoundError(f"{example}: no jobs.inter; run `python examples/make_jobs.py` or set EXAMPLE_DIR")
 out_dir = paths.results_dir() / "21_your_own_data"
