@@ -513,6 +513,19 @@ def verdict_counts(claims: Sequence[Claim] | pd.DataFrame) -> dict:
 def summary_line(claims: Sequence[Claim] | pd.DataFrame) -> str:
     """The verdict counts in words; claims that hold by construction are named apart, outside the tested ones.
 
+    Parameters
+    ----------
+    claims : sequence of Claim, or pandas.DataFrame
+        The claims, or their :func:`claims_frame`.
+
+    Returns
+    -------
+    str
+        ``"<holds> holds, <fails> fails, <n> too small to tell of <tested> tested claims; <k> by construction
+        (reported, not counted)"``.
+
+    Examples
+    --------
     >>> summary_line([rate_claim("x", 0, 900, 0.1, "<="), by_construction("y", "no rule")])
     '1 holds, 0 fails, 0 too small to tell of 1 tested claims; 1 by construction (reported, not counted)'
     """
