@@ -95,8 +95,13 @@ class DatasetError(ValueError):
     """An imported table or file that cannot be used: one line saying what and where."""
 
 
-def _closest(name: str, columns: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``columns`` (case-insensitive), else ""."""
+def closest_match(name: str, columns) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``columns`` (case-insensitive), else "" (every
+    "did you mean" of facterlab's data and bias-table checks).
+
+    >>> closest_match("contry", ["country", "language"]), closest_match("zz", ["country"])
+    (" (did you mean 'country'?)", '')
+    """
     lower = {str(c).lower(): str(c) for c in columns}
     match = difflib.get_close_matches(str(name).lower(), list(lower), n=1, cutoff=0.6)
     return f" (did you mean {lower[match[0]]!r}?)" if match else ""
@@ -106,7 +111,7 @@ def _need(table: pd.DataFrame, what: str, cols: Sequence[str], flag: str = "") -
     for c in cols:
         if c not in table.columns:
             raise DatasetError(
-                f"{what}: no column {c!r}{_closest(c, list(table.columns))}; its columns are "
+                f"{what}: no column {c!r}{closest_match(c, list(table.columns))}; its columns are "
                 f"{', '.join(map(repr, map(str, table.columns)))}{flag}"
             )
 
@@ -396,11 +401,11 @@ def from_tables(
     wmap = {str(a): {str(k): str(v) for k, v in (m or {}).items()} for a, m in (wordings or {}).items()}
     for a, m in wmap.items():
         if a not in protected:
-            raise DatasetError(f"wordings: {a!r} is not a protected attribute{_closest(a, protected)}")
+            raise DatasetError(f"wordings: {a!r} is not a protected attribute{closest_match(a, protected)}")
         unknown = [k for k in m if k not in attribute_values[a]]
         if unknown:
             raise DatasetError(
-                f"wordings[{a!r}]: value {unknown[0]!r} is not a value of {a!r}{_closest(unknown[0], attribute_values[a])}"
+                f"wordings[{a!r}]: value {unknown[0]!r} is not a value of {a!r}{closest_match(unknown[0], attribute_values[a])}"
             )
     for w in warnings:
         log.warning("%s: %s", name, w)

@@ -26,6 +26,7 @@ from facterlab.data.wording import has_rewording
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import prompt_items, request_seed
 from facterlab.facter.neighbours import counterfactual_neighbours
+from facterlab.facter.prompts import protected_of
 from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
 from facterlab.facter.twins import (
@@ -182,7 +183,7 @@ def calibration_plan(
     placebos: dict = {}
     if fc.threshold == "null":  # the placebo family (docs/FACTER.md §7), one list per edit
         kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
-        _announce_rewording(kinds, tuple(getattr(prompts, "attrs", PROTECTED)), wordings)
+        _announce_rewording(kinds, protected_of(prompts), wordings)
         placebos = {kind: [placebo_request(r, kind, wordings) for r in reqs] for kind in kinds}
     return CalibrationPlan(row_dicts, reqs, int(fc.draws), flips, twin_dicts, twin_reqs, placebos)
 
@@ -263,7 +264,7 @@ def calibrate(
 
     preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
     target_emb = represent.items(rows["target"].tolist())
-    attrs = tuple(getattr(prompts, "attrs", PROTECTED))
+    attrs = protected_of(prompts)
     groups = _groups(rows, attrs)
     twin_cols: dict = {}
     q_null = None

@@ -47,7 +47,6 @@ from typing import Any
 import pandas as pd
 
 from facterlab.config import FacterConfig
-from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import Recommender
 from facterlab.facter import prompts as _prompts
 from facterlab.facter.conformal import ReproCountCorrection, corrected_threshold
@@ -314,7 +313,7 @@ class FacterMonitor:
         self.batch_size, self.progress, self.prompts = int(st.batch_size), st.progress, prompts
         self.lookahead = 1 if self.batch_size == 1 else max(self.batch_size, int(st.lookahead or 4 * self.batch_size))
         self.name = st.name or st.system_kind
-        self.protected = tuple(getattr(prompts, "attrs", PROTECTED))  # the dataset's protected attributes
+        self.protected = _prompts.protected_of(prompts)  # the dataset's protected attributes
         self.attrs = [{a: str(r[a]) for a in self.protected} for r in self.row_dicts]
         self.keys = [tuple(a[x] for x in self.protected) for a in self.attrs]
         self.twin = cfg.delta == "twin"

@@ -50,7 +50,7 @@ from facterlab.config import (
 from facterlab.config import data_dir as config_data_dir
 from facterlab.data import Dataset, load_dataset, resolve_dataset
 from facterlab.data.protocol import load_or_build_interactions
-from facterlab.datatypes import MissingValue
+from facterlab.datatypes import MissingValue, takes_system_prompt
 from facterlab.facter import prefetch
 from facterlab.facter import prompts as prompts_module
 
@@ -345,8 +345,6 @@ def run_experiment(
 
 def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, dataset, fairllm) -> RunResult:
     """:func:`run_experiment` inside its BLAS limit."""
-    prompts = prompts_module.for_config(cfg.facter)  # the run's wording (gender_in_prompt) bound
-
     meta = RunMeta.start()  # run.json: start time, code version, command, host (not part of the run id)
     # every bound, the model names and the output folder, before any work
     validate_config(cfg, out_dir=results_dir(out_dir), llm=recommender is None, encoder=encoder is None)
@@ -355,7 +353,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     overall = Progress("run", log=log, bar=False, every=None, summary=False)
     t0 = time.perf_counter()
     ds, inter = _load_data(cfg, data_dir, dataset)
-    # the run's prompts know the dataset's protected attributes, wordings and item noun
+    # the run's prompts: its wording (gender_in_prompt) and the dataset's attributes, wordings and item noun
     prompts = prompts_module.for_config(cfg.facter, inter)
     check_split(cfg, len(inter.calib), len(inter.test))  # the split actually built, before any model call
     timings["data_s"] = time.perf_counter() - t0
@@ -392,7 +390,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
         cfg.protocol,
     )
 
-    if not getattr(recommender, "takes_system_prompt", True):  # a function or REST recommender (docs/OWN_DATA.md)
+    if not takes_system_prompt(recommender):  # a function or REST recommender (docs/OWN_DATA.md)
         log.warning(
             "models: %s takes no system prompt, so FACTER's prompt repair cannot reach it: the monitor, the "
             "metrics and CFR apply; FACTER's rows are what the model answers whatever rules are mined, and the "

@@ -332,6 +332,17 @@ class PromptSet:
         return build_request(row, items, system, protocol, k, d, seed, demographics, self.gender, self.attrs)
 
 
+def protected_of(prompts: Any) -> tuple:
+    """The protected attributes a prompt set shows (:class:`PromptSet`'s ``attrs``; this module, which has
+    none, the built-in ones).
+
+    >>> import sys
+    >>> protected_of(PromptSet(attrs=("country",))), protected_of(sys.modules[__name__])
+    (('country',), ('gender', 'age', 'occupation'))
+    """
+    return tuple(getattr(prompts, "attrs", PROTECTED))
+
+
 def for_config(facter_cfg: Any, inter: Any = None) -> PromptSet:
     """The :class:`PromptSet` of a :class:`~facterlab.config.FacterConfig` (its ``gender_in_prompt``) and,
     when given, of the run's :class:`~facterlab.data.protocol.Interactions` (its dataset's attributes,

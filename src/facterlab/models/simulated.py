@@ -634,14 +634,14 @@ class SimulatedRecommender(Recommender):
         return [self._one(r) for r in requests]
 
 
-def _check_table_for(spec, inter) -> None:
+def _checked_table(spec, inter) -> dict:
     """The bias table checked against the run's dataset (docs/SIMULATED.md): a table you wrote (a file) must
     name only the dataset's attributes, values and features; a built-in table (written for the MovieLens
     vocabularies, where a value not listed gets no push) must at least name attributes the dataset has."""
+    table = load_bias_table(spec)  # read once: the recommender is built from this table
     values = getattr(inter, "attribute_values", None)
     if not values:
-        return
-    table = load_bias_table(spec)
+        return table
     name = spec if isinstance(spec, str) else "(mapping)"
     if isinstance(spec, str) and spec in NAMED_BIAS_TABLES:
         missing = [a for a in table if a not in values]
@@ -650,9 +650,10 @@ def _check_table_for(spec, inter) -> None:
                 f"sim.bias_table {spec!r} is written for MovieLens's attributes ({', '.join(table)}); dataset "
                 f"{inter.dataset!r} has {', '.join(values)}: pass your own table (--sim-bias-table FILE, docs/OWN_DATA.md)"
             )
-        return
+        return table
     features = {f for fs in inter.items["features"] for f in fs}
     check_bias_table(table, values, features, name)
+    return table
 
 
 def _fingerprint(
@@ -716,5 +717,5 @@ def simulated_from_config(cfg, inter) -> SimulatedRecommender:
     rows = pd.concat([inter.calib, inter.test], ignore_index=True)
     # every knob of the sim section is a keyword of the recommender, under the same name
     knobs = {f.name: getattr(cfg.sim, f.name) for f in dataclasses.fields(cfg.sim)}
-    _check_table_for(knobs.get("bias_table"), inter)
+    knobs["bias_table"] = _checked_table(knobs.get("bias_table"), inter)  # checked against the dataset
     return SimulatedRecommender(inter.items, training_pairs(rows), protocol=cfg.protocol, **knobs)

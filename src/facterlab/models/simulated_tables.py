@@ -195,11 +195,7 @@ def check_bias_table(table: Mapping, attribute_values: Mapping, features, where:
     ...
     ValueError: bias table (table): country has no value 'Brazil' (values: 'BR', 'DE')
     """
-    import difflib
-
-    def near(x: str, pool) -> str:
-        m = difflib.get_close_matches(str(x), [str(p) for p in pool], n=1, cutoff=0.6)
-        return f" (did you mean {m[0]!r}?)" if m else ""
+    from facterlab.data.imported import closest_match as near
 
     feats = set(map(str, features))
     for attr, values in table.items():
