@@ -220,3 +220,36 @@ def test_interrupt_in_the_main_lane_stops_the_side_lane(tmp_path, monkeypatch):
         rp.run_notebooks("smoke", cwd=tmp_path, log=lambda *a: None, timings_path="t.json", jobs=2)
     assert len(started) == 1 and started[0].proc is not None
     assert started[0].proc.poll() is not None  # ended, not left running
+
+
+@pytest.mark.skipif(os.name == "nt", reason="no ipc transport on Windows")
+def test_kernels_started_in_one_folder_get_socket_paths_of_their_own(tmp_path, monkeypatch):
+    """Two kernel managers that write their connection files before either kernel binds (the two lanes
+    at the same moment) pick the same socket paths with jupyter_client's default prefix (``kernel-ipc``
+    in the working folder, numbered by the first free numbers found there): the positive control.  With
+    the engine's kernel manager each has a prefix of its own under Jupyter's runtime directory."""
+    from jupyter_client import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    from facterlab.reporting.papermill_engine import kernel_manager_kwargs
+
+    monkeypatch.chdir(tmp_path)
+
+    def sockets(manager) -> set:
+        manager.write_connection_file()
+        try:
+            info = manager.get_connection_info()
+            ports = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+            return {os.path.abspath(f"{info['ip']}-{info[p]}") for p in ports}
+        finally:
+            manager.cleanup_connection_file()
+
+    default = [AsyncKernelManager(transport="ipc") for _ in range(2)]
+    assert sockets(default[0]) == sockets(default[1])  # the collision the lanes met ("Invalid Signature")
+    cls = kernel_manager_kwargs()["kernel_manager_class"]
+    ours = [cls() for _ in range(2)]
+    first, second = sockets(ours[0]), sockets(ours[1])
+    assert not first & second and len(first) == len(second) == 5
+    runtime = os.path.realpath(jupyter_runtime_dir())
+    assert all(os.path.realpath(p).startswith(runtime + os.sep) for p in first | second)
+    assert all(len(p.encode()) < 104 for p in first)  # a Unix socket path's limit (macOS: 104, Linux: 108)

@@ -48,9 +48,34 @@ def kernel_manager_kwargs() -> dict:
     class IPCKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
             kwargs.setdefault("transport", "ipc")
+            kwargs.setdefault("ip", ipc_prefix())
             super().__init__(**kwargs)
 
     return {"kernel_manager_class": IPCKernelManager}
+
+
+def ipc_prefix() -> str:
+    """A socket path prefix of this kernel's own: ``<runtime dir>/facterlab-<pid>-<random>-ipc``.
+
+    jupyter_client's default prefix is ``kernel-ipc`` in the working folder, and it numbers the sockets
+    ``kernel-ipc-1`` ... by the first free numbers it finds there; two processes starting kernels in
+    one folder at the same moment (``reproduce --jobs 2``'s lanes) can pick the same numbers, so one
+    kernel takes over the other's sockets and its replies fail the other's signature check
+    ("Invalid Signature").  A prefix unique to the process and the kernel cannot collide.  The runtime
+    directory is this user's only (mode 0700), as for Jupyter's connection files; where its path is too
+    long for a socket's, a new temporary folder (also mode 0700) takes its place."""
+    import secrets
+
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    name = f"facterlab-{os.getpid()}-{secrets.token_hex(4)}-ipc"
+    runtime = jupyter_runtime_dir()
+    if len(os.path.join(runtime, name).encode()) > 96:  # a socket path has at most 104 bytes (macOS)
+        import tempfile
+
+        runtime = tempfile.mkdtemp(prefix="fl-")  # mode 0700 too; short where the home folder is deep
+    os.makedirs(runtime, mode=0o700, exist_ok=True)
+    return os.path.join(runtime, name)
 
 
 def first_error(nb: Any) -> tuple | None:

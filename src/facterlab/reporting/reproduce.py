@@ -246,7 +246,8 @@ def run_notebooks(
     params = kernel_parameters(profile, extra)
     if data_dir is not None:
         os.environ["FACTERLAB_DATA"] = str(Path(data_dir).expanduser().resolve())
-    tree_why = uncommitted_reason(CODE_ROOT) if report is not False else None  # the code the runs are made by
+    # the code the runs are made by; the side lane's parent has checked it (and decided ``report``)
+    tree_why = uncommitted_reason(CODE_ROOT) if report is not False and lane != "side" else None
     if report and tree_why:  # an explicit --report: refused before anything runs
         raise ParameterError(
             f"--report writes the committed figures/, which must be made from a commit: {tree_why}; "
