@@ -139,6 +139,17 @@ def test_non_utf8_byte_named(tmp_path):
         read_table(p)
 
 
+def test_a_byte_order_mark_is_dropped_and_a_ragged_row_named(tmp_path):
+    """Excel's "CSV UTF-8" starts with a BOM: without dropping it the first column is '\\ufeffuser_id', and
+    the import says the id column is missing."""
+    p = tmp_path / "users.csv"
+    p.write_bytes("user_id,country\n1,BR\n".encode("utf-8-sig"))
+    assert list(read_table(p).columns) == ["user_id", "country"]
+    p.write_text("user_id,country\n1,BR\n2,DE,extra,more\n")
+    with pytest.raises(DatasetError, match=r"users.csv: not a readable CSV file \(.*Expected 2 fields in line 3, saw 4"):
+        read_table(p)
+
+
 # ---------------------------------------------------------------------------------- RecBole round trip
 
 
@@ -254,6 +265,9 @@ def test_bias_table_checked_against_the_dataset(tmp_path):
             )
     (tmp_path / "t.json").write_text('{"country": {"BR": ["tech"], "BR": ["health"]}}')
     with pytest.raises(ValueError, match="the key 'BR' appears twice"):
+        run_experiment(preset("repro", sim__bias_table=str(tmp_path / "t.json"), **base), dataset=ds, out_dir=tmp_path)
+    (tmp_path / "t.json").write_text(json.dumps({"country": {"BR": ["tech"] * 50_000 + ["health"]}}))  # ~0.4 MB
+    with pytest.raises(ValueError, match=r"country=BR: the feature\(s\) \['tech'\] appear more than once in one list"):
         run_experiment(preset("repro", sim__bias_table=str(tmp_path / "t.json"), **base), dataset=ds, out_dir=tmp_path)
     with pytest.raises(ValueError, match="is written for MovieLens's attributes"):
         run_experiment(preset("repro", **base), dataset=ds, out_dir=tmp_path)

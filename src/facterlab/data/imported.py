@@ -44,8 +44,8 @@ too few for the group metrics).
 
 from __future__ import annotations
 
+import csv
 import difflib
-import io
 import json
 import logging
 import os
@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from facterlab.data.dataset import Dataset
+from facterlab.data.textfiles import read_delimited, read_parquet
 
 __all__ = [
     "DatasetError",
@@ -433,18 +434,6 @@ def from_tables(
 # ------------------------------------------------------------------------------------------------ files
 
 
-def _decode(path: Path) -> str:
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise DatasetError(
-            f"{path}: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}) is not UTF-8; "
-            "re-save the file as UTF-8"
-        ) from None
-
-
 def read_table(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
     """One table from a CSV, TSV or parquet file (``fmt``: "csv", "tsv", "parquet"; default by suffix).
 
@@ -456,26 +445,13 @@ def read_table(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
         raise DatasetError(f"{p}: no such file")
     fmt = fmt or {".parquet": "parquet", ".pq": "parquet", ".tsv": "tsv", ".tab": "tsv"}.get(p.suffix.lower(), "csv")
     if fmt == "parquet":
-        try:
-            return pd.read_parquet(p)
-        except Exception as exc:  # pyarrow raises several types for a bad file
-            raise DatasetError(f"{p}: not a readable parquet file ({type(exc).__name__})") from None
-    text = _decode(p)
-    try:
-        return pd.read_csv(
-            io.StringIO(text), sep="\t" if fmt == "tsv" else ",", dtype=str, keep_default_na=False, na_values=[""]
-        )
-    except pd.errors.ParserError as exc:
-        raise DatasetError(f"{p}: {str(exc).strip().splitlines()[-1]}") from None
+        return read_parquet(p, DatasetError)
+    return read_delimited(p, "\t" if fmt == "tsv" else ",", DatasetError, fmt.upper())
 
 
 def _read_atomic(path: Path) -> tuple:
     """A RecBole atomic file: ``(table, {field: type})`` with the ``:type`` suffixes stripped."""
-    text = _decode(path)
-    try:
-        df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False, na_values=[""], quoting=3)
-    except pd.errors.ParserError as exc:
-        raise DatasetError(f"{path}: {str(exc).strip().splitlines()[-1]}") from None
+    df = read_delimited(path, "\t", DatasetError, "RecBole atomic", quoting=csv.QUOTE_NONE)
     types = {}
     cols = []
     for c in df.columns:

@@ -12,6 +12,7 @@ knows the recommender (:mod:`facterlab.models.simulated`, which re-exports every
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -117,6 +118,12 @@ def normalise_bias_table(table: Mapping, where: str = "(dict)") -> dict:
                 pairs = list(feats.items())
             elif isinstance(feats, (list, tuple)):
                 pairs = [(f, 1.0) for f in feats]
+                counts = Counter(f for f in feats if isinstance(f, str))
+                repeated = sorted(f for f, c in counts.items() if c > 1)
+                if repeated:
+                    raise _table_error(
+                        where, f"{attr}={value}: the feature(s) {repeated[:3]} appear more than once in one list"
+                    )
             else:
                 raise _table_error(where, f"{attr}={value}: not a list of features or a feature -> weight mapping")
             w: dict = {}

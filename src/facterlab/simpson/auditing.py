@@ -25,7 +25,6 @@ Gaps are group 0 minus group 1 in pp (100 x a difference of mean exposures), or 
 from __future__ import annotations
 
 import difflib
-import io
 import json
 import logging
 import math
@@ -37,6 +36,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from facterlab.data.textfiles import read_delimited, read_parquet
 from facterlab.simpson import ips as ips_mod
 from facterlab.simpson.exposure import EXPOSURES
 from facterlab.simpson.gaps import (
@@ -117,37 +117,16 @@ def read_log(path: os.PathLike | str, fmt: str | None = None) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such log file")
     if kind == "parquet":
-        try:
-            df = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow's errors: one line
-            raise LogError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+        df = read_parquet(path, LogError)
         df.attrs.update(source=str(path), first_line=None, format=kind)
         return df
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise LogError(
-            f"{path}: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}) is not UTF-8; "
-            "re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-    if not text.strip():
-        raise LogError(f"{path}: the file is empty")
-    sep = "," if kind == "csv" else "\t"
+    df = read_delimited(path, "," if kind == "csv" else "\t", LogError, kind)
     if kind == "recbole":
-        header = text.split("\n", 1)[0].rstrip("\r").split("\t")
-        names = [h.split(":", 1)[0] for h in header]
+        names = [str(c).split(":", 1)[0] for c in df.columns]
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise LogError(f"{path}: RecBole header names {dups} twice after dropping the ':type' suffixes")
-    try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, na_values=[""])
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LogError(f"{path}: not a readable {kind} file ({first})") from None
-    if kind == "recbole":
-        df.columns = [str(c).split(":", 1)[0] for c in df.columns]
+        df.columns = names
     df.attrs.update(source=str(path), first_line=2, format=kind)
     return df
 
