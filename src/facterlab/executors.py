@@ -119,7 +119,8 @@ def permanent(exc: BaseException | None) -> bool:
 
 
 class Executor:
-    """Run keyed tasks (module docstring).  Subclasses implement :meth:`run`."""
+    """Run keyed tasks, each on a worker, with retries and progress events; subclasses implement
+    :meth:`run` (the contract: module docstring)."""
 
     name = "executor"
     workers = 1
@@ -332,7 +333,7 @@ WORKER_DIED_WAITING = "a worker process died (killed, or out of memory) before a
 
 
 class ProcessExecutor(Executor):
-    """A local pool of ``workers`` processes (module docstring), ``spawn``ed by default; ``start_method``
+    """Run keyed tasks on a local pool of ``workers`` processes, ``spawn``ed by default; ``start_method``
     None: the platform's default (``fork`` on Linux before Python 3.14: fast, and a script needs no
     ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state).
 
@@ -455,7 +456,7 @@ def _trace(exc: BaseException) -> str:
 
 
 class DaskExecutor(Executor):
-    """Dask distributed (module docstring).  ``client``: an existing ``distributed.Client`` (not closed
+    """Run keyed tasks on a Dask cluster (local, at a scheduler's address, or Slurm's).  ``client``: an existing ``distributed.Client`` (not closed
     here); else ``scheduler``: an address to connect to; else a ``LocalCluster`` of ``workers``
     processes, one thread each, started here and closed by :meth:`close`.
 
