@@ -215,9 +215,10 @@ def ips_estimate(
 
     With :math:`O_s` the users whose shown item is relevant and of group :math:`s`, :math:`e` its exposure
     and :math:`w` its weight (the inverse of how likely a random shown item is a relevant one of that
-    group for that user, estimated as ``method`` says), the estimate is :math:`\\sum_{O_0} w e / \\sum_{O_0} w - \\sum_{O_1} w e / \\sum_{O_1} w`
-    (docs/SIMPSON.md §2).  When the weights of a group are undefined or all
-    zero, the value is NaN and ``missing_reason`` says why.
+    group for that user, estimated as ``method`` says), the estimate is
+    :math:`\\sum_{O_0} w e / \\sum_{O_0} w - \\sum_{O_1} w e / \\sum_{O_1} w`
+    (docs/SIMPSON.md §2).  When the weights of a group are undefined or all zero, the value is NaN and
+    ``missing_reason`` says why.
 
     Parameters
     ----------
