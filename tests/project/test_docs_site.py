@@ -8,8 +8,8 @@ a figure exists whatever ``build/notebooks/`` holds. The site is served over HTT
 in Debian's headless Chromium through playwright; the browser test skips with the reason when either is
 missing.
 
-Checked: ``sphinx-build -W`` exits 0 with no warning line; a formula of docs/FACTER.md is typeset by
-MathJax (served from the site itself, no CDN); the notebook page shows its figure (an ``<img>`` that loaded);
+Checked: ``sphinx-build -W`` exits 0 with no warning line; the formulas of docs/FACTER.md, SIMPSON.md,
+SIMULATED.md, USAGE.md and PROTOCOL.md are typeset by MathJax (served from the site itself, no CDN); the notebook page shows its figure (an ``<img>`` that loaded);
 the API page of ``facterlab.facter`` lists its public names and modules; the curated API page (docs/api.rst)
 links every row to an anchor that exists, and the sidebar holds no module page; the search box finds the
 FACTER page.
@@ -155,6 +155,11 @@ def test_site_in_the_browser(server):
         assert page.locator("mjx-container").count() >= 5
         assert page.locator("mjx-merror").count() == 0, "MathJax could not typeset a formula"
         assert page.locator("mjx-container[display='true']").count() >= 1, "no display formula"
+        # every user-guide page with formulas: each one typeset, none an error (issue 42)
+        for guide in ("SIMPSON", "SIMULATED", "USAGE", "PROTOCOL"):
+            page.goto(f"{server}/{guide}.html")
+            page.wait_for_selector("mjx-container", timeout=60_000)
+            assert page.locator("mjx-merror").count() == 0, f"MathJax could not typeset a formula of {guide}.md"
 
         # a figure in a notebook page: an <img> of the notebook's output that the browser loaded
         page.goto(f"{server}/_notebooks/{NOTEBOOK}.html")
