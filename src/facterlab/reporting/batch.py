@@ -107,9 +107,11 @@ def run_many(
     --------
     Two tiny simulated runs (no data, no model; see :func:`~facterlab.facter.run_experiment`), one without
     and one with a demographic bias, with the results and the cache in a scratch folder
-    (``$FACTERLAB_RESULTS``, ``$FACTERLAB_CACHE``).  Asked again, the finished runs are read back:
+    (``$FACTERLAB_RESULTS``, ``$FACTERLAB_CACHE``).  Asked again, the finished runs are read back, not
+    redone (each says ``reusing run <id> from <its start time> (<its folder>)``, printed, or logged where
+    facterlab's log lines show; kept out of this example's output):
 
-    >>> import os, tempfile
+    >>> import contextlib, io, os, tempfile
     >>> from unittest import mock
     >>> from facterlab import preset
     >>> from facterlab.reporting.batch import run_many
@@ -119,12 +121,13 @@ def run_many(
     >>> scratch = tempfile.mkdtemp()
     >>> with mock.patch.dict(os.environ, FACTERLAB_RESULTS=scratch, FACTERLAB_CACHE=scratch):
     ...     runs = run_many(configs, workers=1)
-    ...     again = run_many(configs, workers=1)  # doctest: +ELLIPSIS
-    reusing run ... from ...
-    reusing run ... from ...
+    ...     with contextlib.redirect_stdout(io.StringIO()):
+    ...         again = run_many(configs, workers=1)
     >>> {beta: round(r.record.metrics.methods["neutral"].cfr_multi, 2) for beta, r in runs.items()}
     {0.0: 0.0, 2.0: 0.63}
     >>> [again[beta].run_id == runs[beta].run_id for beta in configs]
+    [True, True]
+    >>> [again[beta].record.meta.started_at == runs[beta].record.meta.started_at for beta in configs]  # read back
     [True, True]
     """
     workers = default_workers() if workers is None else int(workers)
