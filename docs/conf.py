@@ -19,6 +19,7 @@ The chosen copies are staged under ``<source dir>/_notebooks/`` when the build s
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -92,8 +93,63 @@ def _submodules(src: Path = ROOT / "src") -> dict:
     return out
 
 
-# package pages: the package's own public names in full (its __all__), then its modules (module.rst template)
-autosummary_context = {"submodules": _submodules()}
+def _reexports(src: Path = ROOT / "src") -> dict:
+    """``{package: [(directive, name), ...]}``: the public names a package without ``__all__`` imports from
+    its modules (``facterlab``: ``preset``, ``RunConfig``, ``enable_logging``), each with the autodoc directive
+    of its kind (``autofunction``, ``autoclass``, else ``autodata``), read from the sources (no import).  A
+    package with ``__all__`` needs no list: autodoc documents its ``__all__``."""
+
+    def kind(module: str, name: str) -> str:
+        path = src / Path(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        for n in ast.parse(path.read_text(encoding="utf-8")).body if path.is_file() else []:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name:
+                return "autofunction"
+            if isinstance(n, ast.ClassDef) and n.name == name:
+                return "autoclass"
+        return "autodata"
+
+    out = {}
+    for init in sorted((src / "facterlab").rglob("__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        if any(
+            isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets) for n in tree.body
+        ):
+            continue
+        names = [
+            (kind(n.module or "", a.name), a.asname or a.name)
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+            if not (a.asname or a.name).startswith("_")
+        ]
+        if names:
+            out[".".join(init.parent.relative_to(src).parts)] = names
+    return out
+
+
+def _clashes(src: Path = ROOT / "src") -> dict:
+    """``{package: [names]}``: names of a package's ``__all__`` that are also the names of its modules
+    (``facterlab.simpson.simulate``, the function and the module): left off the package's page and off its
+    list of modules (autosummary would take the name for the function); such a module's page is written by
+    hand, ``docs/modules/<module>.rst``, and documents the function (tests/project/test_api_page.py)."""
+    out = {}
+    for init in sorted((src / "facterlab").rglob("__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        for n in tree.body:
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets):
+                names = [e.value for e in getattr(n.value, "elts", []) if isinstance(e, ast.Constant)]
+                kids = {p.stem for p in init.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+                if clash := sorted(set(names) & kids):
+                    out[".".join(init.parent.relative_to(src).parts)] = clash
+    return out
+
+
+# package pages: the package's public names in full, re-exported ones included (its __all__, else
+# _reexports), each with its anchor (``facterlab.facter.run_experiment``), then its modules (module.rst
+# template). The pages are generated from docs/api-modules.rst, an orphan page: no module is in the sidebar,
+# whose API entry is the curated docs/api.rst (tests/project/test_api_page.py).
+autosummary_context = {"submodules": _submodules(), "reexports": _reexports(), "clashes": _clashes()}
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_use_rtype = False

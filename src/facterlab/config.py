@@ -336,7 +336,7 @@ class FacterConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """Metrics (docs/FACTER.md §4)."""
+    """How the run is scored: the cut-off k, title mapping, SNSR, CFR and NDCG settings (docs/FACTER.md §4)."""
 
     k: int = 10
     mapping: str = "encoder"
@@ -539,10 +539,35 @@ def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     RunConfig
         The frozen configuration; its hash is the run id (:func:`config_hash`).
 
+    See Also
+    --------
+    RunConfig : the sections and fields (``data``, ``model``, ``facter``, ``metrics``, ``sim``).
+    with_overrides : the same overrides on a config you have.
+    facterlab.facter.run_experiment : runs a config.
+    facterlab.facter.validation.validate_config : every bound checked before a run starts.
+
     Examples
     --------
-    >>> preset("repro", facter__passes=1, protocol="rank").facter.passes
-    1
+    >>> from facterlab import preset
+    >>> cfg = preset("repro", data__n_rows=100, facter__alpha=0.2, protocol="rank")
+    >>> cfg.preset, cfg.protocol, cfg.data.n_rows, cfg.facter.alpha, cfg.facter.passes
+    ('repro', 'rank', 100, 0.2, 3)
+
+    ``icml`` is REPRO's settings at the ICML paper's alpha; ``facterlab`` takes facterlab's choice on
+    every protocol switch (docs/PROTOCOL.md):
+
+    >>> preset("icml").facter.alpha, preset("repro").metrics.ndcg_positions, preset("facterlab").metrics.ndcg_positions
+    (0.2, 'compacted', 'positional')
+
+    The same config, built twice, has the same hash (the first half of its run id); a misspelt field is
+    an error that lists the known ones:
+
+    >>> config_hash(cfg) == config_hash(preset("repro", protocol="rank", facter__alpha=0.2, data__n_rows=100))
+    True
+    >>> preset("repro", facter__pases=1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown facter config field(s): ['pases']; known: ['alpha', ...]
     """
     if name == "paper":
         raise ValueError(

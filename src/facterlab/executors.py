@@ -11,7 +11,7 @@ Executors (:func:`make_executor`):
 
 - ``serial``: in this process, one task after another (the reference for byte-identical outputs);
 - ``process`` (default): a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
-  (``spawn``ed by default: no inherited torch threads or locks; ``start_method=None``: the platform's
+  (started with ``spawn`` by default: no inherited torch threads or locks; ``start_method=None``: the platform's
   way, which the Simpson grid keeps).  Its workers die with the driver, even after ``kill -9``
   (:func:`_die_with_parent`).  A worker that dies breaks the whole pool; the pool is rebuilt
   and every task still pending is submitted again.  A task that had started in a worker counts an
@@ -119,7 +119,8 @@ def permanent(exc: BaseException | None) -> bool:
 
 
 class Executor:
-    """Run keyed tasks (module docstring).  Subclasses implement :meth:`run`."""
+    """Run keyed tasks, each on a worker, with retries and progress events; subclasses implement
+    :meth:`run` (the contract: module docstring)."""
 
     name = "executor"
     workers = 1
@@ -332,8 +333,8 @@ WORKER_DIED_WAITING = "a worker process died (killed, or out of memory) before a
 
 
 class ProcessExecutor(Executor):
-    """A local pool of ``workers`` processes (module docstring), ``spawn``ed by default; ``start_method``
-    None: the platform's default (``fork`` on Linux before Python 3.14: fast, and a script needs no
+    """Run keyed tasks on a local pool of ``workers`` processes, started with ``spawn`` by default;
+    ``start_method`` None: the platform's default (``fork`` on Linux before Python 3.14: fast, and a script needs no
     ``if __name__ == "__main__"`` guard, but it copies the parent's threads' state).
 
     ``keep_pool``: the pool lives from the first :meth:`run` to :meth:`close` (else one pool per call),
@@ -455,9 +456,9 @@ def _trace(exc: BaseException) -> str:
 
 
 class DaskExecutor(Executor):
-    """Dask distributed (module docstring).  ``client``: an existing ``distributed.Client`` (not closed
-    here); else ``scheduler``: an address to connect to; else a ``LocalCluster`` of ``workers``
-    processes, one thread each, started here and closed by :meth:`close`.
+    """Run keyed tasks on a Dask cluster (local, at a scheduler's address, or Slurm's).  ``client``: an
+    existing ``distributed.Client`` (not closed here); else ``scheduler``: an address to connect to; else a
+    ``LocalCluster`` of ``workers`` processes, one thread each, started here and closed by :meth:`close`.
 
     ``progress`` (default: whether this process is a Jupyter kernel): show Dask's progress widget
     (``distributed``'s ``ProgressWidget``, an ipywidgets bar) for the tasks of each :meth:`run`, and log

@@ -8,10 +8,11 @@ a figure exists whatever ``build/notebooks/`` holds. The site is served over HTT
 in Debian's headless Chromium through playwright; the browser test skips with the reason when either is
 missing.
 
-Checked: ``sphinx-build -W`` exits 0 with no warning line; a formula of docs/FACTER.md is typeset by
-MathJax (served from the site itself, no CDN); the notebook page shows its figure (an ``<img>`` that loaded);
-the API page of ``facterlab.facter`` lists its public names and modules; the search box finds the FACTER
-page.
+Checked: ``sphinx-build -W`` exits 0 with no warning line; the formulas of docs/FACTER.md, SIMPSON.md,
+SIMULATED.md, USAGE.md and PROTOCOL.md are typeset by MathJax (served from the site itself, no CDN); the notebook page shows its figure (an ``<img>`` that loaded);
+the API page of ``facterlab.facter`` lists its public names and modules; the curated API page (docs/api.rst)
+links every row to an anchor that exists, and the sidebar holds no module page; the search box finds the
+FACTER page.
 """
 
 from __future__ import annotations
@@ -96,6 +97,23 @@ def test_site_builds_offline_without_warnings(site):
             if any(part.startswith("_") and not part.endswith("__") for part in anchor.split(".")):
                 private.append(f"{html.name}: {anchor}")
     assert not private, "private names in the API reference:\n" + "\n".join(private[:20])
+    # the curated API page (docs/api.rst): every row links to an anchor that exists; no module page in the sidebar
+    api = (out / "api.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="row-(?:odd|even)"><td><p>(.*?)</p></td>', api, flags=re.S)
+    assert len(rows) > 100, f"{len(rows)} rows on the API page"
+    broken = []
+    for row in rows:
+        link = re.search(r'href="([^"#]+)#([^"]+)"', row)
+        target = out / link.group(1) if link else None
+        if link is None or not target.is_file() or f'id="{link.group(2)}"' not in target.read_text(encoding="utf-8"):
+            broken.append(re.sub(r"<[^>]+>", "", row)[:80])
+    assert not broken, f"API page rows without a working link: {broken[:10]}"
+    sidebar = re.search(
+        r'<div class="sidebar-tree">(.*?)</div>', (out / "index.html").read_text(encoding="utf-8"), re.S
+    )
+    assert sidebar, "no furo sidebar in index.html"
+    in_sidebar = [h for h in re.findall(r'href="([^"]+)"', sidebar.group(1)) if h.startswith("api/")]
+    assert not in_sidebar, f"module pages in the sidebar: {in_sidebar[:10]}"
     # offline: no page asks a CDN for a script or a style sheet
     for html in out.rglob("*.html"):
         text = html.read_text(encoding="utf-8")
@@ -137,6 +155,11 @@ def test_site_in_the_browser(server):
         assert page.locator("mjx-container").count() >= 5
         assert page.locator("mjx-merror").count() == 0, "MathJax could not typeset a formula"
         assert page.locator("mjx-container[display='true']").count() >= 1, "no display formula"
+        # every user-guide page with formulas: each one typeset, none an error (issue 42)
+        for guide in ("SIMPSON", "SIMULATED", "USAGE", "PROTOCOL"):
+            page.goto(f"{server}/{guide}.html")
+            page.wait_for_selector("mjx-container", timeout=60_000)
+            assert page.locator("mjx-merror").count() == 0, f"MathJax could not typeset a formula of {guide}.md"
 
         # a figure in a notebook page: an <img> of the notebook's output that the browser loaded
         page.goto(f"{server}/_notebooks/{NOTEBOOK}.html")

@@ -1,7 +1,7 @@
 """The public API has a clear line (issue 32).
 
 - A module's public names are its ``__all__`` where it has one, else the functions and classes it defines
-  whose names have no leading underscore: exactly what the API reference (docs/api.rst, autodoc) lists.
+  whose names have no leading underscore: exactly what the module pages (docs/api-modules.rst, autodoc) list.
 - Every public function and class has a docstring (this test fails on one without).
 - The names the notebooks import from facterlab are public, and those that notebooks call carry numpydoc
   ``Parameters`` (when they take any) and ``Returns`` sections (functions); the names that do not yet are

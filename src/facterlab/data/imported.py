@@ -221,7 +221,7 @@ def from_tables(
     min_group: int = 30,
     source: str = "tables",
 ) -> Dataset:
-    """A :class:`~facterlab.data.Dataset` from three tables and a column mapping (module docstring).
+    """A :class:`~facterlab.data.Dataset` from three tables and a column mapping (the rules: module docstring).
 
     Parameters
     ----------

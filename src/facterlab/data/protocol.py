@@ -61,7 +61,8 @@ def default_n_rows(dataset_name: str) -> int:
 
 @dataclass
 class Interactions:
-    """Sampled interaction rows with their split (see the module docstring and docs/CONTRACTS.md)."""
+    """The protocol's interaction rows with their calibration/test split (the columns: module docstring and
+    docs/CONTRACTS.md)."""
 
     rows: pd.DataFrame
     items: pd.DataFrame
@@ -168,7 +169,8 @@ def _candidates(
 
 
 def build_interactions(dataset: Dataset, cfg: DataConfig | None = None, n_rows: int | None = None) -> Interactions:
-    """Build the protocol's rows (docs/FACTER.md §1.2; see the module docstring for each step).
+    """Build the protocol's interaction rows from a dataset: history, target and candidates per row, split
+    into calibration and test (docs/FACTER.md §1.2; each step: module docstring).
 
     ``n_rows`` overrides ``cfg.n_rows``, which overrides the dataset default.  Too few eligible rows
     is a ValueError naming both numbers.

@@ -243,7 +243,9 @@ _PART_KEYWORDS = ("rows", "items", "recommender", "scorer", "postprocess", "repr
 
 
 class FacterMonitor:
-    """The online loop (module docstring), built from its :class:`MonitorSettings` and its parts.
+    """FACTER's online monitor: each test row scored against the threshold, violations collected and
+    repair rules mined between passes (the loop: module docstring); built from its :class:`MonitorSettings`
+    and its parts.
 
     ``rows``: the test rows in walk order; ``items``: the catalogue; ``recommender`` a
     :class:`~facterlab.datatypes.Recommender`; ``scorer`` the :class:`OnlineScorer` of the calibration

@@ -173,7 +173,17 @@ class RunMeta:
 
 @dataclass
 class RunRecord:
-    """A run's record: config, metrics, timings and meta (the JSON files of its run folder)."""
+    """A run's record: config, metrics, timings and meta (the JSON files of its run folder).
+
+    ``run.record`` of a :class:`~facterlab.facter.runfolder.RunResult`; :meth:`load` reads it from a run
+    folder.  Read its attributes (``record.metrics.methods["facter"].cfr_multi``,
+    ``record.config.setting("model.llm")``) or the flat view :meth:`RunMetrics.flat`, never dict paths.
+
+    See Also
+    --------
+    facterlab.facter.RunResult : the record with the rows and the calibration table, and an example.
+    facterlab.facter.read_run_folder : a saved run read back (record, rows, calibration table).
+    """
 
     config: RunConfigRecord
     metrics: RunMetrics

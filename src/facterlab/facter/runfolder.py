@@ -410,6 +410,45 @@ class RunResult:
         Seconds per phase (``timings.json``).
     record : RunRecord or None, default None
         The typed run record.
+
+    See Also
+    --------
+    facterlab.facter.run_experiment : makes a run and returns its RunResult.
+    facterlab.facter.read_run_folder : a saved run read back.
+    facterlab.facter.record.RunRecord : the typed record (config, metrics, timings, meta).
+    facterlab.facter.commands.headline_table : the table ``facterlab run`` prints.
+
+    Examples
+    --------
+    A tiny simulated run (as in :func:`~facterlab.facter.run_experiment`'s example), its record, its rows,
+    and the same run read back from its folder:
+
+    >>> import os, tempfile
+    >>> from unittest import mock
+    >>> from facterlab import preset
+    >>> from facterlab.facter import read_run_folder, run_experiment
+    >>> cfg = preset("repro", data__dataset="synthetic", data__n_rows=40, model__llm="simulated",
+    ...              model__encoder="hash-encoder", sim__beta=2.0, facter__passes=2)
+    >>> scratch = tempfile.mkdtemp()
+    >>> with mock.patch.dict(os.environ, FACTERLAB_CACHE=scratch):
+    ...     run = run_experiment(cfg, out_dir=scratch, progress=False)
+    >>> sorted(p.name for p in run.out_dir.iterdir())  # doctest: +NORMALIZE_WHITESPACE
+    ['calibration.parquet', 'config.json', 'metrics.json', 'rows_facter.parquet', 'rows_fair.parquet',
+     'rows_neutral.parquet', 'run.json', 'timings.json']
+    >>> rec = run.record  # the typed record: read its attributes, not the JSON dicts
+    >>> rec.config.setting("model.llm"), rec.config.setting("sim.beta"), rec.metrics.calibration.n
+    ('simulated', 2.0, 28)
+    >>> cal = rec.metrics.calibration
+    >>> round(cal.q0, 2), round(cal.alpha, 2)
+    (1.05, 0.1)
+    >>> flat = rec.metrics.methods["facter"].flat()  # the keys tables use
+    >>> round(flat["cfr_multi"], 2), flat["violations_adaptive_pass1"]
+    (0.54, 1.0)
+    >>> len(run.rows["facter"]), len(run.calibration)  # FACTER: one row per test row and pass
+    (24, 28)
+    >>> again = read_run_folder(run.out_dir)
+    >>> again.run_id == run.run_id, again.record == run.record
+    (True, True)
     """
 
     run_id: str
@@ -488,6 +527,12 @@ def read_run_folder(path: os.PathLike | str) -> RunResult:
     -------
     RunResult
         With ``rows`` for every method of ``METHODS`` and ``out_dir = path``.
+
+    See Also
+    --------
+    RunResult : its example makes a run and reads it back with this function.
+    facterlab.facter.record.RunRecord.load : the record alone (the JSON files), no rows.
+    facterlab.facter.runfolder.run_folders : the complete run folders under a results folder.
     """
     path = Path(path)
     stamp = _stamp(path)

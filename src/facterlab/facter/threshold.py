@@ -29,7 +29,7 @@ from facterlab.config import THRESHOLD_RULES
 def update_threshold(
     q: float, s: float, rule: str = "one_sided", gamma: float = 0.95, eta: float = 0.05, alpha: float = 0.10
 ) -> float:
-    """One step of the named threshold rule (see module docstring for the formulas).
+    """The online threshold after one step of the named rule (the formulas: module docstring).
 
     Parameters
     ----------

@@ -50,7 +50,7 @@ def _is_blank(t) -> bool:
 
 
 class CatalogueMapper:
-    """Map generated titles to catalogue item ids (docs/FACTER.md §4; see the module docstring).
+    """Map generated titles to catalogue item ids (docs/FACTER.md §4; the matching rules: module docstring).
 
     Parameters
     ----------

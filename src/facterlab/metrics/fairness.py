@@ -124,7 +124,8 @@ def snsr_proxy(
     mask: np.ndarray | None = None,
     empty_rows: str = "drop",
 ) -> dict:
-    """SNSR/SNSV, ``snsr_proxy`` variant (docs/FACTER.md §4; formulas in the module docstring).
+    """SNSR and SNSV of the ``snsr_proxy`` variant: the largest and the mean cosine distance between the
+    groups' recommendation centroids (docs/FACTER.md §4; the formulas: module docstring).
 
     ``row_embeddings``: (n, d) per-row vectors (normalised means; re-normalised here), or (n, k, d)
     item embeddings with an optional (n, k) ``mask``.  ``groups``: DataFrame with the ``attrs`` columns,

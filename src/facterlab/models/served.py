@@ -242,7 +242,8 @@ def served_fingerprint(model_cfg: ModelConfig, protocol: str, info: ServerInfo) 
 
 
 class ServedRecommender(Recommender):
-    """The recommender of an OpenAI-compatible server (module docstring)."""
+    """The recommender of a model behind an OpenAI-compatible server (vLLM, TGI, llama.cpp,
+    ``transformers serve``; how it asks and caches: module docstring)."""
 
     takes_system_prompt = True  # FACTER's prompt repair applies (facterlab.datatypes.takes_system_prompt)
 

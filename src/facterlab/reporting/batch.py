@@ -95,6 +95,40 @@ def run_many(
     ------
     RuntimeError
         When a run failed after its retries (every failed run is named, with its error).
+
+    See Also
+    --------
+    facterlab.facter.run_experiment : one run.
+    facterlab.reporting.experiments.run : one run, or the saved one read back.
+    facterlab.reporting.sweep.run_sweep : the sweep behind this (``facterlab sweep``; Dask, Slurm).
+    facterlab.simpson.sweeping.run_many : the same for Simpson simulations.
+
+    Examples
+    --------
+    Two tiny simulated runs (no data, no model; see :func:`~facterlab.facter.run_experiment`), one without
+    and one with a demographic bias, with the results and the cache in a scratch folder
+    (``$FACTERLAB_RESULTS``, ``$FACTERLAB_CACHE``).  Asked again, the finished runs are read back, not
+    redone (each says ``reusing run <id> from <its start time> (<its folder>)``, printed, or logged where
+    facterlab's log lines show; kept out of this example's output):
+
+    >>> import contextlib, io, os, tempfile
+    >>> from unittest import mock
+    >>> from facterlab import preset
+    >>> from facterlab.reporting.batch import run_many
+    >>> configs = {beta: preset("repro", data__dataset="synthetic", data__n_rows=40, model__llm="simulated",
+    ...                         model__encoder="hash-encoder", sim__beta=beta, facter__passes=1)
+    ...            for beta in (0.0, 2.0)}
+    >>> scratch = tempfile.mkdtemp()
+    >>> with mock.patch.dict(os.environ, FACTERLAB_RESULTS=scratch, FACTERLAB_CACHE=scratch):
+    ...     runs = run_many(configs, workers=1)
+    ...     with contextlib.redirect_stdout(io.StringIO()):
+    ...         again = run_many(configs, workers=1)
+    >>> {beta: round(r.record.metrics.methods["neutral"].cfr_multi, 2) for beta, r in runs.items()}
+    {0.0: 0.0, 2.0: 0.63}
+    >>> [again[beta].run_id == runs[beta].run_id for beta in configs]
+    [True, True]
+    >>> [again[beta].record.meta.started_at == runs[beta].record.meta.started_at for beta in configs]  # read back
+    [True, True]
     """
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:

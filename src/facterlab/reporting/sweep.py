@@ -515,7 +515,7 @@ def run_sweep(
 ) -> SweepResult:
     """Plan ``configs``, run the runs not finished yet through ``executor`` (a name of
     :data:`facterlab.executors.EXECUTORS` or an :class:`~facterlab.executors.Executor`), merge the cache
-    shards, and return the summary (module docstring).  ``on_event``: called as the executor's
+    shards, and return the summary (the steps: module docstring).  ``on_event``: called as the executor's
     (``kind, run_id, info``) after the progress line."""
     from facterlab.models.shards import merge_shards, prepare_base
 

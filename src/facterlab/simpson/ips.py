@@ -211,8 +211,63 @@ def weights_oracle(exp, both_groups_only: bool = False) -> np.ndarray:
 def ips_estimate(
     exp, method: str = "counts", n_bins: int = 10, floor: float = 1e-3, features: str = "embedding"
 ) -> Estimate:
-    """Self-normalised IPS estimate of the per-user gap (paper eq. 1):
-    sum_{O_0} w e / sum_{O_0} w - sum_{O_1} w e / sum_{O_1} w.
+    """Self-normalised IPS estimate of the per-user gap from a random experiment (paper eq. 1).
+
+    With :math:`O_s` the users whose shown item is relevant and of group :math:`s`, :math:`e` its exposure
+    and :math:`w` its weight (the inverse of how likely a random shown item is a relevant one of that
+    group for that user, estimated as ``method`` says), the estimate is
+    :math:`\\sum_{O_0} w e / \\sum_{O_0} w - \\sum_{O_1} w e / \\sum_{O_1} w`
+    (docs/SIMPSON.md §2).  When the weights of a group are undefined or all zero, the value is NaN and
+    ``missing_reason`` says why.
+
+    Parameters
+    ----------
+    exp : RandomExperiment
+        One uniformly drawn shown item per user (:func:`~facterlab.simpson.random_experiment`), or any
+        object with the arrays ``relevant``, ``group``, ``exposure`` and ``user_feature`` (the
+        ``model`` method also reads ``user_embedding``, ``oracle`` the true counts ``n_relevant_0/1``).
+    method : str, default "counts"
+        The weights: ``"counts"`` (cells of the user feature, :func:`weights_counts`), ``"model"``
+        (a logistic model, :func:`weights_model`), ``"oracle"`` or ``"oracle_both"`` (the true counts,
+        :func:`weights_oracle`).
+    n_bins : int, default 10
+        Cells of the user feature (``counts``).
+    floor : float, default 1e-3
+        Smallest modelled probability (``model``).
+    features : str, default "embedding"
+        What the logistic model reads (``model``).
+
+    Returns
+    -------
+    Estimate
+        ``value`` (the estimated per-user gap), the two weighted group means and the numbers of
+        observed relevant users of each group.
+
+    See Also
+    --------
+    naive_estimate : the unweighted difference, unbiased for the aggregate gap instead.
+    facterlab.simpson.gaps_from_table : the exact gaps when every position and relevance is known.
+    facterlab.simpson.audit : the gaps and these estimates from your own exposure log.
+
+    Examples
+    --------
+    A simulated world with a bias against group 1, where the exact per-user gap is known, and one
+    random shown item per user:
+
+    >>> from facterlab.simpson import (SimpsonConfig, aggregate_gap, ips_estimate, naive_estimate,
+    ...                                per_user_gap, random_experiment, simulate)
+    >>> sim = simulate(SimpsonConfig(n_users=2000, bias=1.0, seed=0))
+    >>> exp = random_experiment(sim)
+    >>> round(per_user_gap(sim.stats).value, 3), round(aggregate_gap(sim.stats).value, 3)  # the truth
+    (-0.309, -0.25)
+    >>> est = ips_estimate(exp, "counts")
+    >>> round(est.value, 3), est.n_0, est.n_1, est.method
+    (-0.279, 212, 208, 'ips_counts')
+    >>> round(ips_estimate(exp, "oracle").value, 3), round(naive_estimate(exp).value, 3)
+    (-0.293, -0.238)
+
+    By hand: the user feature's second cell is half as likely relevant as the first, so its shown item
+    gets twice the weight (4/3 against 2/3):
 
     >>> from types import SimpleNamespace as NS
     >>> e = NS(relevant=np.array([1, 1, 0, 1, 1, 0]), group=np.array([0, 0, 0, 1, 1, 1]),

@@ -6,21 +6,21 @@ docs/SIMPSON.md §3).
   ``mu1`` reading below; d_0 = 1.5, d_1 varied ("density").  M = 100 items, half in each group (choice).
 - Relevance: Rel(i, j) = 1 iff U_i . V_j > T, T = 0.3 (21.6 % of pairs at r = 8).
 - Score(i, j) = U_i . V_j + noise_ij + bias_j, bias_j = b for group-1 items (model bias),
-  noise_ij ~ N(0, (sigma (1 + f(x)))^2), x = clip(U_i . mu_1/|mu_1|, -1, 1) (or V_j's, by the
+  noise_ij ~ N(0, (sigma (1 + f(x)))^2), x = clip(U_i . mu_1/‖mu_1‖, -1, 1) (or V_j's, by the
   ``noise`` reading below), f linear with f(-1) = 0, f(1) = sigma_1 ("noise level"), i.e.
   f(x) = sigma_1 (x + 1)/2.  The standard normal draws are float32 (choice: faster, ties stay negligible).
 - Full ranking by score (argsort of the N x M score matrix, chunked over users);
   Exp = f_exp(position), default 1/log2(1 + p).
 - Random experiment: one item per user, drawn uniformly and independently of the user.
-- Factor read-outs (docs/SIMPSON.md §3): a hypothetical user u* = mu_1/|mu_1| (excluded from the gaps):
+- Factor read-outs (docs/SIMPSON.md §3): a hypothetical user u* = mu_1/‖mu_1‖ (excluded from the gaps):
   competition n(u*) and C(u*), performance nDCG(u*) (choice: the mean over ``probe_draws``
   independent noise draws).
 
 Two readings of the paper's text are named variants (``docs/SIMPSON.md``):
 
 - ``noise``: ``"user"`` (default) takes the noise level from the user's alignment
-  x_i = U_i . mu_1/|mu_1| (the formula as printed names U_i); ``"item"`` takes it from the *item's*
-  alignment x_j = V_j . mu_1/|mu_1| (the prose: items of group 1 are noisier).
+  x_i = U_i . mu_1/‖mu_1‖ (the formula as printed names U_i); ``"item"`` takes it from the *item's*
+  alignment x_j = V_j . mu_1/‖mu_1‖ (the prose: items of group 1 are noisier).
 - ``mu1``: ``"orthonormal"`` (default) mu_1 = [0, 1, 0, ...], the printed vector orthonormalised
   against mu_0 (the prose calls the two means orthogonal); ``"printed"`` mu_1 = [1, 1, 0, ...].
 
@@ -189,7 +189,7 @@ def _mu(s: int, r: int, reading: str = "printed") -> np.ndarray:
 
 
 def mu1_hat(cfg: SimpsonConfig) -> np.ndarray:
-    """mu_1/|mu_1| under the configuration's ``mu1`` reading."""
+    """mu_1/‖mu_1‖ under the configuration's ``mu1`` reading."""
     mu = _mu(1, cfg.rank, cfg.mu1)
     return mu / np.linalg.norm(mu)
 

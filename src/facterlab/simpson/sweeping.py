@@ -246,6 +246,14 @@ def run_many(
     list
         ``fn(a)`` for every ``a`` of ``args``, in order.
 
+    See Also
+    --------
+    sweep : one grid of simulations through this function.
+    facterlab.simpson.simulate_and_measure : the function a sweep runs on each setting.
+    facterlab.reporting.batch.run_many : the same for FACTER runs (configs, run folders).
+
+    Examples
+    --------
     >>> run_many(abs, [-1, 2, -1], executor="serial")
     [1, 2, 1]
     """
