@@ -57,6 +57,7 @@ __all__ = [
     "negative_control_claims",
     "LowercaseLineReader",
     "ATTRIBUTION_CASES",
+    "ATTRIBUTION_VARIANTS",
     "VARIANT_SETTINGS",
     "attribution_plan",
     "rule_cells",
@@ -84,6 +85,9 @@ ATTRIBUTION_CASES: dict = {
     "students-comedy": {"beta": 2.0, "bias_table": "students-comedy"},
     "narrow-table": dict(BIASED_CASES["narrow-table"]),
 }
+#: the attribution acceptance's monitor variants: the all-attributes twin, per-attribute twins on flagged rows,
+#: per-attribute twins on every row
+ATTRIBUTION_VARIANTS = ("family", "attributed", "attributed-all")
 #: the least share of confirmed rules that name a true (attribute value, feature) cell (attribution acceptance)
 TRUE_RULE_SHARE = 0.9
 #: the least share of the narrow table's true cells (per seed, pooled) that confirmed rules find
@@ -442,7 +446,7 @@ def case_insensitive_run(seed: int, before: bool = False, out_dir=None, data_dir
 # ---------------------------------------------------------------- attribution (issue 43 item 2)
 def attribution_plan(
     seeds: Sequence[int] = (0, 1, 2),
-    variants: Sequence[str] = ("family", "attributed"),
+    variants: Sequence[str] = ATTRIBUTION_VARIANTS,
     unbiased: Sequence[str] = UNBIASED_CASES,
 ) -> list:
     """The runs of the attribution acceptance as ``(case, seed, variant)`` keys: every case of
@@ -451,7 +455,7 @@ def attribution_plan(
     "per-attribute"``).
 
     >>> len(attribution_plan((0, 1, 2))), attribution_plan((5,), ("attributed",), ())
-    (54, [('default-table', 5, 'attributed'), ('students-comedy', 5, 'attributed'), ('narrow-table', 5, 'attributed')])
+    (81, [('default-table', 5, 'attributed'), ('students-comedy', 5, 'attributed'), ('narrow-table', 5, 'attributed')])
     """
     cases = (*ATTRIBUTION_CASES, *unbiased)
     return [(c, int(s), v) for v in variants for c in cases for s in seeds]
@@ -714,7 +718,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--attribution",
         action="store_true",
         help="instead: the attribution acceptance (issue 43 item 2): attribution_plan at --seeds, the all-attributes "
-        "twin ('family') against per-attribute twins ('attributed'); --cases limits the unbiased cases",
+        "twin ('family') against per-attribute twins on flagged rows ('attributed') and on every row ('attributed-all'); "
+        "--cases limits the unbiased cases",
+    )
+    p.add_argument(
+        "--case-insensitive",
+        action="store_true",
+        help="instead: the reword placebo's positive control (issue 43 item 5): LowercaseLineReader under the reword "
+        "placebo alone, occupations reworded by a case flip (before) and by their synonyms (after), at --seeds, --n rows",
     )
     p.add_argument(
         "--negative-control",
@@ -743,13 +754,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from facterlab.reporting.batch import run_many  # the sweep machinery, for the command line only
 
+    if a.case_insensitive:
+        from facterlab.reporting.claims import clopper_pearson
+
+        for before in (True, False):
+            k = n = 0
+            for seed in a.seeds:
+                r = case_insensitive_run(seed, before=before, data_dir=a.data_dir, **{**base, "passes": 1})
+                flags = r.rows["neutral"]["viol_fixed"].to_numpy(dtype=bool)
+                k, n = k + int(flags.sum()), n + len(flags)
+                print(f"{'case flip' if before else 'synonyms'} seed {seed}: {int(flags.sum())}/{len(flags)} flagged")
+            lo, hi = clopper_pearson(k, n)
+            print(f"{'case flip' if before else 'synonyms'}: {k}/{n} = {k / n:.3f} (99% CI [{lo:.3f}, {hi:.3f}])")
+        return 0
     if a.attribution:
         unbiased = [c for c in a.cases if c in UNBIASED_CASES]
-        keys = attribution_plan(a.seeds, ("family", "attributed"), unbiased)
+        keys = attribution_plan(a.seeds, ATTRIBUTION_VARIANTS, unbiased)
         runs = run_many({key: case_config(*key, **base) for key in keys}, data_dir=a.data_dir)
         frame = attribution_frame(runs)
         print(frame.drop(columns=["run_id"]).to_string(index=False))
-        checks = [c for v in ("family", "attributed") for c in attribution_claims(frame, runs, v)]
+        checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
         print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
         return 0
     runs = run_many({key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}, data_dir=a.data_dir)
