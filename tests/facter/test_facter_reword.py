@@ -91,3 +91,32 @@ def test_a_case_insensitive_reader_is_caught_by_the_reword_placebo_alone(tmp_pat
     new, cal_new = rates[False]
     assert cal_old.share_placebo_nonzero == 0 and old > 0.3, rates
     assert cal_new.share_placebo_nonzero > 0.2 and new < old / 2, rates
+
+
+def test_the_reword_vocabulary_is_in_the_run_id_only_where_it_can_change_an_answer():
+    from facterlab.config import preset
+    from facterlab.facter import pipeline
+
+    def rid(cfg):
+        return pipeline.run_id_for(cfg, "abc", {"llm": "x", "encoder": "y"})
+
+    def old(cfg):  # the run id before the vocabulary was hashed
+        import hashlib
+        import json
+
+        from facterlab.config import config_hash
+
+        blob = json.dumps({"content": "abc", "models": {"llm": "x", "encoder": "y"}}, sort_keys=True)
+        return f"{config_hash(cfg)}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+    null = {"facter__delta": "twin", "facter__threshold": "null"}
+    unchanged = [
+        preset("repro"),
+        preset("repro", model__llm="simulated"),
+        preset("repro", model__llm="simulated", **null),  # the fields reader never reads a placebo's text
+        preset("repro", facter__placebo="order", **null),
+    ]
+    for cfg in unchanged:
+        assert rid(cfg) == old(cfg)
+    for cfg in (preset("repro", **null), preset("repro", model__llm="simulated", sim__reads="text", **null)):
+        assert rid(cfg) != old(cfg)

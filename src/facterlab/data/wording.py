@@ -38,6 +38,7 @@ __all__ = [
     "has_rewording",
     "missing_rewordings",
     "OCCUPATION_SYNONYMS",
+    "REWORD_VOCABULARY",
     "BUILTIN_REWORDED",
     "GENDER_FORMS",
     "ATTRIBUTE_LABELS",
@@ -51,6 +52,10 @@ ATTRIBUTE_LABELS = {"gender": "gender", "sex": "gender", "age": "age", "occupati
 _GENDER_OF = {form.lower(): code for code, forms in GENDER_FORMS.items() for form in forms}
 #: the attributes whose values facterlab can write in other words without a user-supplied wording map
 BUILTIN_REWORDED = ("gender", "age", "occupation")
+#: the version of the reword placebo's built-in vocabulary, part of the run id of every run whose answers
+#: it can change (:func:`facterlab.facter.pipeline.run_id_for`): "synonyms-1", a synonym for every
+#: occupation (before: a case flip, runs saved without this key)
+REWORD_VOCABULARY = "synonyms-1"
 
 #: the reword placebo's occupation in other words: a synonym or paraphrase of every ML-1M label (the
 #: synthetic and Amazon datasets use them too) and every ML-100K occupation, never a case change; one
