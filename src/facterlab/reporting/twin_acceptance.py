@@ -23,6 +23,14 @@ counted among the holds: no false flag when every twin distance of the Neutral r
 not above Fair's when FACTER made no rule in any run (its prompt is then Fair's).
 
 :func:`acceptance_frame` has one row per run with the numbers behind every claim.
+
+Two further checks of issue 43: the **attribution acceptance** (:func:`attribution_plan`,
+:func:`attribution_frame`, :func:`attribution_claims`; ``--attribution``): confirmed rules made with the
+all-attributes twin against per-attribute twins (``facter.attribution``, docs/FACTER.md §7.3) on the
+default table, students -> Comedy and the narrow table, and on the unbiased cases; and the reword
+placebo's **positive control** (:class:`LowercaseLineReader`, :func:`case_insensitive_run`;
+``--case-insensitive``): a reader that ignores letter case, caught by the reword placebo alone once every
+value has a synonym.
 """
 
 from __future__ import annotations
