@@ -43,6 +43,7 @@ from facterlab import paths
 # re-exported: the allowed values and the served-model names lived here before config was split along its
 # seams (issue 32); ``from facterlab.config import BOUNDS`` and the rest still work
 from facterlab.config_bounds import (  # noqa: F401
+    ATTRIBUTIONS,
     BOUNDS,
     CALIBRATION_PROMPTS,
     CFR_PROMPTS,
@@ -306,6 +307,11 @@ class FacterConfig:
     rule_level: float = 0.05  # rule_mining "confirmed": family-wise level of the exact McNemar tests (Bonferroni)
     rule_min_effect: float = 0.2  # rule_mining "confirmed": least (b - c) / (b + c) of a rule's discordant pairs
     max_rules: int = 10  # rule_mining "confirmed": the most rules in force at once (all groups)
+    # rule_mining "confirmed": "joint" (a flagged pair counts for every attribute of the row) | "per-attribute"
+    # (flagged rows also asked with one attribute flipped at a time; credited to the attributes whose own twin
+    # moved the answer past Q_null, each mined against its own twin) | "per-attribute-all" (every row asked so,
+    # every row's pair counts; docs/FACTER.md §7.3)
+    attribution: str = "joint"
 
     def __post_init__(self) -> None:
         _check_choice("delta", self.delta, DELTA_KINDS)
@@ -313,6 +319,12 @@ class FacterConfig:
         _check_choice("rule_mining", self.rule_mining, RULE_MININGS)
         _check_choice("placebo", self.placebo, PLACEBO_KINDS)
         _check_choice("twin", self.twin, TWIN_EDITS)
+        _check_choice("attribution", self.attribution, ATTRIBUTIONS)
+        if self.attribution != "joint" and (self.rule_mining != "confirmed" or self.threshold != "null"):
+            raise ValueError(
+                f"facter.attribution {self.attribution!r} credits confirmed rules by each attribute's own twin against "
+                "Q_null: it needs facter.rule_mining 'confirmed' and facter.threshold 'null'"
+            )
         if self.rule_mining == "confirmed" and self.delta != "twin":
             raise ValueError(
                 "facter.rule_mining 'confirmed' mines twin-confirmed differences: it needs facter.delta 'twin'"
@@ -626,6 +638,7 @@ ADDED_FIELDS: dict = {
     ("facter", "rule_level"): 0.05,
     ("facter", "rule_min_effect"): 0.2,
     ("facter", "max_rules"): 10,
+    ("facter", "attribution"): "joint",
     ("sim", "reads"): "fields",
     ("sim", "trigger"): "semantic",
     ("sim", "order_sd"): 0.0,

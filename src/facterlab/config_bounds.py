@@ -19,7 +19,7 @@ __all__ = [
     "DATASETS", "DATASET_NAME_PATTERN", "is_dataset_name", "dataset_arg", "PROTOCOLS", "THRESHOLD_RULES", "CORRECTIONS", "RULE_KEYINGS", "FLIP_STRATEGIES", "MAPPINGS",
     "RANKERS", "LINEAR_KERNELS", "CALIBRATION_PROMPTS", "TIE_ORDERS", "RULE_TIE_ORDERS", "TOP1_RULES",
     "EMPTY_OUTPUT_RULES", "GENDER_WORDINGS", "NDCG_POSITIONS", "SNSR_ITEMS", "SNSR_EMPTY_ROWS", "CFR_PROMPTS",
-    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "SIM_READS", "SIM_TRIGGERS",
+    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "ATTRIBUTIONS", "SIM_READS", "SIM_TRIGGERS",
     "SIM_COMPLIANCE", "SIM_BIAS_TABLES", "Bound", "MAX_SEED", "BOUNDS", "RAPIDFUZZ_THRESHOLD", "THREADS",
 ]  # fmt: skip
 
@@ -83,6 +83,11 @@ RULE_MININGS = ("count", "contrast", "confirmed")
 PLACEBO_KINDS = ("family", "reword", "field", "order")
 #: the twin's edit: the protected attributes flipped, or (a negative control) the same values reworded
 TWIN_EDITS = ("flip", "reword")
+#: confirmed mining's attribution (docs/FACTER.md §7.3): a flagged pair counts for every attribute of the row
+#: ("joint", the all-attributes twin); with one twin per attribute, each attribute is mined against its own
+#: twin: on the flagged rows whose own twin moved the answer past Q_null ("per-attribute"), or on every row
+#: ("per-attribute-all": the group-level directional test, more requests, more power)
+ATTRIBUTIONS = ("joint", "per-attribute", "per-attribute-all")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
 SIM_READS = ("fields", "text")
 #: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")

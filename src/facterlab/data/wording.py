@@ -12,9 +12,16 @@ Two users of one vocabulary:
 ``canonical(attr, reword(attr, v)) == canonical(attr, v)`` for every value of the vocabularies
 (tested), and ``reword(attr, v) != v``.
 
+Every value of the built-in vocabularies (ML-1M's and ML-100K's genders, age bands and occupations, the
+synthetic and Amazon datasets' copies of them) has a real rewording, a synonym or paraphrase, never a
+change of letter case (:data:`OCCUPATION_SYNONYMS`): a reader that lowercases the prompt still sees
+every reworded line change.  A value with no known rewording (an imported dataset's attribute without a
+wording map, an occupation outside the vocabularies) is reported with its reason by
+:func:`missing_rewordings`, and the run says so (:mod:`facterlab.facter.calibration`).
+
 >>> reword("gender", "F"), reword("age", "25-34"), reword("age", "56+"), reword("occupation", "college/grad student")
-('woman', '25 to 34', '56 or older', 'college or grad student')
->>> canonical("gender", "woman"), canonical("age", "25 to 34"), canonical("occupation", "College or grad student")
+('woman', '25 to 34', '56 or older', 'university student')
+>>> canonical("gender", "woman"), canonical("age", "25 to 34"), canonical("occupation", "University student")
 ('F', '25-34', 'college/grad student')
 """
 
@@ -29,6 +36,9 @@ __all__ = [
     "attribute_label",
     "attribute_of_label",
     "has_rewording",
+    "missing_rewordings",
+    "OCCUPATION_SYNONYMS",
+    "REWORD_VOCABULARY",
     "BUILTIN_REWORDED",
     "GENDER_FORMS",
     "ATTRIBUTE_LABELS",
@@ -42,6 +52,55 @@ ATTRIBUTE_LABELS = {"gender": "gender", "sex": "gender", "age": "age", "occupati
 _GENDER_OF = {form.lower(): code for code, forms in GENDER_FORMS.items() for form in forms}
 #: the attributes whose values facterlab can write in other words without a user-supplied wording map
 BUILTIN_REWORDED = ("gender", "age", "occupation")
+#: the version of the reword placebo's built-in vocabulary, part of the run id of every run whose answers
+#: it can change (:func:`facterlab.facter.pipeline.run_id_for`): "synonyms-1", a synonym for every
+#: occupation (before: a case flip, runs saved without this key)
+REWORD_VOCABULARY = "synonyms-1"
+
+#: the reword placebo's occupation in other words: a synonym or paraphrase of every ML-1M label (the
+#: synthetic and Amazon datasets use them too) and every ML-100K occupation, never a case change; one
+#: wording per value, no two values sharing one (so :func:`canonical` reads each back)
+OCCUPATION_SYNONYMS: dict = {
+    # ML-1M (README labels)
+    "other or not specified": "occupation not given",
+    "academic/educator": "teacher or lecturer",
+    "artist": "creative professional",
+    "clerical/admin": "office clerk",
+    "college/grad student": "university student",
+    "customer service": "customer support agent",
+    "doctor/health care": "physician or medical worker",
+    "executive/managerial": "manager",
+    "farmer": "agricultural worker",
+    "homemaker": "stay-at-home parent",
+    "K-12 student": "school pupil",
+    "lawyer": "attorney",
+    "programmer": "software developer",
+    "retired": "pensioner",
+    "sales/marketing": "salesperson or marketer",
+    "scientist": "researcher",
+    "self-employed": "freelancer",
+    "technician/engineer": "technical specialist",
+    "tradesman/craftsman": "skilled tradesperson",
+    "unemployed": "out of work",
+    "writer": "author",
+    # ML-100K (u.occupation; the values shared with ML-1M above keep their wording)
+    "administrator": "administrative officer",
+    "doctor": "physician",
+    "educator": "teacher",
+    "engineer": "engineering professional",
+    "entertainment": "entertainer",
+    "executive": "senior manager",
+    "healthcare": "health care worker",
+    "librarian": "library worker",
+    "marketing": "marketer",
+    "none": "no occupation",
+    "other": "another occupation",
+    "salesman": "salesperson",
+    "student": "full-time student",
+    "technician": "technical worker",
+}
+_OCC_SYN = {k.lower(): v for k, v in OCCUPATION_SYNONYMS.items()}
+_OCC_OF = {v.lower(): k.lower() for k, v in OCCUPATION_SYNONYMS.items()}
 
 
 def attribute_label(attr: str) -> str:
@@ -78,12 +137,64 @@ def has_rewording(attr: str, wordings=None) -> bool:
     return attr in BUILTIN_REWORDED or bool((wordings or {}).get(attr))
 
 
+def missing_rewordings(attribute_values, wordings=None) -> dict:
+    """The values the reword placebo cannot write in other words, each with its reason: ``{attr: {value:
+    reason}}`` (empty when every value has a real rewording).  An attribute with neither a built-in
+    vocabulary nor a wording map keeps its line unchanged; an occupation outside
+    :data:`OCCUPATION_SYNONYMS` (and without a user wording) only has its first letter's case changed, or
+    its "/" written "or", which a reader that ignores case may not see.
+
+    Parameters
+    ----------
+    attribute_values : mapping of str to sequence of str
+        Every value of each protected attribute (``Dataset.attribute_values``).
+    wordings : mapping or None, default None
+        The user's map ``{attr: {value: other wording}}`` (``Dataset.wordings``).
+
+    Returns
+    -------
+    dict
+        ``{attr: {value: reason}}`` for the values without a real rewording.
+
+    Examples
+    --------
+    >>> missing_rewordings({"occupation": ["writer", "astronaut"], "country": ["BR"]})
+    {'occupation': {'astronaut': 'no synonym known: only its first letter is recased'}, 'country': {'BR': 'no wording for the attribute: its line is left unchanged'}}
+    >>> missing_rewordings({"country": ["BR"]}, {"country": {"BR": "Brazil"}})
+    {}
+    """
+    out: dict = {}
+    for attr, values in attribute_values.items():
+        user = (wordings or {}).get(attr) or {}
+        for v in map(str, values):
+            alt = user.get(v)
+            if alt is not None and str(alt) != v:
+                continue
+            if attr not in BUILTIN_REWORDED:
+                reason = "no wording for the attribute: its line is left unchanged"
+            elif attr == "occupation" and v.strip().lower() not in _OCC_SYN:
+                w = reword(attr, v)
+                reason = (
+                    "no synonym known: only its first letter is recased"
+                    if w.lower() == v.lower()
+                    else f"no synonym known: written {w!r}"
+                )
+                if w.lower() != v.lower() and "/" in v:
+                    continue  # "a/b" -> "a or b": a real change of the text
+            else:
+                continue
+            out.setdefault(str(attr), {})[v] = reason
+    return out
+
+
 def reword(attr: str, value: str, style: int = 1, wordings=None) -> str:
     """``value`` of ``attr`` written in other words (the same meaning, different text).
 
     Style 1 (the reword placebo): gender: the code or word becomes "woman" / "man"; age: "25-34" ->
     "25 to 34", "56+" -> "56 or older", "Under 18" -> "younger than 18", anything else gets " years";
-    occupation: "a/b" -> "a or b", otherwise the first letter's case is flipped.  Style 2 (the negative
+    occupation: its synonym (:data:`OCCUPATION_SYNONYMS`: "writer" -> "author", "programmer" ->
+    "software developer"), else "a/b" -> "a or b", else (no synonym known, reported by
+    :func:`missing_rewordings`) the first letter's case is flipped.  Style 2 (the negative
     control's twin, ``facter.twin = "reword"``): "a woman" / "a man"; "between 25 and 34", "56 and over",
     "below 18", "aged X"; "a " before the occupation.
 
@@ -107,7 +218,7 @@ def reword(attr: str, value: str, style: int = 1, wordings=None) -> str:
     Examples
     --------
     >>> reword("occupation", "writer"), reword("age", "Under 18"), reword("gender", "male")
-    ('Writer', 'younger than 18', 'man')
+    ('author', 'younger than 18', 'man')
     """
     v = str(value)
     alt = (wordings or {}).get(attr, {}).get(v)
@@ -130,6 +241,9 @@ def reword(attr: str, value: str, style: int = 1, wordings=None) -> str:
         if v.lower().startswith("under "):
             return "younger than " + v[len("under ") :]
         return v + " years"
+    syn = _OCC_SYN.get(v.strip().lower())
+    if syn is not None:
+        return syn
     if "/" in v:
         return v.replace("/", " or ")
     if v[:1].isalpha():
@@ -203,7 +317,12 @@ def canonical(attr: str, text: str) -> str:
             return "Under " + t[len("under ") :]
         return t[: -len(" years")] if t.endswith(" years") else t
     t = t[: -len(" (occupation)")] if t.endswith(" (occupation)") else t
+    known = _OCC_OF.get(t.lower()) or (_OCC_OF.get(t[2:].lower()) if t.startswith("a ") else None)
+    if known is not None:
+        return known
     t = t[2:] if t.startswith("a ") else t
+    if t.lower() in _OCC_SYN:
+        return t.lower()
     return t.replace(" or ", "/").lower()
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from facterlab.config import RunConfig
 from facterlab.data.dataset import PROTECTED
-from facterlab.data.wording import has_rewording
+from facterlab.data.wording import has_rewording, missing_rewordings
 from facterlab.facter.conformal import ConformalThreshold
 from facterlab.facter.monitor import prompt_items, request_seed
 from facterlab.facter.neighbours import counterfactual_neighbours
@@ -95,20 +95,37 @@ def _twins_of(rows: pd.DataFrame, attribute_values: dict, cfg: RunConfig, wordin
     return twin_attributes(rows, attribute_values, cfg.metrics.flip_strategy, cfg.seed)
 
 
-def _announce_rewording(kinds: Sequence[str], attrs: Sequence[str], wordings: dict | None) -> None:
-    """Say which attributes the reword placebo cannot write in other words (neither a built-in vocabulary
-    nor a user wording): their lines stay as they are under it, so the bound's null rests on the other
-    edits for those attributes (docs/FACTER.md §7, docs/OWN_DATA.md)."""
+def _announce_rewording(
+    kinds: Sequence[str], attrs: Sequence[str], wordings: dict | None, attribute_values: dict | None = None
+) -> None:
+    """Say which attributes, and which values, the reword placebo cannot write in other words (neither a
+    built-in vocabulary nor a user wording: :func:`facterlab.data.wording.missing_rewordings`, each with
+    its reason): their lines stay as they are under it (or only change case), so for them the bound's
+    null rests on the other edits (docs/FACTER.md §7, docs/OWN_DATA.md)."""
     if "reword" not in kinds:
         return
+    others = [k for k in kinds if k != "reword"]
+    rest = " and ".join(f"the {k!r} placebo" for k in others) if others else "no other placebo"
     bare = [a for a in attrs if not has_rewording(a, wordings)]
     if bare:
-        others = [k for k in kinds if k != "reword"]
         log.warning(
             "reword placebo: no wording for %s (pass a wording map: facterlab.data.from_tables(wordings=...)); "
             "their lines are left unchanged by it, so for them the null threshold rests on %s",
             ", ".join(bare),
-            " and ".join(f"the {k!r} placebo" for k in others) if others else "no other placebo",
+            rest,
+        )
+    missing = missing_rewordings({a: v for a, v in (attribute_values or {}).items() if a not in bare}, wordings)
+    for attr, values in missing.items():
+        shown = "; ".join(f"{v!r}: {why}" for v, why in list(values.items())[:5])
+        more = f" (and {len(values) - 5} more)" if len(values) > 5 else ""
+        log.warning(
+            "reword placebo: %d value(s) of %s have no real rewording (%s%s); add them to the wording map. "
+            "For them the null threshold rests on %s",
+            len(values),
+            attr,
+            shown,
+            more,
+            rest,
         )
 
 
@@ -183,7 +200,7 @@ def calibration_plan(
     placebos: dict = {}
     if fc.threshold == "null":  # the placebo family (docs/FACTER.md §7), one list per edit
         kinds = PLACEBO_EDITS if fc.placebo == "family" else (fc.placebo,)
-        _announce_rewording(kinds, protected_of(prompts), wordings)
+        _announce_rewording(kinds, protected_of(prompts), wordings, attribute_values)
         placebos = {kind: [placebo_request(r, kind, wordings) for r in reqs] for kind in kinds}
     return CalibrationPlan(row_dicts, reqs, int(fc.draws), flips, twin_dicts, twin_reqs, placebos)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 from facterlab.config import (
+    ATTRIBUTIONS,
     BOUNDS,
     DATASETS,
     DELTA_KINDS,
@@ -201,6 +202,13 @@ def register(subparsers) -> None:
         help="the twin: flip (the protected attributes; default) | reword (the same values: a negative control)",
     )
     ext.add_argument(
+        "--attribution",
+        default=None,
+        choices=ATTRIBUTIONS,
+        help="confirmed rules: joint (every attribute of a flagged row; default) | per-attribute (one twin per "
+        "attribute for flagged rows; rules for the attributes whose own twin moved the answer)",
+    )
+    ext.add_argument(
         "--draws", type=int, default=None, help=f"draws per request for the twin Delta, {bound_hint('facter', 'draws')}"
     )
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
@@ -260,7 +268,7 @@ def config_from_args(args):
     for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed", "compliance", "bias_table"):
         if getattr(args, f"sim_{name}", None) is not None:
             over[f"sim__{name}"] = getattr(args, f"sim_{name}")
-    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws"):
+    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws", "attribution"):
         if getattr(args, name, None) is not None:
             over[f"facter__{name}"] = getattr(args, name)
     return preset(args.preset, **over)

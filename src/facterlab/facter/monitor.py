@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from facterlab.config import FacterConfig
@@ -57,7 +58,7 @@ from facterlab.facter.monitor_result import MonitorResult, violation_summary  # 
 from facterlab.facter.monitor_rules import REFERENCE_FACTOR, MonitorRules  # noqa: F401
 from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState, OnlineScorer, TwinScorer  # noqa: F401
 from facterlab.facter.threshold import OnlineThreshold
-from facterlab.facter.twins import mean_over_draws, twin_row, with_draws
+from facterlab.facter.twins import mean_over_draws, twin_distance, twin_row, with_draws
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -350,6 +351,11 @@ class FacterMonitor:
         self.n_repredicted = 0
         self.n_calls = 0
         self.n_twin_predicted = 0
+        # facter.attribution = "per-attribute": a flagged FACTER row is asked again once per attribute, that
+        # attribute alone flipped to its twin's value (docs/FACTER.md §7.3); these requests are counted here
+        self.per_attribute = bool(self.twin and self.confirmed is not None and cfg.attribution != "joint")
+        self.every_row = self.per_attribute and cfg.attribution == "per-attribute-all"
+        self.n_attr_twin_predicted = 0
         self.passes_run = 0
         # rows per call, adapted to how often predictions made ahead go stale (outputs are unchanged:
         # a stale prediction is never used); starts at batch_size
@@ -564,11 +570,20 @@ class FacterMonitor:
         v_repro_dyn = stat > q_before + c_repro / math.sqrt(self.repro.n)
         v_corr = {"none": v_fixed, "hoeffding": v_hoef, "repro_count": v_repro}[self.cfg.correction]
         v_adapt = self.thr.step(stat)
+        attributed = None
+        if self.per_attribute and (v_adapt or self.every_row):
+            attributed = self._attribute(pos, pass_index, vec, q_before)
         if v_adapt or self.rules.observes_every_row:  # a violation feeds the rules (facter/monitor_rules.py)
             own = self._top1_title_features(top1, raw)
             twin_own = self._top1_title_features(pending[6][1], pending[6][2]) if self.twin else None
             twin_attrs = self.twin_attrs[pos] if self.twin else None
-            self.rules.observe(attrs, bool(v_adapt), own, twin_own, rules, twin_attrs)
+            per_attr = None
+            if attributed is not None:
+                per_attr = {
+                    a: (self.every_row or d_a > q_before, own_a, attrs_a)
+                    for a, (d_a, own_a, attrs_a) in attributed.items()
+                }
+            self.rules.observe(attrs, bool(v_adapt), own, twin_own, rules, twin_attrs, per_attr)
         row = self.row_dicts[pos]
         twin_cols = {}
         if self.twin:
@@ -579,6 +594,10 @@ class FacterMonitor:
                 "twin_top1_text": t_raw or "",
                 "twin_raw": str(t_pred.raw or ""),
             }
+        if self.per_attribute:  # which attributes' own twins moved the flagged row's answer past the bar
+            got = attributed or {}
+            twin_cols["attr_twins"] = len(got) * int(self.cfg.draws)
+            twin_cols["credited"] = [a for a, x in got.items() if x[0] > q_before]
         return {
             "method": self.name,
             "pass": pass_index + 1,
@@ -611,6 +630,35 @@ class FacterMonitor:
             "raw": str(pred.raw or ""),
             **twin_cols,
         }
+
+    def _attribute(self, pos: int, pass_index: int, vec, bar: float) -> dict:
+        """The per-attribute twins of the flagged row at ``pos`` (``facter.attribution = "per-attribute"``):
+        for each protected attribute whose twin value differs, the row with that attribute alone set to
+        its twin's value, under that group's own rules and the row's seed, asked ``draws`` times in one
+        call.  Returns ``{attr: (Delta_attr, (title, features) of its top-1, its attributes)}``;
+        Delta_attr > ``bar`` credits the attribute (:meth:`MonitorRules.observe`)."""
+        passes = getattr(self, "_passes_total", pass_index + 1)
+        attrs, twin = self.attrs[pos], self.twin_attrs[pos]
+        flips = [a for a in self.protected if twin[a] != attrs[a]]
+        if not flips:
+            return {}
+        dicts, groups, reqs = [], [], []
+        for a in flips:
+            group = {**attrs, a: twin[a]}
+            row = {**self.row_dicts[pos], a: twin[a]}
+            reqs.append(self.request_for(row, self.system_for(group, pass_index, passes)[0], pass_index))
+            dicts.append(row)
+            groups.append(group)
+        draws = int(self.cfg.draws)
+        preds = self._predict(with_draws(reqs, draws))
+        self.n_attr_twin_predicted += len(preds)
+        post = self.postprocess(dicts * draws, preds)
+        vecs = mean_over_draws(self.represent([x[1] for x in post], [x[2] for x in post]), draws)
+        out = {}
+        for i, a in enumerate(flips):
+            d_a = float(twin_distance(np.asarray(vec, dtype=np.float64)[None, :], np.asarray(vecs[i])[None, :])[0])
+            out[a] = (d_a, self._top1_title_features(post[i][1], post[i][2]), groups[i])
+        return out
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
         """(title, features) pushed into the buffer for a violation: the top-1 item's, else the raw
@@ -647,6 +695,7 @@ class FacterMonitor:
             raise ValueError(f"passes must be >= 1, got {passes}")
         records, path = [], [self.q0]
         n = len(self.rows)
+        self._passes_total = passes
         for t in range(passes):
             # bar (when progress) and log lines: rows done, cached vs new predictions, time left
             bar = Progress(f"{self.name} pass {t + 1}/{passes}", total=n, log=log, bar=self.progress, leave=False)
@@ -677,7 +726,14 @@ class FacterMonitor:
         # the final bar against the flag's own statistic (S, or the twin Delta with the null threshold)
         df["viol_q_star"] = df["delta" if self.null else "S"].to_numpy() > q_star
         return MonitorResult(
-            df, q_star, path, self.buffer, self.n_predicted, self.n_repredicted, self.n_calls, self.n_twin_predicted
+            df,
+            q_star,
+            path,
+            self.buffer,
+            self.n_predicted,
+            self.n_repredicted,
+            self.n_calls,
+            self.n_twin_predicted + self.n_attr_twin_predicted,  # the per-attribute twins are twin requests too
         )
 
     def final_system(self, attrs: dict) -> str:

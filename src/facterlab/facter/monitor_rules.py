@@ -152,6 +152,7 @@ class MonitorRules:
         twin_own: tuple | None = None,
         rules: tuple = (),
         twin_attrs: dict | None = None,
+        per_attr: dict | None = None,
     ) -> None:
         """Take one processed row into the state: its violation, or (contrast, confirmed) its other output.
 
@@ -172,6 +173,9 @@ class MonitorRules:
             The rules the row was shown.
         twin_attrs : dict or None, default None
             The twin's protected attributes; needed with ``confirmed``.
+        per_attr : dict or None, default None
+            ``facter.attribution = "per-attribute"``, flagged rows: ``{attr: (credited, (title, features) of
+            the top-1 of the twin that flips attr alone, that twin's attributes)}``.
         """
         if violated:
             if self.reference is not None and self.twin:  # the violation's own counterfactual: its twin's answer
@@ -192,6 +196,12 @@ class MonitorRules:
                 own[1],
                 twin_own[1],
                 ruled=bool(rules) or bool(self.confirmed.rules_for(twin_attrs)),
+                per_attr=None
+                if per_attr is None
+                else {
+                    a: (credited, own_a[1], bool(rules) or bool(self.confirmed.rules_for(attrs_a)))
+                    for a, (credited, own_a, attrs_a) in per_attr.items()
+                },
             )
 
     def end_pass(self, passes_done: int) -> None:

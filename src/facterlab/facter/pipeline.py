@@ -50,6 +50,7 @@ from facterlab.config import (
 from facterlab.config import data_dir as config_data_dir
 from facterlab.data import Dataset, load_dataset, resolve_dataset
 from facterlab.data.protocol import load_or_build_interactions
+from facterlab.data.wording import REWORD_VOCABULARY
 from facterlab.datatypes import MissingValue, takes_system_prompt
 from facterlab.facter import prefetch
 from facterlab.facter import prompts as prompts_module
@@ -157,6 +158,14 @@ def build_encoder(cfg: RunConfig):
     return load_encoder(cfg.model.encoder, device=cfg.model.device)
 
 
+def _reads_reworded_text(cfg: RunConfig) -> bool:
+    """Whether the run asks reword placebos of a model that may read their text (:func:`run_id_for`)."""
+    fc = cfg.facter
+    if fc.threshold != "null" or fc.placebo not in ("family", "reword"):
+        return False
+    return cfg.model.llm != SIMULATED_LLM or cfg.sim.reads == "text"
+
+
 def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
     """``<config_hash>-<8 hex of (content hash, model fingerprints)>``.
 
@@ -180,8 +189,17 @@ def run_id_for(cfg: RunConfig, content_hash: str, fingerprints: dict) -> str:
     >>> a = run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"})
     >>> a == run_id_for(preset(), "abc", {"llm": "x", "encoder": "y"}) != run_id_for(preset(), "abd", {"llm": "x", "encoder": "y"})
     True
+
+    A run whose answers the reword placebo's built-in vocabulary can change (the null threshold with the
+    reword placebo, alone or in the family, asked of a model that reads the prompt text: any but the
+    fields-reading simulator) also hashes that vocabulary's version
+    (:data:`facterlab.data.wording.REWORD_VOCABULARY`), so a run saved under an older vocabulary is
+    not read back as this one; every other run id is unchanged.
     """
-    blob = json.dumps({"content": content_hash, "models": fingerprints}, sort_keys=True)
+    content: dict = {"content": content_hash, "models": fingerprints}
+    if _reads_reworded_text(cfg):
+        content["reword_vocabulary"] = REWORD_VOCABULARY
+    blob = json.dumps(content, sort_keys=True)
     return f"{config_hash(cfg)}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
 
 

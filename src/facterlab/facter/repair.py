@@ -461,10 +461,29 @@ class ConfirmedRules:
         row_features: Sequence[str],
         twin_features: Sequence[str],
         ruled: bool = False,
+        per_attr: Mapping | None = None,
     ) -> None:
-        """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule)."""
+        """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule).
+
+        ``per_attr`` (``facter.attribution`` other than ``"joint"``): ``{attr: (credited, features of the
+        top-1 of the twin that flips attr alone, ruled)}``.  The row then counts for ``attr`` only when
+        credited (``"per-attribute"``: a flagged row whose own twin of ``attr`` moved the answer past the
+        bar; ``"per-attribute-all"``: every row), flagged or not, and its pair for ``attr`` is (row,
+        that twin) instead of (row, all-attributes twin): a push on one attribute is not mined as an
+        effect of another attribute correlated with it (docs/FACTER.md §7.3).  A row without
+        ``per_attr`` counts only when flagged, for every attribute, against the all-attributes twin."""
+        per = None
+        if per_attr is not None:
+            per = {a: (bool(c), set(f), bool(r)) for a, (c, f, r) in per_attr.items()}
         self._obs.append(
-            ({a: str(attrs[a]) for a in self.attrs}, bool(flagged), set(row_features), set(twin_features), bool(ruled))
+            (
+                {a: str(attrs[a]) for a in self.attrs},
+                bool(flagged),
+                set(row_features),
+                set(twin_features),
+                bool(ruled),
+                per,
+            )
         )
 
     def rules_for(self, attrs: Mapping) -> tuple:
@@ -493,14 +512,20 @@ class ConfirmedRules:
         rows: dict = {}
         disc: dict = {}  # (attr, value, feature) -> [b, c] over the pass's flagged pairs (judging rules)
         free: dict = {}  # the same over the flagged rule-free pairs (mining rules)
-        for attrs, flagged, rf, tf, ruled in self._obs:
+        for attrs, flagged, rf, tf, ruled, per in self._obs:
             for a in self.attrs:
                 rows[(a, attrs[a])] = rows.get((a, attrs[a]), 0) + 1
-            if not flagged:
+            if not flagged and per is None:
                 continue
-            for f in rf ^ tf:
-                for a in self.attrs:
-                    for table in (disc, free) if not ruled else (disc,):
+            for a in self.attrs:
+                if per is None:  # joint: the all-attributes twin's pair counts for every attribute
+                    ta, ruled_a = tf, ruled
+                elif a in per and per[a][0]:  # per-attribute: credited, against the twin of a alone
+                    ta, ruled_a = per[a][1], per[a][2]
+                else:
+                    continue
+                for f in rf ^ ta:
+                    for table in (disc, free) if not ruled_a else (disc,):
                         bc = table.setdefault((a, attrs[a], f), [0, 0])
                         bc[0 if f in rf else 1] += 1
 

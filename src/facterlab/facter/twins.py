@@ -173,8 +173,10 @@ def placebo_request(req: PromptRequest, kind: str = "order", wordings: Mapping |
     meaning (the null threshold's placebo; docs/FACTER.md §7):
 
     - ``"reword"``: every protected value written in other words (:func:`facterlab.data.wording.reword`:
-      "F" -> "woman", "25-34" -> "25 to 34", "writer" -> "Writer"): the same lines change as in the twin,
-      each to a new text of the same meaning (the edit matched to the twin's);
+      "F" -> "woman", "25-34" -> "25 to 34", "writer" -> "author": a synonym, never a case change): the
+      same lines change as in the twin, each to a new text of the same meaning (the edit matched to the
+      twin's); a value with no known rewording is reported by the run
+      (:func:`facterlab.data.wording.missing_rewordings`);
     - ``"field"``: an irrelevant line added, ``- Member number: NNNNN`` (drawn from the request seed);
     - ``"order"``: the lines in reverse order (the placebo of facterlab before the family).
 

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from facterlab.safeio import read_json
 
-__all__ = ["BIAS_TABLE", "RARE_BIAS_TABLE", "NARROW_BIAS_TABLE", "load_bias_table", "bias_table_markdown"]
+__all__ = [
+    "BIAS_TABLE",
+    "RARE_BIAS_TABLE",
+    "NARROW_BIAS_TABLE",
+    "STUDENTS_COMEDY_BIAS_TABLE",
+    "load_bias_table",
+    "bias_table_markdown",
+]
 
 #: attribute -> value -> features (genres) the bias pushes to users with that value.  Values cover the
 #: ML-1M labels and the ML-100K occupation names; a value not listed gets no push for that attribute.
@@ -74,6 +81,13 @@ NARROW_BIAS_TABLE: dict = {
     "occupation": {"student": {"Sci-Fi": 0.7}, "college/grad student": {"Sci-Fi": 0.7}},
 }
 
+#: a push on one attribute that is correlated with others (issue 43): Comedy to students only.  Students
+#: are young, so an all-attributes twin also sees Comedy move with age (and, where the student share differs
+#: by gender, with gender); confirmed rules must name occupation, not age or gender (docs/FACTER.md §7.3)
+STUDENTS_COMEDY_BIAS_TABLE: dict = {
+    "occupation": {"student": ("Comedy",), "college/grad student": ("Comedy",), "K-12 student": ("Comedy",)},
+}
+
 #: the hand-built world's table (facterlab.data.handbuilt; the tests and notebook 09's positive control)
 ROMANCE_BIAS_TABLE: dict = {"gender": {"F": ("Romance",)}}
 
@@ -83,6 +97,7 @@ NAMED_BIAS_TABLES = {
     "rare": RARE_BIAS_TABLE,
     "romance": ROMANCE_BIAS_TABLE,
     "narrow": NARROW_BIAS_TABLE,
+    "students-comedy": STUDENTS_COMEDY_BIAS_TABLE,
 }
 #: the largest weight a bias table may give a feature (in units of beta)
 MAX_BIAS_WEIGHT = 100.0

@@ -23,6 +23,14 @@ counted among the holds: no false flag when every twin distance of the Neutral r
 not above Fair's when FACTER made no rule in any run (its prompt is then Fair's).
 
 :func:`acceptance_frame` has one row per run with the numbers behind every claim.
+
+Two further checks of issue 43: the **attribution acceptance** (:func:`attribution_plan`,
+:func:`attribution_frame`, :func:`attribution_claims`; ``--attribution``): confirmed rules made with the
+all-attributes twin against per-attribute twins (``facter.attribution``, docs/FACTER.md §7.3) on the
+default table, students -> Comedy and the narrow table, and on the unbiased cases; and the reword
+placebo's **positive control** (:class:`LowercaseLineReader`, :func:`case_insensitive_run`;
+``--case-insensitive``): a reader that ignores letter case, caught by the reword placebo alone once every
+value has a synonym.
 """
 
 from __future__ import annotations
@@ -55,6 +63,17 @@ __all__ = [
     "CFR_MARGIN",
     "negative_control_config",
     "negative_control_claims",
+    "LowercaseLineReader",
+    "ATTRIBUTION_CASES",
+    "ATTRIBUTION_VARIANTS",
+    "VARIANT_SETTINGS",
+    "attribution_plan",
+    "rule_cells",
+    "true_cells",
+    "attribution_frame",
+    "attribution_claims",
+    "case_flip_wordings",
+    "case_insensitive_run",
 ]
 
 #: the unbiased cases (beta = 0): every flag on them is a false flag
@@ -67,6 +86,20 @@ BIASED_CASES: dict = {
     "word-triggered": dict(TEXT_CASES["word-triggered"]),
 }
 CASES = (*UNBIASED_CASES, *BIASED_CASES)
+#: the attribution acceptance's biased cases (issue 43 item 2; :func:`attribution_plan`): the default table,
+#: a push on one attribute correlated with others (students -> Comedy), the held-out narrow table
+ATTRIBUTION_CASES: dict = {
+    "default-table": dict(BIASED_CASES["default-table"]),
+    "students-comedy": {"beta": 2.0, "bias_table": "students-comedy"},
+    "narrow-table": dict(BIASED_CASES["narrow-table"]),
+}
+#: the attribution acceptance's monitor variants: the all-attributes twin, per-attribute twins on flagged rows,
+#: per-attribute twins on every row
+ATTRIBUTION_VARIANTS = ("family", "attributed", "attributed-all")
+#: the least share of confirmed rules that name a true (attribute value, feature) cell (attribution acceptance)
+TRUE_RULE_SHARE = 0.9
+#: the least share of the narrow table's true cells (per seed, pooled) that confirmed rules find
+NARROW_FOUND_SHARE = 0.5
 #: "at most a handful of rules" on an unbiased model: distinct rules FACTER made in one run
 HANDFUL = 5
 #: non-inferiority margin of "FACTER's CFR is not above Fair's" (CFR lies in [0, 2])
@@ -81,6 +114,8 @@ def case_overrides(case: str) -> dict:
     """
     if case in BIASED_CASES:
         sim = BIASED_CASES[case]
+    elif case in ATTRIBUTION_CASES:
+        sim = ATTRIBUTION_CASES[case]
     elif case in TEXT_CASES:
         sim = TEXT_CASES[case]
     else:
@@ -94,6 +129,14 @@ VARIANTS: dict = {
     "absolute": ("family", "confirmed", "absolute"),  # the same, the recommender only demotes what a rule names
     "count": ("family", "count", "relative"),  # the placebo family with FACTER's counted rules
     "order": ("order", "count", "relative"),  # the twin monitor before: one reversed-lines placebo, counted rules
+    "reword": ("reword", "confirmed", "relative"),  # the reword placebo alone (its positive control, issue 43 item 5)
+    "attributed": ("family", "confirmed", "relative"),  # "family" with per-attribute twins (VARIANT_SETTINGS)
+    "attributed-all": ("family", "confirmed", "relative"),  # the same, every row's per-attribute pairs mined
+}
+#: further settings of a variant (``facter__`` overrides), beside :data:`VARIANTS`' three
+VARIANT_SETTINGS: dict = {
+    "attributed": {"facter__attribution": "per-attribute"},
+    "attributed-all": {"facter__attribution": "per-attribute-all"},
 }
 
 
@@ -117,7 +160,7 @@ def case_config(case: str, seed: int, variant: str = "family", **base):
         facter__placebo=placebo,
         facter__rule_mining=mining,
         sim__compliance=compliance,
-        **{**case_overrides(case), **base},
+        **{**case_overrides(case), **VARIANT_SETTINGS.get(variant, {}), **base},
     )
 
 
@@ -329,6 +372,248 @@ def plan(
     return keys
 
 
+class LowercaseLineReader:
+    """A stand-in model that defeats a case-changing rewording (issue 43 item 5): it reads only the
+    demographic lines labelled ``labels`` (default: the occupation), lower-cased, and hands the request
+    on to ``inner`` (the lines-set text reader at beta = 0: a fresh answer for every new set of line
+    texts) with the other demographic lines dropped.  It has no preference for any group, so every
+    flag on it is false; a reword placebo that only changes a value's letter case leaves its answer
+    unchanged (placebo distance 0), so the reword placebo alone flags it far above alpha, and a real
+    rewording (a synonym) keeps it at alpha: the positive control of
+    :data:`facterlab.data.wording.OCCUPATION_SYNONYMS`.
+
+    >>> from facterlab.datatypes import PromptRequest
+    >>> r = PromptRequest(messages=(("user", "User demographics:\\n- Gender: F\\n- Occupation: Writer\\n\\nHistory"),))
+    >>> LowercaseLineReader(None).rewrite(r).messages[0][1]
+    'User demographics:\\n- Occupation: writer\\n\\nHistory'
+    """
+
+    takes_system_prompt = True
+
+    def __init__(self, inner, labels: Sequence[str] = ("occupation",)):
+        self.inner = inner
+        self.labels = tuple(str(x).lower() for x in labels)
+        self.fingerprint = f"{getattr(inner, 'fingerprint', 'none')}|lowercase-lines:{','.join(self.labels)}"
+
+    def rewrite(self, req):
+        import dataclasses
+        import re
+
+        def edit(m) -> str:
+            keep = []
+            for line in m.group(2).rstrip("\n").split("\n"):
+                label, sep, value = line[2:].partition(":")
+                if sep and label.strip().lower() in self.labels:
+                    keep.append(f"- {label.strip()}: {value.strip().lower()}")
+            tail = "\n" if m.group(2).endswith("\n") else ""
+            return m.group(1) + "\n".join(keep) + tail
+
+        block = re.compile(r"(User demographics:\n)((?:- [^\n]*\n?)+)")
+        msgs = tuple((r, block.sub(edit, c, count=1) if r == "user" else c) for r, c in req.messages)
+        return dataclasses.replace(req, messages=msgs)
+
+    def plan_batches(self, requests):
+        return None
+
+    def predict(self, requests):
+        return self.inner.predict([self.rewrite(r) for r in requests])
+
+
+def case_flip_wordings(attribute_values: Mapping, attrs: Sequence[str] = ("occupation",)) -> dict:
+    """A wording map that rewords each value of ``attrs`` by flipping its first letter's case (what the
+    reword placebo did to ML-100K's occupations before :data:`facterlab.data.wording.OCCUPATION_SYNONYMS`):
+    the "before" arm of the case-insensitive reader's control.
+
+    >>> case_flip_wordings({"occupation": ["writer", "K-12 student"]})
+    {'occupation': {'writer': 'Writer', 'K-12 student': 'k-12 student'}}
+    """
+    return {a: {str(v): str(v)[:1].swapcase() + str(v)[1:] for v in attribute_values[a]} for a in attrs}
+
+
+def case_insensitive_run(seed: int, before: bool = False, out_dir=None, data_dir=None, **base):
+    """One run of :class:`LowercaseLineReader` (over the lines-set reader at beta = 0) with the reword
+    placebo alone and the null threshold: Neutral's flag rate is its false-flag rate.  ``before``: the
+    occupations reworded by a case flip (:func:`case_flip_wordings`), as before the synonyms.  ``base``:
+    :func:`facterlab.reporting.experiments.run_config`'s other arguments (dataset, n_rows, encoder ...)."""
+    import dataclasses
+
+    from facterlab.data.loading import load_dataset
+    from facterlab.data.protocol import build_interactions
+    from facterlab.facter.pipeline import run_experiment
+    from facterlab.models.simulated import simulated_from_config
+
+    base = {"passes": 1, **base}
+    cfg = case_config("lines-set", seed, "reword", **base)
+    ds = load_dataset(cfg.data.dataset, data_dir)
+    if before:
+        ds = dataclasses.replace(ds, wordings={**ds.wordings, **case_flip_wordings(ds.attribute_values)})
+    rec = LowercaseLineReader(simulated_from_config(cfg, build_interactions(ds, cfg.data)))
+    return run_experiment(cfg, recommender=rec, dataset=ds, out_dir=out_dir, progress=False)
+
+
+# ---------------------------------------------------------------- attribution (issue 43 item 2)
+def attribution_plan(
+    seeds: Sequence[int] = (0, 1, 2),
+    variants: Sequence[str] = ATTRIBUTION_VARIANTS,
+    unbiased: Sequence[str] = UNBIASED_CASES,
+) -> list:
+    """The runs of the attribution acceptance as ``(case, seed, variant)`` keys: every case of
+    :data:`ATTRIBUTION_CASES` and ``unbiased`` at every seed, under each variant (``"family"``: the
+    all-attributes twin alone; ``"attributed"``: per-attribute twins, ``facter.attribution =
+    "per-attribute"``).
+
+    >>> len(attribution_plan((0, 1, 2))), attribution_plan((5,), ("attributed",), ())
+    (81, [('default-table', 5, 'attributed'), ('students-comedy', 5, 'attributed'), ('narrow-table', 5, 'attributed')])
+    """
+    cases = (*ATTRIBUTION_CASES, *unbiased)
+    return [(c, int(s), v) for v in variants for c in cases for s in seeds]
+
+
+def rule_cells(records: pd.DataFrame) -> set:
+    """The distinct feature rules FACTER showed in a run (any pass), as ``(attr, value, feature)`` cells.
+
+    >>> rule_cells(pd.DataFrame({"rules": [["AVOID: (gender=F) -> (Comedy-only)"], []]}))
+    {('gender', 'F', 'Comedy')}
+    """
+    from facterlab.models.fake import parse_avoid_rules
+
+    out: set = set()
+    for rr in records["rules"]:
+        for text in rr:
+            for attr, value, target, kind in parse_avoid_rules("- " + str(text)):
+                if kind == "feature":
+                    out.add((attr, value, target))
+    return out
+
+
+def true_cells(table: Mapping, attribute_values: Mapping | None = None) -> set:
+    """The (attribute, value, feature) cells a bias table pushes, limited to the values of
+    ``attribute_values`` (the values the run's users have; None: all).
+
+    >>> sorted(true_cells({"occupation": {"student": ("Comedy",), "K-12 student": ("Comedy",)}}, {"occupation": ["student"]}))
+    [('occupation', 'student', 'Comedy')]
+    """
+    out: set = set()
+    for attr, by_value in table.items():
+        seen = None if attribute_values is None else {str(v) for v in attribute_values.get(attr, ())}
+        for value, feats in by_value.items():
+            if seen is not None and str(value) not in seen:
+                continue
+            out.update((str(attr), str(value), str(f)) for f in feats)
+    return out
+
+
+def attribution_frame(runs: Mapping) -> pd.DataFrame:
+    """One row per run of ``runs`` (``(case, seed, variant) -> RunResult``): FACTER's distinct confirmed
+    rules, how many name a true cell of the run's bias table (``true_rules``; none on a beta-0 case), the
+    true cells its users could carry (``true_cells``) and how many a rule found (``found``), the CFR of Fair
+    and FACTER, and FACTER's requests (rows and twins over all passes; ``facter_requests``), of which the
+    per-attribute twins' (``attr_twin_requests``)."""
+    from facterlab.models.simulated_tables import load_bias_table
+
+    out = []
+    for (case, seed, variant), r in runs.items():
+        fx = r.rows["facter"]
+        cells = rule_cells(fx)
+        beta = float(r.record.config.setting("sim.beta") or 0.0)
+        table = load_bias_table(r.record.config.setting("sim.bias_table")) if beta > 0 else {}
+        values = {a: sorted({str(v) for v in fx[a]}) for a in table if a in fx}
+        truth = true_cells(table, values)
+        draws = int(r.record.config.setting("facter.draws") or 1)
+        attr_twins = int(fx["attr_twins"].sum()) if "attr_twins" in fx else 0
+        # FACTER's requests: each row (all passes) and its twins, per-attribute twins included
+        requests = len(fx) * draws + int(r.record.metrics.methods["facter"].n_twin_predictions or 0)
+        cfr_f, cfr_x = _cfr_rows(r, "fair"), _cfr_rows(r, "facter")
+        out.append(
+            {
+                "case": case,
+                "variant": variant,
+                "seed": seed,
+                "run_id": r.run_id,
+                "rules": len(cells),
+                "true_rules": len(cells & truth),
+                "wrong_rules": sorted(f"{a}={v} -> {f}" for a, v, f in cells - truth) if truth else [],
+                "true_cells": len(truth),
+                "found": len(cells & truth),
+                "attr_twin_requests": attr_twins,
+                "facter_requests": requests,
+                "cfr_fair": float(np.nanmean(cfr_f)) if cfr_f is not None else math.nan,
+                "cfr_facter": float(np.nanmean(cfr_x)) if cfr_x is not None else math.nan,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def attribution_claims(frame: pd.DataFrame, runs: Mapping, variant: str = "attributed") -> list:
+    """The attribution acceptance (issue 43 item 2) for the runs of one ``variant``, pooled over seeds:
+
+    - on the default table and students -> Comedy, at least :data:`TRUE_RULE_SHARE` of FACTER's
+      confirmed rules name a true (attribute value, feature) cell (a count; the 99% Clopper-Pearson
+      interval is shown beside it);
+    - on the narrow table, at least :data:`NARROW_FOUND_SHARE` of its true (seed, cell)s are found;
+    - on every biased case, FACTER's CFR is not above Fair's, pair by pair (:func:`cfr_pair_claim`;
+      "by construction" when no rule was made);
+    - on every unbiased case, at most :data:`HANDFUL` rules in a run."""
+    from facterlab.reporting.claims import clopper_pearson
+
+    out = []
+    sel = frame[frame["variant"] == variant]
+    for case, g in sel.groupby("case", sort=False):
+        tag = f"attribution [{variant}] {case}"
+        seeds = ", ".join(str(int(s)) for s in g["seed"])
+        if case in ("default-table", "students-comedy"):
+            k, n = int(g["true_rules"].sum()), int(g["rules"].sum())
+            lo, hi = clopper_pearson(k, n) if n else (math.nan, math.nan)
+            out.append(
+                Claim(
+                    f"{tag}: at least {TRUE_RULE_SHARE:.0%} of the confirmed rules name a true (value, feature) cell",
+                    f"true rules / rules >= {TRUE_RULE_SHARE:g} (pooled over seeds {seeds})",
+                    f"{k}/{n} = {k / n:.3f} (99% CI [{lo:.3f}, {hi:.3f}])" if n else "no rule made",
+                    "a count over the runs' distinct rules",
+                    "n/a",
+                    (HOLDS if k >= TRUE_RULE_SHARE * n else FAILS) if n else TOO_SMALL,
+                )
+            )
+        elif case == "narrow-table":
+            k, n = int(g["found"].sum()), int(g["true_cells"].sum())
+            out.append(
+                Claim(
+                    f"{tag}: at least {NARROW_FOUND_SHARE:.0%} of the true (seed, cell)s are found by a confirmed rule",
+                    f"found / true cells >= {NARROW_FOUND_SHARE:g} (pooled over seeds {seeds})",
+                    f"{k}/{n}" + (f" = {k / n:.3f}" if n else ""),
+                    "a count",
+                    "n/a",
+                    (HOLDS if k >= NARROW_FOUND_SHARE * n else FAILS) if n else TOO_SMALL,
+                )
+            )
+        else:
+            most = int(g["rules"].max())
+            out.append(
+                Claim(
+                    f"{tag} (unbiased): FACTER makes at most {HANDFUL} rules in a run",
+                    f"distinct rules per run <= {HANDFUL}",
+                    f"per seed ({seeds}): {', '.join(str(int(x)) for x in g['rules'])}",
+                    "a count (every run)",
+                    "n/a",
+                    HOLDS if most <= HANDFUL else FAILS,
+                )
+            )
+        if case in ATTRIBUTION_CASES:
+            fa, fx = [], []
+            for (c, _seed, v), r in runs.items():
+                if c == case and v == variant:
+                    a, b = _cfr_rows(r, "facter"), _cfr_rows(r, "fair")
+                    if a is not None and b is not None:
+                        fx.append(a)
+                        fa.append(b)
+            if fx:
+                c = cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
+                if int(g["rules"].max()) == 0:
+                    c = by_construction(c, "FACTER made no rule in any run, so its prompt is Fair's")
+                out.append(c)
+    return out
+
+
 def negative_control_config(
     model: str, n_rows: int, dataset: str = "ml-100k", seed: int | None = None, fast_decoding: bool = True
 ):
@@ -438,6 +723,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cfr-rows", type=int, default=200)
     p.add_argument("--data-dir", default=None)
     p.add_argument(
+        "--attribution",
+        action="store_true",
+        help="instead: the attribution acceptance (issue 43 item 2): attribution_plan at --seeds, the all-attributes "
+        "twin ('family') against per-attribute twins on flagged rows ('attributed') and on every row ('attributed-all'); "
+        "--cases limits the unbiased cases",
+    )
+    p.add_argument(
+        "--case-insensitive",
+        action="store_true",
+        help="instead: the reword placebo's positive control (issue 43 item 5): LowercaseLineReader under the reword "
+        "placebo alone, occupations reworded by a case flip (before) and by their synonyms (after), at --seeds, --n rows",
+    )
+    p.add_argument(
         "--negative-control",
         metavar="MODEL",
         default=None,
@@ -464,6 +762,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from facterlab.reporting.batch import run_many  # the sweep machinery, for the command line only
 
+    if a.case_insensitive:
+        from facterlab.reporting.claims import clopper_pearson
+
+        for before in (True, False):
+            k = n = 0
+            for seed in a.seeds:
+                r = case_insensitive_run(seed, before=before, data_dir=a.data_dir, **{**base, "passes": 1})
+                flags = r.rows["neutral"]["viol_fixed"].to_numpy(dtype=bool)
+                k, n = k + int(flags.sum()), n + len(flags)
+                print(f"{'case flip' if before else 'synonyms'} seed {seed}: {int(flags.sum())}/{len(flags)} flagged")
+            lo, hi = clopper_pearson(k, n)
+            print(f"{'case flip' if before else 'synonyms'}: {k}/{n} = {k / n:.3f} (99% CI [{lo:.3f}, {hi:.3f}])")
+        return 0
+    if a.attribution:
+        unbiased = [c for c in a.cases if c in UNBIASED_CASES]
+        keys = attribution_plan(a.seeds, ATTRIBUTION_VARIANTS, unbiased)
+        runs = run_many({key: case_config(*key, **base) for key in keys}, data_dir=a.data_dir)
+        frame = attribution_frame(runs)
+        print(frame.drop(columns=["run_id"]).to_string(index=False))
+        checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
+        print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+        return 0
     runs = run_many({key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}, data_dir=a.data_dir)
     frame = acceptance_frame(runs)
     alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
