@@ -423,15 +423,23 @@ class SimulatedRecommender(Recommender):
         cand = np.flatnonzero(score >= -np.partition(-score, k - 1)[k - 1])
         return cand[np.lexsort((cand, -score[cand]))][:k]
 
+    def _core_key(self, req: PromptRequest, meta: Mapping) -> tuple:
+        """(history ids, candidate ids, the memo key of the request's core)."""
+        hist_ids = tuple(map(int, meta.get("history_ids") or ()))
+        cand_ids = tuple(map(int, meta.get("candidate_ids") or ()))
+        by_titles = req.candidates if self.protocol == "rank" and not cand_ids else None
+        return (
+            hist_ids,
+            cand_ids,
+            (self.seed, self.sigma, self.h, self.protocol, int(req.seed), hist_ids, cand_ids, by_titles),
+        )
+
     def _core(self, req: PromptRequest, meta: Mapping) -> _Core:
         """The request's :class:`_Core`, memoised by everything it depends on: the pool (history ids,
         candidate ids or, without them, candidate titles), the noise (``seed``, request seed, history and
         candidate ids) and the fixed ``sigma``, ``protocol``, ``h``, ``V``.  A miss computes it exactly as
         every request did before the memo."""
-        hist_ids = tuple(map(int, meta.get("history_ids") or ()))
-        cand_ids = tuple(map(int, meta.get("candidate_ids") or ()))
-        by_titles = req.candidates if self.protocol == "rank" and not cand_ids else None
-        mk = (self.seed, self.sigma, self.h, self.protocol, int(req.seed), hist_ids, cand_ids, by_titles)
+        hist_ids, cand_ids, mk = self._core_key(req, meta)
         core = self._core_memo.get(mk)
         if core is not None:
             return core
@@ -439,8 +447,6 @@ class SimulatedRecommender(Recommender):
         pool = self._pool(req, meta, hist_pos)
         if len(pool) == 0:
             raise ValueError("the simulated recommender has no item to recommend (empty pool)")
-        key = (self.seed, int(req.seed), hist_ids, cand_ids)
-        rng = np.random.default_rng(_hash64("noise", *key))
         # preferences: PureSVD fold-in, standardised over the pool
         if hist_pos:
             # np.take: the same (pool, f) array as self.V[pool], so the same product, at a quarter of the cost
@@ -449,6 +455,11 @@ class SimulatedRecommender(Recommender):
             pref = np.zeros(len(pool))
         sd = pref.std()
         pref = (pref - pref.mean()) / sd if sd > 0 else pref - pref.mean()
+        return self._new_core(req, mk, (self.seed, int(req.seed), hist_ids, cand_ids), pool, pref)
+
+    def _new_core(self, req: PromptRequest, mk: tuple, key: tuple, pool: np.ndarray, pref: np.ndarray) -> _Core:
+        """The core of standardised preferences ``pref`` over ``pool``: the noise added, memoised under ``mk``."""
+        rng = np.random.default_rng(_hash64("noise", *key))
         base = pref + rng.standard_normal(len(pool)) * self.sigma if self.sigma > 0 else pref
         base.flags.writeable = False
         # the corruption draws continue the noise generator: keep its state (open generation only)
@@ -462,6 +473,48 @@ class SimulatedRecommender(Recommender):
             n = min(int(req.k), len(pool))  # (its answer's length; other lengths from the saved state)
             core.corr[n] = (rng.random(n).tolist(), rng.integers(N_VARIANTS, size=n).tolist())
         return self._core_memo.put(mk, core)
+
+    def _cores(self, requests: Sequence[PromptRequest]) -> dict:
+        """Open generation: the cores a batch misses, ``memo key -> core``, their fold-ins standardised for
+        many requests at once (requests of one history length and one pool length together: each row
+        reduced as its own vector, so the same values as :meth:`_core`'s; the fold-in itself stays one
+        matrix-vector product per request, BLAS's results depending on the shapes it is given).  Requests
+        left out (rank, no history, alone in their group) get their core from :meth:`_core`."""
+        if self.protocol != "open":
+            return {}
+        todo: dict = {}
+        for req in requests:
+            hist_ids, cand_ids, mk = self._core_key(req, req.meta_dict)
+            if mk in todo or self._core_memo.get(mk) is not None:
+                continue
+            hist_pos = [self._pos[i] for i in hist_ids if i in self._pos]
+            if hist_pos:
+                todo[mk] = (req, (self.seed, int(req.seed), hist_ids, cand_ids), hist_pos)
+        groups: dict = {}
+        for mk, got in todo.items():
+            groups.setdefault((len(got[2]), len(set(got[2]))), []).append((mk, got))
+        out: dict = {}
+        n_items = len(self.item_ids)
+        for (h, n_hist), members in groups.items():
+            m = len(members)
+            if m < 2 or n_items - n_hist < 1:
+                continue
+            hist = np.array([got[2] for _, got in members], dtype=np.intp)  # (m, h)
+            mask = np.ones((m, n_items), dtype=bool)
+            mask[np.repeat(np.arange(m), h), hist.ravel()] = False
+            width = n_items - n_hist
+            pools = (np.flatnonzero(mask) - np.repeat(np.arange(m) * n_items, width)).reshape(m, width)
+            folded = np.take(self.V, hist, axis=0).sum(axis=1)  # (m, f): each row as V[hist_pos].sum(axis=0)
+            pref = np.empty((m, width))
+            for r in range(m):
+                pref[r] = np.take(self.V, pools[r], axis=0) @ folded[r]
+            sd = pref.std(axis=1)
+            centred = pref - pref.mean(axis=1)[:, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = np.where((sd > 0)[:, None], centred / sd[:, None], centred)
+            for r, (mk, (req, key, _)) in enumerate(members):
+                out[mk] = self._new_core(req, mk, key, pools[r].copy(), z[r].copy())
+        return out
 
     def _attrs(self, req: PromptRequest, meta: Mapping, lines: list | None) -> tuple:
         """(shown attributes, their sorted items, how many of them the bias table pushes); memoised by the
@@ -508,12 +561,14 @@ class SimulatedRecommender(Recommender):
             self._named_memo[honoured] = got
         return got
 
-    def _inputs(self, req: PromptRequest) -> _Inputs:
+    def _inputs(self, req: PromptRequest, cores: Mapping | None = None) -> _Inputs:
         """What a request's scores are built from (the per-request part of an answer, shared by the batched
         path and :meth:`_predict_one`): its core, its base scores (surface terms added), the bias strength,
         the push vectors, the rules and which of them are honoured."""
         meta = req.meta_dict
-        core = self._core(req, meta)
+        core = cores.get(self._core_key(req, meta)[2]) if cores else None
+        if core is None:
+            core = self._core(req, meta)
         pool = core.pool
         base = core.base
         lines = None
@@ -713,8 +768,9 @@ class SimulatedRecommender(Recommender):
         out: list = [None] * len(requests)
         groups: dict = {}
         n_items = len(self.item_ids)
+        cores = self._cores(requests)  # the batch's missing cores at once (open generation)
         for i, req in enumerate(requests):
-            x = self._inputs(req)
+            x = self._inputs(req, cores)
             n = len(x.core.pool)
             if x.k < 1 or (self.protocol == "open" and x.k > n):
                 out[i] = self._predict_one(req)  # a short answer, or the reference path's error
