@@ -160,7 +160,8 @@ def test_batched_answers_equal_the_per_request_path(request, world, settings, pr
 
 def test_batches_are_answered_in_chunks_with_the_same_answers(synthetic, monkeypatch):
     reqs = _requests(synthetic, "open", n_rows=3)
-    expected = [_rec(synthetic, "open", "bias-partial-rules-corrupt")._predict_one(r) for r in reqs]
+    reference = _rec(synthetic, "open", "bias-partial-rules-corrupt")
+    expected = [reference._predict_one(r) for r in reqs]
     monkeypatch.setattr(S, "BATCH_ELEMENTS", 3 * len(synthetic.inter.items))  # chunks of 3 requests
     assert _rec(synthetic, "open", "bias-partial-rules-corrupt").predict(reqs) == expected
 
