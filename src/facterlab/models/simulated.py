@@ -764,22 +764,28 @@ class SimulatedRecommender(Recommender):
         counts are computed for the whole batch at once, with the same floating-point operations on each
         element as the per-request path (so the same order).  Open generation scores each request over the
         whole catalogue (its history at minus infinity, so that ties still go to the lower catalogue position,
-        as in the request's pool); re-ranking over its candidates, requests grouped by their number."""
+        as in the request's pool); re-ranking over its candidates, requests grouped by their number.  A batch
+        is taken in windows of ``BATCH_ELEMENTS // catalogue size`` requests, so that the cores and scores it
+        holds at once stay near :data:`BATCH_ELEMENTS` numbers, whatever its size."""
+        requests = list(requests)
         out: list = [None] * len(requests)
-        groups: dict = {}
         n_items = len(self.item_ids)
-        cores = self._cores(requests)  # the batch's missing cores at once (open generation)
-        for i, req in enumerate(requests):
-            x = self._inputs(req, cores)
-            n = len(x.core.pool)
-            if x.k < 1 or (self.protocol == "open" and x.k > n):
-                out[i] = self._predict_one(req)  # a short answer, or the reference path's error
-                continue
-            groups.setdefault((n_items if self.protocol == "open" else n, x.k), []).append((i, x))
-        for (width, k), members in groups.items():
-            step = max(1, BATCH_ELEMENTS // width)
-            for j in range(0, len(members), step):
-                self._answer_chunk(members[j : j + step], width, k, out)
+        window = max(1, BATCH_ELEMENTS // max(1, n_items))
+        for start in range(0, len(requests), window):
+            part = requests[start : start + window]
+            groups: dict = {}
+            cores = self._cores(part)  # the window's missing cores at once (open generation)
+            for i, req in enumerate(part, start):
+                x = self._inputs(req, cores)
+                n = len(x.core.pool)
+                if x.k < 1 or (self.protocol == "open" and x.k > n):
+                    out[i] = self._predict_one(req)  # a short answer, or the reference path's error
+                    continue
+                groups.setdefault((n_items if self.protocol == "open" else n, x.k), []).append((i, x))
+            for (width, k), members in groups.items():
+                step = max(1, BATCH_ELEMENTS // width)
+                for j in range(0, len(members), step):
+                    self._answer_chunk(members[j : j + step], width, k, out)
         return out
 
     def _answer_chunk(self, members: list, width: int, k: int, out: list) -> None:
