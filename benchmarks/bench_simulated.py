@@ -10,6 +10,8 @@
     python benchmarks/bench_simulated.py --cache-ab      # cold vs warm embedding cache, alternating (issue 30)
     python benchmarks/bench_simulated.py --sim-ab REV    # the simulated recommender's own cost: git revision
                                                          # REV against the working tree, alternating (issue 30)
+    python benchmarks/bench_simulated.py --batch-ab      # its per-request path against its batched path on the
+                                                         # requests of paper-size runs, alternating (issue 45)
 
 A run is n = 2,500 rows (1,750 calibration / 750 test), T = 3 passes, 1 seed, 200 CFR rows, open
 generation, on ML-100K when FACTERLAB_DATA holds it (else the synthetic set).  Each run goes in a fresh
@@ -42,6 +44,14 @@ n = ``--sim-rows`` rows, T = 3, 200 CFR rows, ``--sim-encoder``), each in a fres
 wall and CPU seconds (imports included), the CPU seconds inside ``SimulatedRecommender.predict``, its
 requests, and the load average; then medians, the ratios B / A, and whether the two versions' run
 folders are byte-identical (every file but timings.json, run.json's command line, clock and code version aside).
+
+``--batch-ab`` (issue 45, "numpy over requests"): the requests a paper-size run asks the simulated recommender
+(n = ``--sim-rows`` rows, T = 3, 200 CFR rows, hash encoder; recorded once per case by running it, batch by
+batch as the run asked them), answered again by a fresh recommender (cold memos, as in a run) with the
+per-request path (A: ``_predict_one`` for each request, what ``predict`` did before) and with the batched path
+(B: ``predict``), alternating A B B A ...; per answer pass the CPU and wall seconds; then medians, the ratio
+B / A and whether every answer of B equals A's.  Cases: open generation and re-ranking (beta 2, rho 1) and the
+text-reading simulator with surface noise.
 """
 
 from __future__ import annotations
@@ -519,6 +529,81 @@ def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: s
     print(f"run folders byte-identical, A vs B: {files['A'] == files['B']} ({len(files['A'])} files)")
 
 
+#: ``--batch-ab``'s cases: the sim section and protocol of each paper-size run
+BATCH_AB_CASES = {
+    "open": dict(protocol="open", sim__beta=2.0, sim__rho=1.0),
+    "rank": dict(protocol="rank", sim__beta=2.0, sim__rho=1.0),
+    "open-text": dict(
+        protocol="open", sim__reads="text", sim__beta=1.5, sim__rho=0.6, sim__wording_sd=0.5, sim__temperature=0.5
+    ),
+}
+
+
+def _recorded_batches(cfg) -> list:
+    """The batches of requests a run of ``cfg`` asks its simulated recommender (the run made once, here)."""
+    import facterlab.models.simulated as S
+    from facterlab.facter.pipeline import run_experiment
+
+    batches: list = []
+    real = S.SimulatedRecommender.predict
+
+    def predict(self, requests):
+        batches.append(list(requests))
+        return real(self, requests)
+
+    S.SimulatedRecommender.predict = predict  # type: ignore[method-assign]
+    try:
+        run_experiment(cfg, out_dir=tempfile.mkdtemp(prefix="bench_batch_ab_"), progress=False)
+    finally:
+        S.SimulatedRecommender.predict = real  # type: ignore[method-assign]
+    return batches
+
+
+def batch_ab_report(dataset: str, repeats: int, n_rows: int) -> None:
+    """``--batch-ab`` (module docstring): the per-request path (A) against the batched path (B), alternating."""
+    import facterlab.models.simulated as S
+    from facterlab.data.protocol import load_or_build_interactions
+    from facterlab.reporting.experiments import run_config
+
+    print(f"--batch-ab on {dataset}, n = {n_rows}, T = 3, 200 CFR rows; load {os.getloadavg()[0]:.1f}", flush=True)
+    rows_out = []
+    for case, kw in BATCH_AB_CASES.items():
+        cfg = run_config(
+            dataset=dataset, model="simulated", n_rows=n_rows, passes=3, cfr_rows=200, encoder="hash-encoder", **kw
+        )
+        batches = _recorded_batches(cfg)
+        inter = load_or_build_interactions(None, cfg.data)
+        n_req = sum(len(b) for b in batches)
+        got: dict = {"A": [], "B": []}
+        answers: dict = {}
+        for i in range(repeats):
+            for v in ("A", "B") if i % 2 == 0 else ("B", "A"):
+                rec = S.simulated_from_config(cfg, inter)
+                one = rec._predict_one
+                c0, t0, load = time.process_time(), time.perf_counter(), os.getloadavg()[0]
+                out = [[one(r) for r in b] if v == "A" else rec.predict(b) for b in batches]
+                got[v].append({"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0, "load": load})
+                answers.setdefault(v, out)
+                r = got[v][-1]
+                print(
+                    f"  {case:9s} repeat {i + 1} {v} ({'per request' if v == 'A' else 'batched'}): "
+                    f"CPU {r['cpu_s']:6.2f} s  wall {r['wall_s']:6.2f} s  load {load:.1f}",
+                    flush=True,
+                )
+        med = {v: {k: statistics.median(r[k] for r in rs) for k in ("cpu_s", "wall_s")} for v, rs in got.items()}
+        same = answers["A"] == answers["B"]
+        rows_out.append((case, n_req, len(batches), med, same))
+    print(f"\nmedians over {repeats} answer passes per path (A: per request, B: batched)")
+    print("| case | requests (batches) | A CPU s | B CPU s | A wall s | B wall s | CPU B / A | answers identical |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case, n_req, n_b, med, same in rows_out:
+        a, b = med["A"], med["B"]
+        print(
+            f"| {case} | {n_req} ({n_b}) | {a['cpu_s']:.2f} | {b['cpu_s']:.2f} | {a['wall_s']:.2f} | {b['wall_s']:.2f} "
+            f"| {b['cpu_s'] / a['cpu_s']:.2f} | {same} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--accuracy", action="store_true", help="only the accuracy table")
@@ -540,7 +625,13 @@ def main() -> None:
         metavar="REV_A[,REV_B]",
         help="only: the simulated recommender's cost, two git revisions alternating (REV_B: the working tree)",
     )
-    ap.add_argument("--sim-rows", type=int, default=1500, help="--sim-ab: data.n_rows (default 1500)")
+    ap.add_argument(
+        "--batch-ab",
+        action="store_true",
+        help="only: the simulated recommender's per-request path against its batched path, alternating "
+        "(--repeats passes each; --sim-rows rows, default 1500; 2500 is the paper's size)",
+    )
+    ap.add_argument("--sim-rows", type=int, default=1500, help="--sim-ab, --batch-ab: data.n_rows (default 1500)")
     ap.add_argument("--sim-encoder", default="hash-encoder", help="--sim-ab: the encoder (default hash-encoder)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
@@ -560,6 +651,9 @@ def main() -> None:
         return
     if a.sim_ab:
         sim_ab_report(a.sim_ab, dataset, a.repeats, a.sim_rows, a.sim_encoder)
+        return
+    if a.batch_ab:
+        batch_ab_report(dataset, a.repeats, a.sim_rows)
         return
     phases_report(dataset, a.repeats)
     if a.notebook:
