@@ -177,3 +177,34 @@ def test_uncommitted_reason_reads_the_work_tree(tmp_path):
     assert rp.uncommitted_reason(tmp_path) is None
     (tmp_path / "a.py").write_text("2\n")
     assert rp.uncommitted_reason(tmp_path) == "1 tracked file(s) differ from the last commit (a.py)"
+
+
+def test_code_version_is_dirty_for_code_not_for_the_reports_own_figures(tmp_path, monkeypatch):
+    """A report run rewrites the committed figures/ as it goes: the runs it makes after the first figure
+    are still made by the commit, so only tracked files outside figures/ make the code version '-dirty'
+    (the report run of 2026-12-07 at 370dedf recorded '370dedf-dirty' for every run)."""
+    import shutil
+    import subprocess
+
+    from facterlab.facter import provenance
+    from facterlab.gitstate import changed_tracked_files
+
+    if shutil.which("git") is None or not provenance.code_version().startswith("git "):
+        pytest.skip("the package is not in a git work tree here")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "figures").mkdir()
+    for f in ("a.py", "figures/t.md"):
+        (tmp_path / f).write_text("1\n")
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    (tmp_path / "figures" / "t.md").write_text("2\n")
+    assert changed_tracked_files(tmp_path) == [] and changed_tracked_files(tmp_path, ()) == ["figures/t.md"]
+    (tmp_path / "a.py").write_text("2\n")
+    assert changed_tracked_files(tmp_path) == ["a.py"]
+
+    for changed, suffix in (([], ""), (["src/x.py"], "-dirty"), (None, "-unknown-tree (git status failed)")):
+        monkeypatch.setattr(provenance, "changed_tracked_files", lambda root, c=changed: c)
+        version = provenance.code_version()
+        assert version.startswith("git ") and version.endswith(suffix or version[-7:])
+        assert ("-dirty" in version) == (suffix == "-dirty")

@@ -13,6 +13,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from facterlab.gitstate import changed_tracked_files
+
 __all__ = ["utc_now", "code_version", "run_command", "host_line"]
 
 
@@ -22,7 +24,9 @@ def utc_now() -> str:
 
 
 def code_version() -> str:
-    """``git describe --always --dirty`` when the package sits in a git work tree, else the package version.
+    """``git <describe --always>`` when the package sits in a git work tree, with ``-dirty`` when a tracked
+    file outside :data:`OUTPUT_PATHS` differs from the commit (:func:`changed_tracked_files`); else the
+    package version.
 
     Returns
     -------
@@ -33,20 +37,15 @@ def code_version() -> str:
     git = shutil.which("git")
     if git and any((p / ".git").exists() for p in (pkg, *pkg.parents)):
         try:
-            # `--dirty` compares the work tree with the index, through the clean filter of every file whose
-            # stat data changed. In a fresh clone that is every notebook, and nbstripout (the clone's git
-            # filter for *.ipynb, `make install`) starts Python once per file: 20 s for the 17 notebooks, over
-            # the timeout. With `cat` as the clean filter, a notebook counts as changed when its file differs
-            # from the committed (stripped) one, outputs included.
-            out = subprocess.run(
-                [git, "-c", "filter.nbstripout.clean=cat", "describe", "--always", "--dirty"],
-                cwd=pkg,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            )
+            out = subprocess.run([git, "describe", "--always"], cwd=pkg, capture_output=True, text=True, timeout=10)
             if out.returncode == 0 and out.stdout.strip():
-                return f"git {out.stdout.strip()}"
+                top = subprocess.run(
+                    [git, "rev-parse", "--show-toplevel"], cwd=pkg, capture_output=True, text=True, timeout=10
+                )
+                changed = changed_tracked_files(top.stdout.strip() or pkg) if top.returncode == 0 else None
+                if changed is None:
+                    return f"git {out.stdout.strip()}-unknown-tree (git status failed)"
+                return f"git {out.stdout.strip()}{'-dirty' if changed else ''}"
         except (OSError, subprocess.SubprocessError):
             pass
     try:

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from facterlab import paths, threads
 from facterlab.config import results_dir
+from facterlab.gitstate import OUTPUT_PATHS, changed_tracked_files
 from facterlab.params import PAPER_MODELS as PAPER_MODELS  # re-exported: the profiles live in facterlab.params
 from facterlab.params import (
     PROFILES,
@@ -698,7 +699,7 @@ def choose_dataset(profile: str, extra: dict | None = None, download: bool = Tru
 
 
 #: paths whose changes do not make a tree unfit for the report: the report's own outputs
-REPORT_OUTPUTS = ("figures/",)
+REPORT_OUTPUTS = OUTPUT_PATHS
 #: the work tree of the code that makes the runs (where :func:`facterlab.facter.provenance.code_version` looks)
 CODE_ROOT = Path(__file__).resolve().parents[3]
 
@@ -716,23 +717,11 @@ def uncommitted_reason(root: os.PathLike | str) -> str | None:
     >>> uncommitted_reason(tempfile.mkdtemp()).startswith("not a git work tree")
     True
     """
-    git = shutil.which("git")
-    if git is None:
+    if shutil.which("git") is None:
         return "git is not installed, so the commit cannot be named"
-    try:
-        r = subprocess.run(
-            [git, "-c", "filter.nbstripout.clean=cat", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"git status failed ({exc})"
-    if r.returncode != 0:
-        return f"not a git work tree ({root}), so the commit cannot be named"
-    changed = [ln[3:].strip() for ln in r.stdout.splitlines() if ln.strip()]
-    changed = [c for c in changed if not c.startswith(REPORT_OUTPUTS)]
+    changed = changed_tracked_files(root, REPORT_OUTPUTS)
+    if changed is None:
+        return f"not a git work tree ({root}), or git status failed there, so the commit cannot be named"
     if not changed:
         return None
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
