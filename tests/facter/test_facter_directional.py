@@ -88,7 +88,7 @@ def test_positive_control_finds_the_pushed_cell(world):
     ) and "gender=F more Romance" in dr.directional_summary(t)
 
 
-@pytest.mark.slow  # statistical: 120 replicates per case (155-270 s wall each at load 9-12 on 2 cores)
+@pytest.mark.slow  # statistical: 120 replicates per case (7-9 s of CPU each; 2/120, 0/120, 0/120 rejected)
 @pytest.mark.parametrize("case", ["semantic", "per-call", "lines-set"])
 def test_family_wise_error_stays_at_alpha_without_a_direction(world, case):
     """Many small replicates of an unbiased model (the `semantic` one depends on the demographics and
