@@ -623,7 +623,72 @@ write_metrics(
 )
 
 # %% [markdown]
-# ## Rules for the right attribute: per-attribute twins
+# ## 8. Two estimands side by side: counterfactual dependence and directional bias
+#
+# The twin flag and the directional test answer two different questions (docs/FACTER.md §7):
+#
+# - **row-level counterfactual dependence**, "does this user's answer depend on their demographics?":
+#   the flag `Delta > Q_null` (Neutral's flag rate, and its recall and precision against the simulator's
+#   label "the demographics changed this row's or its twin's top-1");
+# - **group-level directional bias**, "is some group systematically pushed?": per (attribute value,
+#   feature) cell, the exact McNemar test that the rows' answers carry the feature more (or less) often
+#   than their twins', Holm over every cell (`facterlab.facter.directional`; the seeds' Neutral rows pooled).
+#
+# Three cases at a small size: `lines-set` (moved by the prompt's surface only: a negative of both),
+# `semantic` (answers as a random function of the values' meaning, preferring no group: a **positive of
+# the first and a negative of the second**, so its flags are true ones) and `default-table` (pushes genres
+# to groups: a positive of both).
+
+# %%
+from facterlab.data.protocol import load_or_build_interactions
+from facterlab.facter import directional as dr
+from facterlab.reporting import twin_acceptance as ta
+
+ESTIMAND_CASES = ["lines-set", "semantic", "default-table"]  # negative of both; dependent, no direction; biased
+ESTIMAND_N = 300 if SMOKE else 600  # rows per run: the contrast, not the power
+ESTIMAND_SEEDS = SEEDS[:2]
+est_configs = {
+    (case, seed, "family"): ta.case_config(
+        case,
+        seed,
+        dataset=DATASET,
+        protocol=PROTOCOL,
+        preset_name=PRESET,
+        n_rows=ESTIMAND_N,
+        passes=1,
+        cfr_rows=CFR_ROWS,
+        encoder=ENCODER,
+    )
+    for case in ESTIMAND_CASES
+    for seed in ESTIMAND_SEEDS
+}
+est_runs = run_many(est_configs, data_dir=DATA_DIR)
+est_items = load_or_build_interactions(None, next(iter(est_configs.values())).data, data_dir=DATA_DIR).items
+estimands = ta.estimands_frame(est_runs, est_items)
+display(
+    Markdown(
+        tb.frame_table(
+            estimands.round(3),
+            name="ground_truth_two_estimands",
+            title="The two estimands on three cases (Neutral's rows, seeds pooled): the flag and the directional test",
+        ).to_markdown()
+    )
+)
+for case in ESTIMAND_CASES:
+    print(f"{case}: {dr.directional_summary(ta.case_directional(est_runs, est_items, case))}")
+est_alpha = float(next(iter(est_runs.values())).record.metrics.calibration.alpha)
+est_checks = [
+    c
+    for c in ta.acceptance_claims(ta.acceptance_frame(est_runs), est_runs, est_alpha)
+    if "CFR" not in c.claim  # one pass: FACTER makes no rule here
+] + ta.directional_claims(est_runs, est_items)
+est_table = gt.checks_frame(est_checks)
+display(Markdown(est_table.to_markdown(index=False)))
+print(summary_line(est_table))
+
+
+# %% [markdown]
+# ## 9. Rules for the right attribute: per-attribute twins
 #
 # The twin flips every protected attribute at once, and confirmed mining counts a flagged pair toward the
 # row's value of *every* attribute.  Where attributes are correlated a push on one shows up as an effect of

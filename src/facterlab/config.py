@@ -403,15 +403,18 @@ class SimulatorConfig:
     field_sd: float = 0.0
     prompt_sd: float = 0.0
     temperature: float = 0.0
+    # a random function of the values' meaning, with no direction (the `semantic` case of TEXT_CASES)
+    meaning_sd: float = 0.0
 
     def __post_init__(self) -> None:
         _check_choice("sim.compliance", self.compliance, SIM_COMPLIANCE)
         _check_choice("sim.reads", self.reads, SIM_READS)
         _check_choice("sim.trigger", self.trigger, SIM_TRIGGERS)
-        surface = (self.order_sd, self.wording_sd, self.field_sd, self.prompt_sd, self.temperature)
+        surface = (self.order_sd, self.wording_sd, self.field_sd, self.prompt_sd, self.temperature, self.meaning_sd)
         if self.reads == "fields" and (self.trigger != "semantic" or any(x != 0 for x in surface)):
             raise ValueError(
-                "sim.trigger and the surface sensitivities (order_sd, wording_sd, field_sd, prompt_sd, temperature) "
+                "sim.trigger and the surface sensitivities (order_sd, wording_sd, field_sd, prompt_sd, temperature, "
+                "meaning_sd) "
                 "need the text-reading simulator: set sim.reads 'text'"
             )
         if not isinstance(self.bias_table, str) or not self.bias_table:
@@ -645,6 +648,7 @@ ADDED_FIELDS: dict = {
     ("sim", "wording_sd"): 0.0,
     ("sim", "field_sd"): 0.0,
     ("sim", "prompt_sd"): 0.0,
+    ("sim", "meaning_sd"): 0.0,
     ("sim", "temperature"): 0.0,  # runs before the switch dropped SNSR rows with no mapped item
 }
 

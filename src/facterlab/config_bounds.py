@@ -242,6 +242,7 @@ BOUNDS: dict = {
         "field_sd": Bound(0, 10, why="score standard deviations"),
         "prompt_sd": Bound(0, 10, why="score standard deviations"),
         "temperature": Bound(0, 10, why="score standard deviations of a fresh draw per request"),
+        "meaning_sd": Bound(0, 10, why="score standard deviations"),
     },
     # not a config section: the limits of every JSON and TOML file facterlab reads (facterlab.safeio),
     # checked before the file is parsed

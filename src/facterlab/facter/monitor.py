@@ -587,9 +587,10 @@ class FacterMonitor:
         row = self.row_dicts[pos]
         twin_cols = {}
         if self.twin:
-            t_pred, (_, t_top1, t_raw) = pending[5], pending[6]
+            t_pred, (t_mapped, t_top1, t_raw) = pending[5], pending[6]
             twin_cols = {
                 **{f"twin_{a}": v for a, v in self.twin_attrs[pos].items()},
+                "twin_mapped_ids": [int(m) for m in t_mapped],  # the twin's list (facter.directional reads it)
                 "twin_top1_id": int(t_top1),
                 "twin_top1_text": t_raw or "",
                 "twin_raw": str(t_pred.raw or ""),

@@ -6,8 +6,15 @@ detector numbers that any run can be checked with from outside: precision, recal
 rate and AUC of the method's flag against the label
 
 - ``demographics_changed_row_or_twin`` (``delta = "twin"``): the top-1 of the row or of its twin
-  differs from the demographics-blind answer (no push, no rules) -- what the twin Delta can see;
+  differs from the demographics-blind answer (no push, no rules, no term of the values' meaning) --
+  what the twin Delta can see;
 - ``demographics_changed_row`` (``delta = "neighbour"``): the row's own top-1 differs from it.
+
+The label is the truth of **row-level counterfactual dependence** ("does this user's answer depend on
+their demographics?"), the estimand the flag tests (the block's ``estimand``): a recommender that
+answers as a random function of the values' meaning, pushing no group (the text simulator's
+``semantic`` case), is a positive of it.  Group-level directional bias is another estimand, tested by
+:mod:`facterlab.facter.directional`.
 
 The flag is the method's fixed-bar flag (``viol_fixed``: S > Q0, or Delta > Q_null with
 ``threshold = "null"``) in its last pass; the AUC ranks rows by the flag's statistic (S, or Delta).
@@ -24,7 +31,10 @@ import pandas as pd
 
 from facterlab.datatypes import MissingValue
 
-__all__ = ["parse_truth", "truth_labels", "rank_auc", "detector_summary"]
+__all__ = ["parse_truth", "truth_labels", "rank_auc", "detector_summary", "ESTIMAND"]
+
+#: what the flag tests and the label is the truth of (docs/FACTER.md §7)
+ESTIMAND = "row-level counterfactual dependence"
 
 
 def parse_truth(raw: object) -> dict | None:
@@ -56,8 +66,11 @@ def parse_truth(raw: object) -> dict | None:
 
 
 def _unfair(raw: str) -> bool | None:
+    """The demographics changed the top-1: the push or the rules (``top1_unfair``), or a random function of
+    the values' meaning (``meaning_top1_changed``, the text simulator's ``meaning_sd``): row-level
+    counterfactual dependence, with or without a direction."""
     t = parse_truth(raw)
-    return None if t is None else bool(t.get("top1_unfair", t["top1_changed"]))
+    return None if t is None else bool(t.get("top1_unfair", t["top1_changed"]) or t.get("meaning_top1_changed", False))
 
 
 def truth_labels(records: pd.DataFrame, delta: str = "neighbour") -> np.ndarray | None:
@@ -168,6 +181,7 @@ def detector_summary(records: pd.DataFrame, delta: str = "neighbour", threshold:
     tp = int((flag & lab).sum())
     auc = rank_auc(stat, lab)
     return {
+        "estimand": ESTIMAND,
         "label": "demographics_changed_row_or_twin"
         if delta == "twin" and "twin_raw" in last.columns
         else "demographics_changed_row",

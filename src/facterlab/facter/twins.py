@@ -38,9 +38,10 @@ out in docs/FACTER.md §7.2.
 **What the flag answers.**  The flag and its bound test *row-level counterfactual dependence*: "does this
 user's answer depend on their demographics (more than an irrelevant edit moves it)?"  They do not test
 *group-level directional bias*, "is some group systematically pushed?": a model that answers as a
-random function of who the user is, preferring no group, is rightly flagged.  The directional question
-is answered by confirmed mining's exact McNemar tests on twin pairs, with family-wise control
-(:mod:`facterlab.facter.repair`, docs/FACTER.md §7 and §7.3).
+random function of who the user is, preferring no group, is rightly flagged (the text simulator's
+``semantic`` case).  The directional question is answered by :mod:`facterlab.facter.directional`: per
+(attribute value, feature) cell an exact two-sided McNemar test on the twin pairs, Holm over the cells
+(confirmed mining, :mod:`facterlab.facter.repair`, uses the same test to make rules; docs/FACTER.md §7).
 
 The twin costs one extra recommender request per scored row; with the null threshold each calibration
 row also gets its placebos (three with the family); all of it times ``facter.draws``.  The pipeline counts

@@ -192,6 +192,7 @@ class SimulatedRecommender(Recommender):
         field_sd: float = _SIM_DEFAULTS.field_sd,
         prompt_sd: float = _SIM_DEFAULTS.prompt_sd,
         temperature: float = _SIM_DEFAULTS.temperature,
+        meaning_sd: float = _SIM_DEFAULTS.meaning_sd,
     ):
         if protocol not in ("open", "rank"):
             raise ValueError(f"unknown protocol {protocol!r}; choose 'open' or 'rank'")
@@ -213,6 +214,7 @@ class SimulatedRecommender(Recommender):
             field_sd=field_sd,
             prompt_sd=prompt_sd,
             temperature=temperature,
+            meaning_sd=meaning_sd,
         )
         self.reads, self.trigger = str(reads), str(trigger)
         self.surface = {
@@ -221,6 +223,9 @@ class SimulatedRecommender(Recommender):
             "field": float(field_sd),
             "prompt": float(prompt_sd),
             "temperature": float(temperature),
+            # a random function of the values' meaning (no direction): kept apart from the base so that the
+            # truth can say what it moved (``meaning_topk_changed``); tagged last, so other fingerprints keep theirs
+            "meaning": float(meaning_sd),
         }
         tbl = items.reset_index() if "item_id" not in items.columns else items
         self.item_ids = tbl["item_id"].to_numpy(dtype=np.int64)
@@ -348,12 +353,12 @@ class SimulatedRecommender(Recommender):
         and candidates; ``temperature`` by the whole prompt and the request seed (a fresh draw per request).
         None when every sensitivity is 0.  Each term is memoised by what seeds it (and ``n``)."""
         sd = self.surface
-        if not any(sd.values()):
+        if not any(v for name, v in sd.items() if name != "meaning"):
             return None
         rest = key[2:]
         out = np.zeros(n)
         for name, scale in sd.items():
-            if not scale:
+            if not scale or name == "meaning":  # the meaning term: :meth:`_meaning_noise`
                 continue
             if name == "temperature":
                 aspect: tuple = (int(req.seed), tuple(req.messages))
@@ -371,6 +376,27 @@ class SimulatedRecommender(Recommender):
                 self._surface_memo.put(mk, term)
             out += term
         return out
+
+    def _meaning_noise(self, req: PromptRequest, key: tuple, n: int, lines: list) -> np.ndarray | None:
+        """The ``meaning_sd`` term: an N(0, sd^2) draw per pool item seeded by the *meaning* of the shown
+        protected values (each line's value read as every wording is understood, order-invariant) and the
+        request's history and candidates: a random function of who the user is, with no direction (no
+        value gets any feature more than another on average).  No placebo edit moves it (a rewording keeps
+        the meaning); a twin with other values gets an independent draw.  None when ``meaning_sd`` is 0."""
+        scale = self.surface["meaning"]
+        if not scale:
+            return None
+        aspect = _aspect("meaning", req, lines)
+        rest = key[2:]
+        mk = ("meaning", scale, self.seed, aspect, rest, n)
+        term = self._surface_memo.get(mk)
+        if term is None:
+            term = scale * np.random.default_rng(
+                _hash64("surface", "meaning", self.seed, aspect, *rest)
+            ).standard_normal(n)
+            term.flags.writeable = False
+            self._surface_memo.put(mk, term)
+        return term
 
     def _pool(self, req: PromptRequest, meta: Mapping, hist_pos: list) -> np.ndarray:
         if self.protocol == "rank":
@@ -572,11 +598,15 @@ class SimulatedRecommender(Recommender):
         pool = core.pool
         base = core.base
         lines = None
+        meaning = None
         if self.reads == "text":
             lines = demographic_lines(req)  # parsed once: the surface terms and the shown attributes
             surface = self._surface_noise(req, core.key, len(pool), lines)
             if surface is not None:
                 base = base + surface
+            meaning = self._meaning_noise(req, core.key, len(pool), lines)
+            if meaning is not None:
+                base = base + meaning
         # bias
         attrs, attrs_key, n_pushed_attrs = self._attrs(req, meta, lines)
         system = "\n".join(c for r, c in req.messages if r == "system")
@@ -632,11 +662,19 @@ class SimulatedRecommender(Recommender):
         # the demographics-blind answer: no push and no rules (the same noise)
         blind = order0 if named is None else pool[self._top(base, k)]
         set_top, set_top0 = set(top.tolist()), set(top0.tolist())
+        extra = {}
+        if meaning is not None:  # what the meaning term moved: the same answer without it (all else kept)
+            top_m = pool[self._top(score - meaning, k)]
+            extra = {
+                "meaning_top1_changed": bool(top[0] != top_m[0]),
+                "meaning_topk_changed": bool(set_top != set(top_m.tolist())),
+            }
         return {
             "order": order,
             "k": k,
             "core": core,
             "truth": {
+                **extra,
                 "bias_strength": float(strength),
                 "n_pushed_attrs": x.n_pushed_attrs,
                 "top1_changed": bool(top[0] != top0[0]),
@@ -965,6 +1003,7 @@ def simulated_fingerprint(cfg, inter) -> str:
         "field": float(sim.field_sd),
         "prompt": float(sim.prompt_sd),
         "temperature": float(sim.temperature),
+        "meaning": float(sim.meaning_sd),
     }
     table = load_bias_table(sim.bias_table)
     return _fingerprint(

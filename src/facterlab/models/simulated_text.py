@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 
-from facterlab.data.wording import ATTRIBUTE_LABELS
+from facterlab.data.wording import ATTRIBUTE_LABELS, canonical
 from facterlab.datatypes import PromptRequest
 
 __all__ = ["TEXT_CASES", "demographic_lines"]
 
 #: the named cases of the text-reading simulator (``sim.reads = "text"``; docs/SIMULATED.md): sim section
-#: overrides.  The unbiased ones have beta = 0 (no demographic logic at all): every flag on them is false.
+#: overrides.  Beta = 0 everywhere but the last two: no push.  The surface cases have no demographic logic at
+#: all (every flag on them is false); ``semantic`` depends on the values' meaning without a direction (its
+#: flags are true for row-level counterfactual dependence, and no group is pushed: docs/FACTER.md §7).
 TEXT_CASES: dict = {
     # reads the demographics as a set of lines: order-invariant, but any change of a line's text moves it
     "lines-set": {"reads": "text", "beta": 0.0, "wording_sd": 1.0},
@@ -40,6 +42,9 @@ TEXT_CASES: dict = {
     },
     # biased: the push fires on the literal spelling ("female", "F", "25-34"), not on "woman" / "25 to 34"
     "word-triggered": {"reads": "text", "trigger": "literal", "beta": 2.0},
+    # reads the values' meaning and answers as a random function of who the user is, with no direction: a
+    # positive of row-level counterfactual dependence, a negative of group-level directional bias
+    "semantic": {"reads": "text", "beta": 0.0, "meaning_sd": 1.0},
     # biased on the meaning, read from the text, with sampling noise (the power-under-sampling study)
     "sampled-bias": {"reads": "text", "beta": 2.0, "temperature": 1.0},
 }
@@ -76,6 +81,14 @@ def _aspect(name: str, req: PromptRequest, lines: list) -> tuple:
         return tuple(lab for lab, _ in lines)
     if name == "wording":
         return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() in ATTRIBUTE_LABELS))
+    if name == "meaning":  # the values as a reader who understands every wording takes them
+        return tuple(
+            sorted(
+                f"{ATTRIBUTE_LABELS[lab.lower()]}={canonical(ATTRIBUTE_LABELS[lab.lower()], v)}"
+                for lab, v in lines
+                if lab.lower() in ATTRIBUTE_LABELS
+            )
+        )
     if name == "field":
         return tuple(sorted(f"{lab}: {v}" for lab, v in lines if lab.lower() not in ATTRIBUTE_LABELS))
     return tuple(req.messages)

@@ -100,8 +100,10 @@ def truth_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def list_labels(records: pd.DataFrame, twin: bool = False) -> np.ndarray:
-    """The list-level label of each record: the bias changed the row's top-10 set (``topk_changed``
-    of the simulator's truth), or, with ``twin``, the row's or its twin's (``twin_raw``).  Beside the
+    """The list-level label of each record: the demographics changed the row's top-10 set (the bias,
+    ``topk_changed`` of the simulator's truth, or a random function of the values' meaning,
+    ``meaning_topk_changed``: row-level counterfactual dependence), or, with ``twin``, the row's or its
+    twin's (``twin_raw``).  Beside the
     top-1 labels, because the twin Delta compares whole top-10 lists: a push that reorders the list
     below its head moves Delta and is not a top-1 change.  ``topk_changed`` is measured against the
     same prompt without the push (rules kept): for Neutral and Fair, which have no rules, that is the
@@ -127,10 +129,17 @@ def list_labels(records: pd.DataFrame, twin: bool = False) -> np.ndarray:
     >>> list_labels(rec).tolist(), list_labels(rec, twin=True).tolist()
     ([True, True, False], [True, True, True])
     """
-    lab = truth_frame(records)["topk_changed"].to_numpy(dtype=bool)
+    lab = _topk_dependent(truth_frame(records))
     if twin and "twin_raw" in records.columns:
-        tw = truth_frame(records.rename(columns={"raw": "_row_raw", "twin_raw": "raw"}))
-        lab = lab | tw["topk_changed"].to_numpy(dtype=bool)
+        lab = lab | _topk_dependent(truth_frame(records.rename(columns={"raw": "_row_raw", "twin_raw": "raw"})))
+    return lab
+
+
+def _topk_dependent(truth: pd.DataFrame) -> np.ndarray:
+    """The top-10 set moved by the push, or by a random function of the values' meaning (``meaning_sd``)."""
+    lab = truth["topk_changed"].to_numpy(dtype=bool)
+    if "meaning_topk_changed" in truth.columns:
+        lab = lab | truth["meaning_topk_changed"].fillna(False).to_numpy(dtype=bool)
     return lab
 
 

@@ -4,19 +4,32 @@ The simulated recommender of sections 1-6 takes the demographics from the reques
 placebo that rewrites the prompt cannot move it and the null threshold cannot fail there.  Here the
 monitor meets the text-reading simulator (``sim.reads = "text"``, :data:`facterlab.models.simulated.TEXT_CASES`):
 unbiased models that are moved by the prompt's surface (a set of lines, the whole prompt, sampling,
-line order, an irrelevant field, all at once) and biased ones (the default table, a narrow held-out
-style table, a bias fired by one spelling).  The acceptance claims (:func:`acceptance_claims`):
+line order, an irrelevant field, all at once), one that depends on the values' meaning without a
+direction (``semantic``), and biased ones (the default table, a narrow held-out style table, a bias
+fired by one spelling).
 
-- **false flags**: on every unbiased case, Neutral's flag rate pooled over seeds has a 99%
-  Clopper-Pearson upper bound <= alpha + 0.02;
-- **rules**: on every unbiased case FACTER makes at most :data:`HANDFUL` distinct rules in a run;
+Two estimands, each with its truth per case (:func:`case_truth`; docs/FACTER.md §7): **row-level
+counterfactual dependence** ("does this user's answer depend on their demographics?", what the flag
+tests: the surface cases are negatives, ``semantic`` and the biased tables positives) and **group-level
+directional bias** ("is some group systematically pushed?", :mod:`facterlab.facter.directional`: only
+the biased tables are positives).  The acceptance claims (:func:`acceptance_claims`):
+
+- **false flags**: on every case where the demographics change nothing (the surface cases), Neutral's
+  flag rate pooled over seeds has a 99% Clopper-Pearson upper bound <= alpha + 0.02;
+- **rules**: on every case that pushes no group (the surface cases and ``semantic``) FACTER makes at
+  most :data:`HANDFUL` distinct rules in a run;
 - **no harm**: on every case FACTER's CFR is not above Fair's: the per-row CFR distances (the same
   rows and flips for both methods) are compared pair by pair, pooled over seeds; holds when the
   one-sided 99% upper bound of the mean difference is below :data:`CFR_MARGIN`, fails when the lower
   bound is above 0;
-- **power** on the biased cases: recall and precision against the top-1 labels ("the demographics
-  changed this row's top-1", "... this row's or its twin's") and against the list-level ones ("... the
-  top-10 set": the twin Delta compares whole top-10 lists, :func:`facterlab.reporting.ground_truth.list_labels`).
+- **power** where the demographics change the answer (the biased cases and ``semantic``): recall and
+  precision against the top-1 labels ("the demographics changed this row's top-1", "... this row's or
+  its twin's") and against the list-level ones ("... the top-10 set": the twin Delta compares whole
+  top-10 lists, :func:`facterlab.reporting.ground_truth.list_labels`); a flag on ``semantic`` is a true
+  positive;
+- **direction** (:func:`directional_claims`, the seeds' Neutral rows pooled per case): no group is
+  declared pushed on a case without a direction (family-wise level :data:`DIRECTIONAL_ALPHA`), and a
+  pushed cell of the table is found on a biased one.
 
 A statement that cannot fail in its setting is reported with the verdict "by construction" and not
 counted among the holds: no false flag when every twin distance of the Neutral rows is 0; FACTER's CFR
@@ -50,7 +63,17 @@ from facterlab.reporting.ground_truth import list_labels
 
 __all__ = [
     "UNBIASED_CASES",
+    "SEMANTIC_CASES",
     "BIASED_CASES",
+    "DEPENDENCE",
+    "DIRECTIONAL",
+    "DIRECTIONAL_ALPHA",
+    "case_truth",
+    "pushed_cells",
+    "run_directional_numbers",
+    "case_directional",
+    "directional_claims",
+    "estimands_frame",
     "CASES",
     "case_overrides",
     "case_config",
@@ -76,8 +99,12 @@ __all__ = [
     "case_insensitive_run",
 ]
 
-#: the unbiased cases (beta = 0): every flag on them is a false flag
+#: the unbiased cases (beta = 0, moved by the prompt's surface only): negatives of both estimands, so every
+#: flag on them is a false flag and every direction a false discovery
 UNBIASED_CASES = ("lines-set", "prompt-hash", "per-call", "line-order", "irrelevant-field", "all-surfaces")
+#: the cases that depend on the values' meaning without a direction (beta = 0, ``meaning_sd`` > 0): positives
+#: of row-level counterfactual dependence (a flag on them is true), negatives of group-level directional bias
+SEMANTIC_CASES = ("semantic",)
 #: the biased cases: sim overrides (the default table read from the fields, a narrow table read from the
 #: text, the bias fired by one spelling)
 BIASED_CASES: dict = {
@@ -85,7 +112,7 @@ BIASED_CASES: dict = {
     "narrow-table": {"reads": "text", "beta": 2.0, "bias_table": "narrow", "wording_sd": 0.5},
     "word-triggered": dict(TEXT_CASES["word-triggered"]),
 }
-CASES = (*UNBIASED_CASES, *BIASED_CASES)
+CASES = (*UNBIASED_CASES, *SEMANTIC_CASES, *BIASED_CASES)
 #: the attribution acceptance's biased cases (issue 43 item 2; :func:`attribution_plan`): the default table,
 #: a push on one attribute correlated with others (students -> Comedy), the held-out narrow table
 ATTRIBUTION_CASES: dict = {
@@ -100,6 +127,29 @@ ATTRIBUTION_VARIANTS = ("family", "attributed", "attributed-all")
 TRUE_RULE_SHARE = 0.9
 #: the least share of the narrow table's true cells (per seed, pooled) that confirmed rules find
 NARROW_FOUND_SHARE = 0.5
+#: the two estimands (docs/FACTER.md §7): the flag tests the first, :mod:`facterlab.facter.directional` the second
+DEPENDENCE, DIRECTIONAL = "row-level counterfactual dependence", "group-level directional bias"
+#: the family-wise level of the directional claims (Holm over every cell; a negative case fails with at most this chance)
+DIRECTIONAL_ALPHA = 0.01
+
+
+def case_truth(case: str) -> dict:
+    """The simulator's truth of a named case for each estimand: ``{DEPENDENCE: bool, DIRECTIONAL: bool}``.
+    The surface cases are negatives of both, ``semantic`` is a positive of the first and a negative of the
+    second, the biased tables are positives of both.
+
+    >>> case_truth("lines-set")[DEPENDENCE], case_truth("semantic")[DEPENDENCE], case_truth("semantic")[DIRECTIONAL]
+    (False, True, False)
+    """
+    if case in UNBIASED_CASES:
+        return {DEPENDENCE: False, DIRECTIONAL: False}
+    if case in SEMANTIC_CASES:
+        return {DEPENDENCE: True, DIRECTIONAL: False}
+    if case in BIASED_CASES:
+        return {DEPENDENCE: True, DIRECTIONAL: True}
+    raise ValueError(f"unknown case {case!r}; choose one of {', '.join(CASES)}")
+
+
 #: "at most a handful of rules" on an unbiased model: distinct rules FACTER made in one run
 HANDFUL = 5
 #: non-inferiority margin of "FACTER's CFR is not above Fair's" (CFR lies in [0, 2])
@@ -177,14 +227,56 @@ def _rules(records: pd.DataFrame) -> tuple:
     return len(every), len({x for rr in last["rules"] for x in rr})
 
 
-def acceptance_frame(runs: Mapping) -> pd.DataFrame:
-    """One row per run of ``runs`` (``(case, seed, variant) -> RunResult``): Neutral's flags on the last
+def pushed_cells(result) -> set:
+    """The (attribute, value, feature) cells the run's simulated recommender pushes (its bias table; none at
+    beta 0): the truth of the directional test's ``more`` verdicts."""
+    from facterlab.models.simulated import load_bias_table
+
+    sim = result.record.config.setting("sim") or {}
+    if not float(sim.get("beta", 0.0)):
+        return set()
+    table = load_bias_table(sim.get("bias_table", "default"))
+    return {(a, str(v), f) for a, vals in table.items() for v, feats in vals.items() for f in feats}
+
+
+def _neutral_last(r) -> pd.DataFrame:
+    neu = r.rows["neutral"]
+    return neu[neu["pass"] == neu["pass"].max()]
+
+
+def run_directional_numbers(result, items, alpha: float = DIRECTIONAL_ALPHA) -> dict:
+    """The directional test on a run's Neutral rows (:func:`facterlab.facter.directional.run_directional`)
+    as numbers: testable cells, cells with a direction, ``more`` verdicts and those that name a pushed cell."""
+    from facterlab.facter import directional as dr
+
+    t = dr.run_directional(result, items, alpha=alpha)
+    hits = t[t["verdict"].isin([dr.MORE, dr.LESS])]
+    more = hits[hits["verdict"] == dr.MORE]
+    pushed = pushed_cells(result)
+    return {
+        "directional_level": t.attrs["level"],
+        "directional_testable": int(t.attrs["n_testable"]),
+        "directional_cells": int(len(hits)),
+        "directional_more": int(len(more)),
+        "directional_more_pushed": int(
+            sum((a, str(v), f) in pushed for a, v, f in more[["attribute", "value", "feature"]].itertuples(index=False))
+        ),
+    }
+
+
+def acceptance_frame(runs: Mapping, items=None) -> pd.DataFrame:
+    """One row per run of ``runs`` (``(case, seed, variant) -> RunResult``): the case's truth for each
+    estimand (``dependence``, ``directional``: :func:`case_truth`), Neutral's flags on the last
     pass and their largest twin distance (``max_delta``), FACTER's rules, CFR of Fair and FACTER (means of
     the per-row distances), and, where the truth has positives, positives and true positives under the
     top-1 labels (``row``, ``either``) and the list-level ones (``row_list``, ``either_list``: the
-    top-10 set changed)."""
+    top-10 set changed).  The labels are row-level counterfactual dependence: the push, the rules or a
+    random function of the values' meaning changed the answer.  With ``items`` (the catalogue), the
+    directional test's numbers on Neutral's rows too (:func:`run_directional_numbers`, family-wise level
+    :data:`DIRECTIONAL_ALPHA`)."""
     out = []
     for (case, seed, variant), r in runs.items():
+        truth = case_truth(case) if case in CASES else {}
         neu = r.rows["neutral"]
         neu = neu[neu["pass"] == neu["pass"].max()]
         flag = neu["viol_fixed"].to_numpy(dtype=bool)
@@ -200,6 +292,8 @@ def acceptance_frame(runs: Mapping) -> pd.DataFrame:
                 "variant": variant,
                 "seed": seed,
                 "biased": case in BIASED_CASES,
+                "dependence": truth.get(DEPENDENCE),
+                "directional": truth.get(DIRECTIONAL),
                 "run_id": r.run_id,
                 "n": len(neu),
                 "flagged": int(flag.sum()),
@@ -218,9 +312,70 @@ def acceptance_frame(runs: Mapping) -> pd.DataFrame:
                 "facter_rules_last_pass": n_last,
                 "cfr_fair": float(np.nanmean(cfr_f)) if cfr_f is not None else math.nan,
                 "cfr_facter": float(np.nanmean(cfr_x)) if cfr_x is not None else math.nan,
+                **(run_directional_numbers(r, items) if items is not None else {}),
             }
         )
     return pd.DataFrame(out)
+
+
+def case_directional(runs: Mapping, items, case: str, variant: str = "family", alpha: float = DIRECTIONAL_ALPHA):
+    """The directional test of one case on the Neutral rows of all its seeds' runs together (one Holm
+    family over every cell at ``alpha``; the seeds' rows are independent): the table
+    (:func:`facterlab.facter.directional.directional_table`), or None when the case has no run."""
+    from facterlab.facter import directional as dr
+
+    rows = [_neutral_last(r) for (c, _s, v), r in runs.items() if c == case and v == variant]
+    if not rows:
+        return None
+    t = dr.directional_table(pd.concat(rows, ignore_index=True), items, alpha=alpha)
+    t.attrs["runs"] = len(rows)
+    return t
+
+
+def directional_claims(runs: Mapping, items, variant: str = "family", alpha: float = DIRECTIONAL_ALPHA) -> list:
+    """The directional claims of every case (group-level directional bias), the seeds pooled per case
+    (:func:`case_directional`): on a negative case (the surface cases, ``semantic``) no (value, feature) cell
+    has a direction at family-wise level ``alpha`` (the claim fails with at most that chance when the
+    guarantee holds); on a biased case some cell the table pushes is found (a ``more`` verdict)."""
+    from facterlab.facter import directional as dr
+
+    out = []
+    for case in dict.fromkeys(c for (c, _s, v) in runs if v == variant):
+        if case not in CASES:
+            continue
+        t = case_directional(runs, items, case, variant, alpha)
+        hits = t[t["verdict"].isin([dr.MORE, dr.LESS])]
+        test = f"exact two-sided McNemar per cell, Holm over {t.attrs['n_testable']} testable cells at FWER {alpha:g}"
+        measured = f"{len(hits)} of {t.attrs['n_testable']} cells with a direction ({t.attrs['runs']} runs, {t.attrs['n_rows']} rows)"
+        tag = f"text testbed [{variant}] {case}"
+        if not case_truth(case)[DIRECTIONAL]:
+            out.append(
+                Claim(
+                    f"{tag} ({DIRECTIONAL}: negative): no group is declared pushed",
+                    f"no cell with a direction at family-wise level {alpha:g}",
+                    measured,
+                    test,
+                    "n/a",
+                    HOLDS if len(hits) == 0 else FAILS,
+                )
+            )
+        else:
+            pushed = pushed_cells(next(r for (c, _s, v), r in runs.items() if c == case and v == variant))
+            more = hits[hits["verdict"] == dr.MORE]
+            good = [
+                (a, str(x), f) in pushed for a, x, f in more[["attribute", "value", "feature"]].itertuples(index=False)
+            ]
+            out.append(
+                Claim(
+                    f"{tag} ({DIRECTIONAL}: positive): a pushed (value, feature) cell is found",
+                    "a 'more' verdict on a cell of the bias table",
+                    f"{measured}; {sum(good)} of {len(more)} 'more' verdicts name a pushed cell",
+                    test,
+                    "n/a",
+                    HOLDS if any(good) else FAILS,
+                )
+            )
+    return out
 
 
 def cfr_pair_claim(claim: str, facter: np.ndarray, fair: np.ndarray, margin: float = CFR_MARGIN) -> Claim:
@@ -257,12 +412,18 @@ def cfr_pair_claim(claim: str, facter: np.ndarray, fair: np.ndarray, margin: flo
 
 
 def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant: str = "family") -> list:
-    """The acceptance claims (module docstring) for the runs of one ``variant``, pooled over seeds."""
+    """The acceptance claims (module docstring) for the runs of one ``variant``, pooled over seeds, by the
+    case's truth for each estimand (:func:`case_truth`): the flag's false-flag rate where the demographics
+    change nothing (the surface cases), its recall and precision where they do (the biased tables and
+    ``semantic``: row-level counterfactual dependence), at most a handful of rules where no group is pushed."""
     out = []
     sel = frame[frame["variant"] == variant]
     for case, g in sel.groupby("case", sort=False):
         tag = f"text testbed [{variant}] {case}"
-        if not bool(g["biased"].iloc[0]):
+        biased = bool(g["biased"].iloc[0])
+        truth = case_truth(case) if case in CASES else {DEPENDENCE: biased, DIRECTIONAL: biased}
+        kind = "biased" if truth[DIRECTIONAL] else "depends without a direction" if truth[DEPENDENCE] else "unbiased"
+        if not truth[DEPENDENCE]:
             c = rate_claim(
                 f"{tag} (unbiased): Neutral's false-flag rate is at most alpha + 0.02 = {alpha + 0.02:g}",
                 int(g["flagged"].sum()),
@@ -273,10 +434,11 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
             if "max_delta" in g.columns and bool((g["max_delta"] == 0).all()):
                 c = by_construction(c, "every twin distance is 0, so Delta > Q_null cannot fire")
             out.append(c)
+        if not truth[DIRECTIONAL]:
             most = int(g["facter_rules"].max())
             out.append(
                 Claim(
-                    f"{tag} (unbiased): FACTER makes at most {HANDFUL} rules in a run",
+                    f"{tag} ({kind}): FACTER makes at most {HANDFUL} rules in a run",
                     f"distinct rules per run <= {HANDFUL}",
                     f"per seed: {', '.join(str(int(x)) for x in g['facter_rules'])}",
                     "a count (every run)",
@@ -284,7 +446,7 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                     HOLDS if most <= HANDFUL else FAILS,
                 )
             )
-        else:
+        if truth[DEPENDENCE]:
             for label in ("row", "either", "row_list", "either_list"):
                 if f"positives_{label}" not in g.columns:
                     continue
@@ -295,20 +457,16 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                     "row_list": "this row's top-10 set",
                     "either_list": "this row's or its twin's top-10 set",
                 }[label]
-                out.append(
-                    rate_claim(
-                        f"{tag} (biased): recall >= 0.5 (label: the demographics changed {words})", tp, pos, 0.5, ">="
+                for what, k in (("recall", pos), ("precision", int(g["flagged"].sum()))):
+                    out.append(
+                        rate_claim(
+                            f"{tag} ({kind}): {what} >= 0.5 ({DEPENDENCE}; label: the demographics changed {words})",
+                            tp,
+                            k,
+                            0.5,
+                            ">=",
+                        )
                     )
-                )
-                out.append(
-                    rate_claim(
-                        f"{tag} (biased): precision >= 0.5 (label: the demographics changed {words})",
-                        tp,
-                        int(g["flagged"].sum()),
-                        0.5,
-                        ">=",
-                    )
-                )
         fa, fx = [], []
         for (c, _seed, v), r in runs.items():
             if c == case and v == variant:
@@ -322,6 +480,51 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                 c = by_construction(c, "FACTER made no rule in any run, so its prompt is Fair's")
             out.append(c)
     return out
+
+
+def estimands_frame(runs: Mapping, items, variant: str = "family", alpha: float = DIRECTIONAL_ALPHA) -> pd.DataFrame:
+    """Both estimands side by side, one row per case (seeds pooled): the case's truth for each, the flag's
+    answer to the first (Neutral's flag rate, recall and precision against the row-level dependence label,
+    this row's or its twin's top-1) and the directional test's to the second (cells with a direction at
+    family-wise level ``alpha`` out of the testable ones, and how many ``more`` verdicts name a pushed cell).
+    """
+    from facterlab.facter import directional as dr
+
+    frame = acceptance_frame({k: r for k, r in runs.items() if k[2] == variant})
+    out = []
+    for case, g in frame.groupby("case", sort=False):
+        t = case_directional(runs, items, case, variant, alpha)
+        hits = t[t["verdict"].isin([dr.MORE, dr.LESS])].sort_values("p_adjusted", kind="stable")
+        more = hits[hits["verdict"] == dr.MORE]
+        pushed = pushed_cells(next(r for (c, _s, v), r in runs.items() if c == case and v == variant))
+        n, fl, pos, tp = (int(g[x].sum()) for x in ("n", "flagged", "positives_either", "true_pos_either"))
+        truth = case_truth(case)
+        out.append(
+            {
+                "case": case,
+                "seeds": len(g),
+                f"truth: {DEPENDENCE}": truth[DEPENDENCE],
+                f"truth: {DIRECTIONAL}": truth[DIRECTIONAL],
+                "rows": n,
+                "flag rate": fl / n if n else math.nan,
+                "recall (dependence)": tp / pos if pos else math.nan,
+                "precision (dependence)": tp / fl if fl else math.nan,
+                "cells with a direction": len(hits),
+                "testable cells": int(t.attrs["n_testable"]),
+                "'more' on a pushed cell": int(
+                    sum(
+                        (a, str(x), f) in pushed
+                        for a, x, f in more[["attribute", "value", "feature"]].itertuples(index=False)
+                    )
+                ),
+                "strongest cell": (
+                    f"{hits.iloc[0].attribute}={hits.iloc[0].value} {hits.iloc[0].verdict} {hits.iloc[0].feature}"
+                    if len(hits)
+                    else ""
+                ),
+            }
+        )
+    return pd.DataFrame(out)
 
 
 def power_frame(runs: Mapping) -> pd.DataFrame:
@@ -356,7 +559,7 @@ def plan(
     ``narrow-table`` under ``count`` and ``order`` (each only if in ``variants``).
 
     >>> len(plan(CASES, (0, 1, 2))), plan(("lines-set",), (0,))
-    (33, [('lines-set', 0, 'family'), ('lines-set', 0, 'count'), ('lines-set', 0, 'order')])
+    (36, [('lines-set', 0, 'family'), ('lines-set', 0, 'count'), ('lines-set', 0, 'order')])
     """
     seeds = list(seeds)
     keys = [(c, s, "family") for c in cases for s in seeds] if "family" in variants else []
@@ -760,6 +963,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfr_rows=a.cfr_rows,
         encoder=a.encoder,
     )
+    from facterlab.data.protocol import load_or_build_interactions
     from facterlab.reporting.batch import run_many  # the sweep machinery, for the command line only
 
     if a.case_insensitive:
@@ -784,11 +988,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
         print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
         return 0
-    runs = run_many({key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}, data_dir=a.data_dir)
-    frame = acceptance_frame(runs)
+    configs = {key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}
+    runs = run_many(configs, data_dir=a.data_dir)
+    # the catalogue (every testbed run shares the dataset): the directional test reads the items' features
+    items = load_or_build_interactions(None, next(iter(configs.values())).data, data_dir=a.data_dir).items
+    frame = acceptance_frame(runs, items)
     alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
     print(frame.drop(columns=["run_id"]).round(4).to_string(index=False))
     checks = [c for v in VARIANTS for c in acceptance_claims(frame, runs, alpha, v)]
+    checks += directional_claims(runs, items, "family")
     print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
     return 0
 
