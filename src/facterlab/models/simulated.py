@@ -146,6 +146,7 @@ class _Inputs(NamedTuple):
     n_applicable: int
     n_honoured: int
     k: int  # the answer's length (rank: at most the pool's)
+    meaning: np.ndarray | None = None  # the meaning term added to base (``meaning_sd``; None: none)
 
 
 class SimulatedRecommender(Recommender):
@@ -640,13 +641,14 @@ class SimulatedRecommender(Recommender):
             len(applicable),
             len(honoured),
             k,
+            meaning,
         )
 
     def _explain(self, req: PromptRequest) -> dict:
         """One request's order and truth, numpy over its pool (the per-request reference path)."""
         x = self._inputs(req)
         core, pool, base, strength, named = x.core, x.core.pool, x.base, x.strength, x.named
-        push_full, pushed_full, parsed, k = x.push_full, x.pushed_full, x.parsed, x.k
+        push_full, pushed_full, parsed, k, meaning = x.push_full, x.pushed_full, x.parsed, x.k, x.meaning
         unbiased = base - self.demote * named[pool] if named is not None else base
         if strength > 0:
             push = push_full[pool]
@@ -816,8 +818,10 @@ class SimulatedRecommender(Recommender):
             for i, req in enumerate(part, start):
                 x = self._inputs(req, cores)
                 n = len(x.core.pool)
-                if x.k < 1 or (self.protocol == "open" and x.k > n):
-                    out[i] = self._predict_one(req)  # a short answer, or the reference path's error
+                if x.k < 1 or (self.protocol == "open" and x.k > n) or x.meaning is not None:
+                    # a short answer, the reference path's error, or the meaning term's truth (the testbed's
+                    # `semantic` case): the per-request path
+                    out[i] = self._predict_one(req)
                     continue
                 groups.setdefault((n_items if self.protocol == "open" else n, x.k), []).append((i, x))
             for (width, k), members in groups.items():
