@@ -146,7 +146,9 @@ def test_a_byte_order_mark_is_dropped_and_a_ragged_row_named(tmp_path):
     p.write_bytes("user_id,country\n1,BR\n".encode("utf-8-sig"))
     assert list(read_table(p).columns) == ["user_id", "country"]
     p.write_text("user_id,country\n1,BR\n2,DE,extra,more\n")
-    with pytest.raises(DatasetError, match=r"users.csv: not a readable CSV file \(.*Expected 2 fields in line 3, saw 4"):
+    with pytest.raises(
+        DatasetError, match=r"users.csv: not a readable CSV file \(.*Expected 2 fields in line 3, saw 4"
+    ):
         read_table(p)
 
 
