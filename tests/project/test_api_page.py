@@ -52,6 +52,7 @@ GROUPS = (
     "Run an audit",
     "Read a run",
     "FACTER, step by step",
+    "The twin monitor",
     "Metrics",
     "Simpson's paradox",
     "Models",

@@ -166,7 +166,8 @@ def directional_table(
     alpha: float = 0.05,
     k: int | None = None,
 ) -> pd.DataFrame:
-    """The directional test of every (attribute, value, feature) cell (module docstring).
+    """The directional test of every (attribute, value, feature) cell: an exact McNemar test on the twin
+    pairs, Holm over the testable cells (the argument: the module docstring).
 
     Parameters
     ----------

@@ -340,7 +340,8 @@ class NullThreshold:
 
 
 def null_threshold(placebo_deltas: Sequence[float] | np.ndarray, alpha: float, tol: float = 1e-6) -> NullThreshold:
-    """The null-anchored threshold from the calibration rows' placebo distances (module docstring).
+    """The null-anchored threshold Q_null: the conformal (1 - alpha) quantile of the calibration rows'
+    placebo distances, plus a tolerance (the argument: the module docstring).
 
     Parameters
     ----------

@@ -42,7 +42,7 @@ import pandas as pd
 from facterlab.facter.twins import null_threshold
 from facterlab.reporting.claims import FAILS, HOLDS, LEVEL, TOO_SMALL, Claim, clopper_pearson
 
-__all__ = ["CrossFit", "crossfit_false_flags", "crossfit_claim", "stage_rows", "DEFAULT_STAGES", "MARGIN"]
+__all__ = ["CrossFit", "crossfit_false_flags", "crossfit_claim", "stage_rows", "run_sequential", "DEFAULT_STAGES", "MARGIN"]
 
 #: The sequential design's calibration rows per look: a first stage, and a larger one if needed.
 DEFAULT_STAGES = (150, 400)
@@ -85,7 +85,8 @@ class CrossFit:
 def crossfit_false_flags(
     calibration: pd.DataFrame, alpha: float, tol: float = 1e-6, folds: int = 2, seed: int = 0
 ) -> CrossFit:
-    """Flag each calibration row against the null threshold of the other folds (module docstring).
+    """Flag each calibration row against the null threshold fitted on the other folds' placebo distances
+    (the argument: the module docstring).
 
     Parameters
     ----------
@@ -151,8 +152,8 @@ def crossfit_false_flags(
 
 
 def crossfit_claim(cf: CrossFit, bound: float, looks: int = 1, what: str = "Neutral") -> Claim:
-    """The claim "the false-flag rate is at most ``bound``" on a :class:`CrossFit` (module docstring):
-    each fold's exact interval at ``1 - (1 - LEVEL) / (folds * looks)``.
+    """The claim "the false-flag rate is at most ``bound``", read fold by fold: each fold's exact interval
+    at ``1 - (1 - LEVEL) / (folds * looks)`` (the argument: the module docstring).
 
     Examples
     --------
