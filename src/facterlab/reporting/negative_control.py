@@ -42,7 +42,15 @@ import pandas as pd
 from facterlab.facter.twins import null_threshold
 from facterlab.reporting.claims import FAILS, HOLDS, LEVEL, TOO_SMALL, Claim, clopper_pearson
 
-__all__ = ["CrossFit", "crossfit_false_flags", "crossfit_claim", "stage_rows", "run_sequential", "DEFAULT_STAGES", "MARGIN"]
+__all__ = [
+    "CrossFit",
+    "crossfit_false_flags",
+    "crossfit_claim",
+    "stage_rows",
+    "run_sequential",
+    "DEFAULT_STAGES",
+    "MARGIN",
+]
 
 #: The sequential design's calibration rows per look: a first stage, and a larger one if needed.
 DEFAULT_STAGES = (150, 400)
