@@ -411,6 +411,23 @@ def cfr_pair_claim(claim: str, facter: np.ndarray, fair: np.ndarray, margin: flo
     )
 
 
+def _facter_vs_fair(runs: Mapping, case: str, variant: str, tag: str, no_rules: bool) -> Claim | None:
+    """The paired claim "FACTER's CFR is not above Fair's" over the runs of ``case`` and ``variant`` (seeds
+    pooled, row by row; :func:`cfr_pair_claim`), reported as holding by construction when FACTER made no
+    rule (its prompt is then Fair's); None without CFR rows."""
+    fa, fx = [], []
+    for (c, _seed, v), r in runs.items():
+        if c == case and v == variant:
+            a, b = _cfr_rows(r, "facter"), _cfr_rows(r, "fair")
+            if a is not None and b is not None:
+                fx.append(a)
+                fa.append(b)
+    if not fx:
+        return None
+    claim = cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
+    return by_construction(claim, "FACTER made no rule in any run, so its prompt is Fair's") if no_rules else claim
+
+
 def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant: str = "family") -> list:
     """The acceptance claims (module docstring) for the runs of one ``variant``, pooled over seeds, by the
     case's truth for each estimand (:func:`case_truth`): the flag's false-flag rate where the demographics
@@ -467,18 +484,11 @@ def acceptance_claims(frame: pd.DataFrame, runs: Mapping, alpha: float, variant:
                             ">=",
                         )
                     )
-        fa, fx = [], []
-        for (c, _seed, v), r in runs.items():
-            if c == case and v == variant:
-                a, b = _cfr_rows(r, "facter"), _cfr_rows(r, "fair")
-                if a is not None and b is not None:
-                    fx.append(a)
-                    fa.append(b)
-        if fx:
-            c = cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
-            if "facter_rules" in g.columns and int(g["facter_rules"].max()) == 0:
-                c = by_construction(c, "FACTER made no rule in any run, so its prompt is Fair's")
-            out.append(c)
+        paired = _facter_vs_fair(
+            runs, case, variant, tag, "facter_rules" in g.columns and int(g["facter_rules"].max()) == 0
+        )
+        if paired is not None:
+            out.append(paired)
     return out
 
 
@@ -802,18 +812,9 @@ def attribution_claims(frame: pd.DataFrame, runs: Mapping, variant: str = "attri
                 )
             )
         if case in ATTRIBUTION_CASES:
-            fa, fx = [], []
-            for (c, _seed, v), r in runs.items():
-                if c == case and v == variant:
-                    a, b = _cfr_rows(r, "facter"), _cfr_rows(r, "fair")
-                    if a is not None and b is not None:
-                        fx.append(a)
-                        fa.append(b)
-            if fx:
-                c = cfr_pair_claim(f"{tag}: FACTER's CFR is not above Fair's", np.concatenate(fx), np.concatenate(fa))
-                if int(g["rules"].max()) == 0:
-                    c = by_construction(c, "FACTER made no rule in any run, so its prompt is Fair's")
-                out.append(c)
+            paired = _facter_vs_fair(runs, case, variant, tag, int(g["rules"].max()) == 0)
+            if paired is not None:
+                out.append(paired)
     return out
 
 
