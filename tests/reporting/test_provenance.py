@@ -153,24 +153,30 @@ def test_unknown_code_version_says_why():
     assert "not recorded" not in md.splitlines()[3] and "unknown commit (" in md.splitlines()[3]
 
 
+def _committed_repo(root) -> None:
+    """A git repository at ``root`` with ``a.py`` and ``figures/t.md`` committed."""
+    import subprocess
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    (root / "figures").mkdir()
+    for f in ("a.py", "figures/t.md"):
+        (root / f).write_text("1\n")
+    subprocess.run([*git, "add", "."], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=root, check=True)
+
+
 def test_uncommitted_reason_reads_the_work_tree(tmp_path):
     """--report needs a commit: a changed tracked file is named, figures/ (the report's output) and untracked
     files are not counted, and a folder outside git says so."""
     import shutil
-    import subprocess
 
     from facterlab.reporting import reproduce as rp
 
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     assert rp.uncommitted_reason(tmp_path).startswith("not a git work tree")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
-    (tmp_path / "figures").mkdir()
-    for f in ("a.py", "figures/t.md"):
-        (tmp_path / f).write_text("1\n")
-    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    _committed_repo(tmp_path)
     assert rp.uncommitted_reason(tmp_path) is None
     (tmp_path / "figures" / "t.md").write_text("2\n")
     (tmp_path / "new.py").write_text("untracked\n")
@@ -184,20 +190,13 @@ def test_code_version_is_dirty_for_code_not_for_the_reports_own_figures(tmp_path
     are still made by the commit, so only tracked files outside figures/ make the code version '-dirty'
     (the report run of 2026-12-07 at 370dedf recorded '370dedf-dirty' for every run)."""
     import shutil
-    import subprocess
 
     from facterlab.facter import provenance
     from facterlab.gitstate import changed_tracked_files
 
     if shutil.which("git") is None or not provenance.code_version().startswith("git "):
         pytest.skip("the package is not in a git work tree here")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
-    (tmp_path / "figures").mkdir()
-    for f in ("a.py", "figures/t.md"):
-        (tmp_path / f).write_text("1\n")
-    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    _committed_repo(tmp_path)
     (tmp_path / "figures" / "t.md").write_text("2\n")
     assert changed_tracked_files(tmp_path) == [] and changed_tracked_files(tmp_path, ()) == ["figures/t.md"]
     (tmp_path / "a.py").write_text("2\n")
