@@ -179,7 +179,10 @@ SPECS = {
             "sweep",
             ".venv/bin/facterlab sweep --grid seed=0,1,2,3 --set model__llm=fake --set data__dataset=synthetic "
             "--set data__n_rows=60 --set facter__passes=1 --workers 2",
-            masks=(r"^\S+-\S+ +\d+ +\d+ +\w+ +\d+ +(\d+\.\d)", r"\(process \(2 workers\), (\d+ s)\)"),
+            masks=(
+                r"^\S+-\S+ +\d+ +\d+ +\w+ +\d+ +(\d+\.\d)",
+                r"\(process \(2 workers\), ((?:\d+ h )?(?:\d+ min )?\d+ (?:s|min))\)",
+            ),
             cost="about 25 s at low load",
         ),
         Spec(

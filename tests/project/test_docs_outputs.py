@@ -156,3 +156,16 @@ def test_a_masked_column_ignores_its_padding():
     b = "7248dc13a5aa-d3bf5704  0           0     ran     1         6.1      0.0000\n"
     c = "7248dc13a5aa-d3bf5704  0           0     ran     1         6.1      0.0077\n"
     assert gen.masked(spec, a) == gen.masked(spec, b) != gen.masked(spec, c)
+
+
+def test_a_sweeps_total_time_is_masked_in_every_unit():
+    """The sweep's last line gives its wall time as the progress lines do (``28 s``, ``1 min 21 s``,
+    ``2 h 01 min``): under load the same sweep took 1 min 21 s against the block's 28 s (2026-12-07), and
+    only the time may differ; a changed count beside it still shows."""
+    spec = gen.SPECS["sweep"]
+    line = "4 runs: 4 started, 0 finished before, 0 failed (process (2 workers), {})"
+    shown = {gen.masked(spec, line.format(t)) for t in ("28 s", "1 min 21 s", "2 h 01 min", "3 min 05 s")}
+    assert len(shown) == 1 and "<measured>" in shown.pop()
+    assert gen.masked(spec, line.replace("0 failed", "1 failed").format("28 s")) != gen.masked(
+        spec, line.format("28 s")
+    )
