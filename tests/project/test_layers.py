@@ -41,6 +41,7 @@ LAYERS: tuple = (
             "facterlab.envvars",
             "facterlab.executors",
             "facterlab.filehash",
+            "facterlab.gitstate",
             "facterlab.params",
             "facterlab.paths",
             "facterlab.progress",
