@@ -156,7 +156,7 @@ print(
     f"{sm.n_test} test rows, beta = {SIM_BETA:g}: {sim_seconds:.0f} s here"
 )
 sim_table = tb.method_table(
-    [sm], name="quickstart_simulated", title="Quickstart part 1: the simulated recommender", profile=PROFILE
+    [sim], name="quickstart_simulated", title="Quickstart part 1: the simulated recommender", profile=PROFILE
 )
 display(Markdown(sim_table.to_markdown()))
 display(truth.round(4))
@@ -192,7 +192,7 @@ if LLM:
         f"{time.perf_counter() - t0:.0f} s here"
     )
     table = tb.method_table(
-        [m], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER", profile=PROFILE
+        [result], name="quickstart_methods", title="Quickstart: Neutral, Fair and FACTER", profile=PROFILE
     )
     display(Markdown(table.to_markdown()))
     print_numbers("part 2", m)
