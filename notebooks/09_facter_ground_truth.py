@@ -162,13 +162,9 @@ def twin_configs():
     )
 
 
-def testbed_configs():
-    """Section 7: the text testbed's runs (as `python -m facterlab.reporting.twin_acceptance`) and the power study's."""
-    from facterlab.reporting import twin_acceptance as ta
-
-    if not TESTBED:
-        return {}
-    base = dict(
+def testbed_base():
+    """The testbed's sizes and settings (sections 7 and 9; `twin_acceptance.case_config`'s keywords)."""
+    return dict(
         dataset=DATASET,
         protocol=PROTOCOL,
         preset_name=PRESET,
@@ -177,6 +173,15 @@ def testbed_configs():
         cfr_rows=CFR_ROWS,
         encoder=ENCODER,
     )
+
+
+def testbed_configs():
+    """Section 7: the text testbed's runs (as `python -m facterlab.reporting.twin_acceptance`) and the power study's."""
+    from facterlab.reporting import twin_acceptance as ta
+
+    if not TESTBED:
+        return {}
+    base = testbed_base()
     cases = list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES
     return {("testbed", *key): ta.case_config(*key, **base) for key in ta.plan(cases, SEEDS, TESTBED_VARIANTS)} | {
         ("power", temp, k, SEEDS[0]): ta.case_config(
@@ -710,15 +715,7 @@ ATTRIBUTION = TESTBED  # this section runs with the testbed's sizes
 attr_checks, attr_frame = [], None
 if ATTRIBUTION:
     attr_keys = ta_attr.attribution_plan(SEEDS, ta_attr.ATTRIBUTION_VARIANTS, () if SMOKE else ta_attr.UNBIASED_CASES)
-    attr_base = dict(
-        dataset=DATASET,
-        protocol=PROTOCOL,
-        preset_name=PRESET,
-        n_rows=TESTBED_N,
-        passes=PASSES,
-        cfr_rows=CFR_ROWS,
-        encoder=ENCODER,
-    )
+    attr_base = testbed_base()
     attr_runs = run_many({k: ta_attr.case_config(*k, **attr_base) for k in attr_keys}, data_dir=DATA_DIR)
     attr_frame = ta_attr.attribution_frame(attr_runs)
     attr_checks = [
