@@ -17,7 +17,7 @@ For each cell (attr, v, f), over the rows whose ``attr`` is v (and whose twin's 
   list was recorded hold);
 - b = #(x > y), c = #(x < y): the discordant pairs; ties say nothing about a direction;
 - p = the exact two-sided McNemar (sign) test, 2 min(P(X >= b), P(X <= b)) for X ~ Binomial(b + c, 1/2),
-  capped at 1 (built on :func:`facterlab.facter.repair.mcnemar_exact`, the test of confirmed mining).
+  capped at 1 (the two-sided form of :func:`facterlab.facter.repair.mcnemar_exact`, the test of confirmed mining).
 
 Family-wise error control over all cells: Holm's step-down at ``alpha`` over the *testable* cells, those
 whose smallest attainable p-value 2^(1 - N) (N = b + c) is at most alpha (Tarone): a cell with fewer
@@ -49,8 +49,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-
-from facterlab.facter.repair import mcnemar_exact
 
 __all__ = [
     "ESTIMAND",
@@ -97,16 +95,18 @@ def sign_test(b: int, c: int) -> float:
     >>> sign_test(8, 0), sign_test(3, 3), math.isnan(sign_test(0, 0))
     (0.0078125, 1.0, True)
     """
-    if int(b) + int(c) == 0:
-        return float("nan")
-    return float(min(1.0, 2.0 * min(mcnemar_exact(b, c), mcnemar_exact(c, b))))
+    return float(_sign_tests(np.array([int(b)]), np.array([int(c)]))[0])
 
 
 def _sign_tests(b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """:func:`sign_test` of many cells at once (P(X <= b) = P(X >= c) for X ~ Binomial(b + c, 1/2)).
+    """:func:`sign_test` of many cells at once: the two tails are :func:`facterlab.facter.repair.mcnemar_exact`'s
+    one-sided p-value each way (P(X >= b) and P(X <= b) = P(X >= c)).
 
-    >>> _sign_tests(np.array([8, 3, 0, 1]), np.array([0, 3, 0, 9])).round(6).tolist()[:2], bool(np.isclose(sign_test(1, 9), _sign_tests(np.array([1]), np.array([9]))[0]))
-    ([0.007812, 1.0], True)
+    >>> _sign_tests(np.array([8, 3, 0, 1]), np.array([0, 3, 0, 9])).round(6).tolist()[:2]
+    [0.007812, 1.0]
+    >>> from facterlab.facter.repair import mcnemar_exact
+    >>> bool(np.isclose(_sign_tests(np.array([1]), np.array([9]))[0], 2 * mcnemar_exact(9, 1)))
+    True
     """
     from scipy.stats import binom
 

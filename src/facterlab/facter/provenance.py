@@ -39,10 +39,7 @@ def code_version() -> str:
         try:
             out = subprocess.run([git, "describe", "--always"], cwd=pkg, capture_output=True, text=True, timeout=10)
             if out.returncode == 0 and out.stdout.strip():
-                top = subprocess.run(
-                    [git, "rev-parse", "--show-toplevel"], cwd=pkg, capture_output=True, text=True, timeout=10
-                )
-                changed = changed_tracked_files(top.stdout.strip() or pkg) if top.returncode == 0 else None
+                changed = changed_tracked_files(pkg)  # porcelain paths are the repository root's, from any folder
                 if changed is None:
                     return f"git {out.stdout.strip()}-unknown-tree (git status failed)"
                 return f"git {out.stdout.strip()}{'-dirty' if changed else ''}"
