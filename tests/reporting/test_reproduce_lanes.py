@@ -253,3 +253,30 @@ def test_kernels_started_in_one_folder_get_socket_paths_of_their_own(tmp_path, m
     runtime = os.path.realpath(jupyter_runtime_dir())
     assert all(os.path.realpath(p).startswith(runtime + os.sep) for p in first | second)
     assert all(len(p.encode()) < 104 for p in first)  # a Unix socket path's limit (macOS: 104, Linux: 108)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="no ipc transport on Windows")
+def test_a_runtime_dir_too_deep_for_a_socket_falls_back_to_a_temporary_folder_removed_at_exit(tmp_path, monkeypatch):
+    """Where Jupyter's runtime directory is too deep for a socket path, the prefix lies in a new 0700
+    temporary folder, and that folder is registered for removal when the process exits (not left in /tmp)."""
+    import atexit
+    import shutil
+
+    import jupyter_core.paths
+
+    from facterlab.reporting import papermill_engine
+
+    deep = tmp_path / ("d" * 120)
+    monkeypatch.setattr(jupyter_core.paths, "jupyter_runtime_dir", lambda: str(deep))
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *args: registered.append((fn, args)))
+    prefix = papermill_engine.ipc_prefix()
+    folder = os.path.dirname(prefix)
+    assert not folder.startswith(str(deep)) and len(prefix.encode()) < 104
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    assert registered == [(shutil.rmtree, (folder, True))]
+    registered[0][0](*registered[0][1])
+    assert not os.path.exists(folder)
+    # the positive control: a short runtime directory is used as it is, and nothing is registered
+    monkeypatch.setattr(jupyter_core.paths, "jupyter_runtime_dir", lambda: str(tmp_path / "rt"))
+    assert papermill_engine.ipc_prefix().startswith(str(tmp_path / "rt") + os.sep) and len(registered) == 1

@@ -63,7 +63,8 @@ def ipc_prefix() -> str:
     kernel takes over the other's sockets and its replies fail the other's signature check
     ("Invalid Signature").  A prefix unique to the process and the kernel cannot collide.  The runtime
     directory is this user's only (mode 0700), as for Jupyter's connection files; where its path is too
-    long for a socket's, a new temporary folder (also mode 0700) takes its place."""
+    long for a socket's, a new temporary folder (also mode 0700) takes its place, removed with its sockets
+    when this process exits (its kernels have stopped by then)."""
     import secrets
 
     from jupyter_core.paths import jupyter_runtime_dir
@@ -71,9 +72,12 @@ def ipc_prefix() -> str:
     name = f"facterlab-{os.getpid()}-{secrets.token_hex(4)}-ipc"
     runtime = jupyter_runtime_dir()
     if len(os.path.join(runtime, name).encode()) > 96:  # a socket path has at most 104 bytes (macOS)
+        import atexit
+        import shutil
         import tempfile
 
         runtime = tempfile.mkdtemp(prefix="fl-")  # mode 0700 too; short where the home folder is deep
+        atexit.register(shutil.rmtree, runtime, True)  # not left behind in /tmp (ignore_errors=True)
     os.makedirs(runtime, mode=0o700, exist_ok=True)
     return os.path.join(runtime, name)
 
