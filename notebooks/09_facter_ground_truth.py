@@ -66,7 +66,7 @@ POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
 POWER_DRAWS = [1, 4]  # draws per request k of the power study
 POWER_N = 1000  # rows per power-study run
 NEGATIVE_CONTROL = ""  # an LLM name, e.g. smollm2-135m: add its negative control (the twin rewords the values)
-NEGATIVE_CONTROL_N = 80  # rows of the negative control (its LLM run: about 30 min for 80 rows on 2 CPU cores)
+NEGATIVE_CONTROL_STAGES = [150, 400]  # calibration rows per look of the negative control (cross-fitted, sequential)
 ALPHAS = [0.05, 0.1, 0.2, 0.3]
 LAMBDAS = [0.0, 0.35, 0.7, 1.4]
 TAU_RHOS = [0.7, 0.8, 0.9]
@@ -514,10 +514,17 @@ if TESTBED:
     fig_power = gtf.plot_power(power, DATASET_NAME, SYNTHETIC, PROFILE)
 negative_control = {}
 if NEGATIVE_CONTROL:  # a real LLM: rewording the values must not be flagged beyond alpha (docs/FACTER.md §7.2)
-    nc_run = ex.run(ta.negative_control_config(NEGATIVE_CONTROL, NEGATIVE_CONTROL_N, DATASET_NAME), data_dir=DATA_DIR)
-    nc_claim, negative_control = ta.negative_control_claims(nc_run)
-    checks.append(nc_claim)
-    print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in negative_control.items()))
+    from facterlab.reporting import negative_control as nc
+
+    # cross-fitted on the calibration rows, sequential: 150 rows, then 400 only when too small to tell
+    nc_claims, nc_runs = nc.run_sequential(NEGATIVE_CONTROL, NEGATIVE_CONTROL_STAGES, DATASET_NAME, data_dir=DATA_DIR)
+    checks.append(nc_claims[-1])  # the last look's verdict (each look's interval is corrected for both)
+    negative_control = {
+        "model": NEGATIVE_CONTROL,
+        "run_ids": [r.run_id for r in nc_runs],
+        "verdict": nc_claims[-1].verdict,
+        "measured": nc_claims[-1].measured,
+    }
 
 # %% [markdown]
 # What this testbed cannot test: a model's answer is a function of the prompt text and a seed here,
@@ -525,8 +532,9 @@ if NEGATIVE_CONTROL:  # a real LLM: rewording the values must not be flagged bey
 # (or less) than by a changed value, in ways no simulator fixes in advance.  The null's assumption
 # (docs/FACTER.md §7) is then an assumption about that model; the negative control checks it on one
 # real LLM, not on every one: `NEGATIVE_CONTROL = "smollm2-135m"` adds its claim here (off by default, an
-# LLM run; the same run as `python -m facterlab.reporting.twin_acceptance --negative-control smollm2-135m
-# --n 80 --dataset ml-100k`, whose result docs/FACTER.md §7.2 reports).  A bias fired by one spelling
+# LLM run of 852 requests per look; the same runs as `python -m facterlab.reporting.negative_control
+# smollm2-135m --stages 150 400 --dataset ml-100k`, docs/FACTER.md §7.2: cross-fitted on the calibration
+# rows, a second look of 400 rows only when the first is too small to tell; the claim names its run).  A bias fired by one spelling
 # (`word-triggered`) is by construction not separable from an unbiased model that reacts to spelling:
 # the reword placebo moves it as much as the twin does, so the null absorbs it (its recall claim says so).
 

@@ -121,7 +121,7 @@ PARAMETER_FIELDS: dict = {
     "TAU_RHOS": ("facter", "tau_rho"),
     "TESTBED_N": ("data", "n_rows"),
     "POWER_N": ("data", "n_rows"),
-    "NEGATIVE_CONTROL_N": ("data", "n_rows"),
+    "NEGATIVE_CONTROL_STAGES": ("data", "n_rows"),
     "POWER_DRAWS": ("facter", "draws"),
     "POWER_TEMPERATURES": ("sim", "temperature"),
     # a served model's settings (docs/SCALING.md), for a notebook that declares them

@@ -103,6 +103,9 @@ def test_sequential_stops_at_the_first_stage_that_tells(monkeypatch):
     claims, runs = nc.run_sequential("simulated", (30, 400, 1000), "synthetic", log=lines.append)
     assert asked == [31, 400] and [c.verdict for c in claims] == [TOO_SMALL, HOLDS]
     assert lines[0].startswith("stage 1: run run-31, 31 calibration rows") and "x 3 look(s)" in claims[1].test
+    assert [
+        c.claim.endswith(f"(simulated, look {i}, run {r.run_id})") for i, (c, r) in enumerate(zip(claims, runs), 1)
+    ] == [True, True]
 
 
 @pytest.mark.integration

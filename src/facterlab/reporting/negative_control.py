@@ -238,6 +238,7 @@ def run_sequential(
         cal = res.record.metrics.calibration
         cf = crossfit_false_flags(res.calibration, float(cal.alpha), float(cfg.facter.null_tol), folds, seed or 0)
         claim = crossfit_claim(cf, float(cal.alpha) + MARGIN, looks=len(stages))
+        claim = dataclasses.replace(claim, claim=f"{claim.claim} ({model}, look {look}, run {res.run_id})")
         log(f"stage {look}: run {res.run_id}, {cf.n} calibration rows: {claim.measured} -> {claim.verdict}")
         claims.append(claim)
         runs.append(res)
