@@ -82,6 +82,7 @@ __all__ = [
     "acceptance_claims",
     "cfr_pair_claim",
     "power_frame",
+    "TWIN_DISTANCE",
     "HANDFUL",
     "CFR_MARGIN",
     "negative_control_config",
@@ -173,6 +174,11 @@ def case_overrides(case: str) -> dict:
     return {f"sim__{k}": v for k, v in sim.items()}
 
 
+#: the twin Delta's statistic of the testbed's runs (``facter.twin_distance``; issue 43 item 3): the rank-weighted
+#: list mean, chosen from the power study (:func:`power_frame`, docs/FACTER.md §7.4); the global default stays
+#: "top1", so the presets' run ids do not move
+TWIN_DISTANCE = "list"
+
 #: the monitor variants of section 7: name -> (placebo, rule mining, compliance)
 VARIANTS: dict = {
     "family": ("family", "confirmed", "relative"),  # facterlab's twin monitor now
@@ -209,6 +215,7 @@ def case_config(case: str, seed: int, variant: str = "family", **base):
         facter__threshold="null",
         facter__placebo=placebo,
         facter__rule_mining=mining,
+        facter__twin_distance=TWIN_DISTANCE,
         sim__compliance=compliance,
         **{**case_overrides(case), **VARIANT_SETTINGS.get(variant, {}), **base},
     )
