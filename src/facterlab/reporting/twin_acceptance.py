@@ -215,9 +215,13 @@ def case_config(case: str, seed: int, variant: str = "family", **base):
         facter__threshold="null",
         facter__placebo=placebo,
         facter__rule_mining=mining,
-        facter__twin_distance=TWIN_DISTANCE,
         sim__compliance=compliance,
-        **{**case_overrides(case), **VARIANT_SETTINGS.get(variant, {}), **base},
+        **{
+            "facter__twin_distance": TWIN_DISTANCE,  # ``base`` may choose another (the power study compares them)
+            **case_overrides(case),
+            **VARIANT_SETTINGS.get(variant, {}),
+            **base,
+        },
     )
 
 
