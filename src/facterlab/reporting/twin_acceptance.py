@@ -82,6 +82,10 @@ __all__ = [
     "acceptance_claims",
     "cfr_pair_claim",
     "power_frame",
+    "power_claims",
+    "twin_statistic",
+    "POWER_TARGET_RECALL",
+    "POWER_TARGET_COST",
     "TWIN_DISTANCE",
     "HANDFUL",
     "CFR_MARGIN",
@@ -548,21 +552,31 @@ def estimands_frame(runs: Mapping, items, variant: str = "family", alpha: float 
     return pd.DataFrame(out)
 
 
+def twin_statistic(result) -> str:
+    """The twin Delta's statistic a run used (``facter.twin_distance``; "top1" for a run saved before the
+    setting existed)."""
+    from facterlab.config import saved_setting
+
+    cfg = result.config.get("config", result.config) if isinstance(result.config, Mapping) else {}
+    return str(saved_setting(cfg, "facter", "twin_distance") or "top1")
+
+
 def power_frame(runs: Mapping) -> pd.DataFrame:
     """Recall and precision (top-1 and list-level labels) and the requests each row costs, for the runs of a sampling
-    grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per
-    (temperature, draws)."""
+    grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per (twin statistic,
+    temperature, draws); the twin statistic (``statistic``: ``facter.twin_distance``) is read from each run."""
     rows = []
     for (temp, draws, seed), r in runs.items():
         f = acceptance_frame({("power", seed, "family"): r}).iloc[0].to_dict()
-        rows.append({"temperature": temp, "draws": draws, "seed": seed, **f})
+        rows.append({"statistic": twin_statistic(r), "temperature": temp, "draws": draws, "seed": seed, **f})
     df = pd.DataFrame(rows)
     if not len(df):
         return df
     labels = ("row", "either", "row_list", "either_list")
-    agg = df.groupby(["temperature", "draws"], as_index=False)[
+    agg = df.groupby(["statistic", "temperature", "draws"], as_index=False, sort=False)[
         ["n", "flagged", *(f"positives_{x}" for x in labels), *(f"true_pos_{x}" for x in labels)]
     ].sum()
+    agg["seeds"] = df.groupby(["statistic", "temperature", "draws"], sort=False)["seed"].nunique().to_numpy()
     for x in labels:
         agg[f"recall_{x}"] = agg[f"true_pos_{x}"] / agg[f"positives_{x}"].where(agg[f"positives_{x}"] > 0)
         agg[f"precision_{x}"] = agg[f"true_pos_{x}"] / agg["flagged"].where(agg["flagged"] > 0)
@@ -570,6 +584,39 @@ def power_frame(runs: Mapping) -> pd.DataFrame:
     agg["requests_per_test_row"] = 2 * agg["draws"]
     agg["requests_per_calibration_row"] = 5 * agg["draws"]
     return agg
+
+
+#: the power target of issue 43 item 3: recall at least this at temperature 1 ...
+POWER_TARGET_RECALL = 0.6
+#: ... for at most this many times the requests of one draw per request
+POWER_TARGET_COST = 2
+
+
+def power_claims(power: pd.DataFrame, temperature: float = 1.0, label: str = "either") -> list:
+    """The power target (issue 43 item 3) for each twin statistic of ``power`` (:func:`power_frame`): at
+    ``temperature``, the recall against ``label`` (``"either"``: the demographics changed the row's or its twin's
+    top-1; ``"either_list"``: ... top-10 set) of the cheapest design that costs at most
+    :data:`POWER_TARGET_COST` times the requests of k = 1 is at least :data:`POWER_TARGET_RECALL` (a one-sided
+    99% Clopper-Pearson test, :func:`facterlab.reporting.claims.rate_claim`).  A statistic whose runs at that
+    temperature include no such design gives no claim."""
+    out = []
+    sel = power[np.isclose(power["temperature"].astype(float), float(temperature))]
+    for stat, g in sel.groupby("statistic", sort=False):
+        ok = g[g["draws"] <= POWER_TARGET_COST]  # requests per row are proportional to the draws
+        if not len(ok):
+            continue
+        best = ok.sort_values("draws").iloc[-1]  # the most draws within the budget
+        out.append(
+            rate_claim(
+                f"power per request [{stat}]: recall >= {POWER_TARGET_RECALL:g} at temperature {temperature:g} with "
+                f"k = {int(best['draws'])} (at most {POWER_TARGET_COST}x the requests of k = 1; label: {label})",
+                int(best[f"true_pos_{label}"]),
+                int(best[f"positives_{label}"]),
+                POWER_TARGET_RECALL,
+                ">=",
+            )
+        )
+    return out
 
 
 def plan(
