@@ -314,7 +314,7 @@ class FacterConfig:
     # every row's pair counts; docs/FACTER.md §7.3)
     attribution: str = "joint"
     # twin Delta: "top1" (the two top-1 items' embeddings, FACTER's f(yhat)) | "list" (the rank-weighted mean
-    # embeddings of the two top-k lists; docs/FACTER.md §7.4).  The placebos are measured the same way.
+    # embeddings of the two top-k lists; docs/FACTER.md §7.2).  The placebos are measured the same way.
     twin_distance: str = "top1"
 
     def __post_init__(self) -> None:

@@ -88,7 +88,7 @@ TWIN_EDITS = ("flip", "reword")
 #: twin: on the flagged rows whose own twin moved the answer past Q_null ("per-attribute"), or on every row
 #: ("per-attribute-all": the group-level directional test, more requests, more power)
 ATTRIBUTIONS = ("joint", "per-attribute", "per-attribute-all")
-#: the twin Delta's statistic (docs/FACTER.md §7.4): the distance of the two top-1 items' embeddings ("top1",
+#: the twin Delta's statistic (docs/FACTER.md §7.2): the distance of the two top-1 items' embeddings ("top1",
 #: FACTER's f(yhat)), or of the two answers' rank-weighted mean embeddings over the whole top-k list ("list")
 TWIN_DISTANCES = ("top1", "list")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text

@@ -1,4 +1,4 @@
-"""The twin Delta over whole lists (``facter.twin_distance = "list"``; issue 43 item 3, docs/FACTER.md §7.4).
+"""The twin Delta over whole lists (``facter.twin_distance = "list"``; issue 43 item 3, docs/FACTER.md §7.2).
 
 - the statistic: a twin whose top-1 equals the row's but whose list differs is at distance 0 under
   ``"top1"`` and above 0 under ``"list"``;

@@ -314,7 +314,7 @@ def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:
 
 def rank_weights(n: int) -> np.ndarray:
     """The weights of list positions 1..n in ``facter.twin_distance = "list"``: the DCG discount
-    1 / log2(r + 1), normalised to sum 1 (a rank-weighted mean; docs/FACTER.md §7.4).
+    1 / log2(r + 1), normalised to sum 1 (a rank-weighted mean; docs/FACTER.md §7.2).
 
     >>> rank_weights(3).round(3).tolist()
     [0.469, 0.296, 0.235]

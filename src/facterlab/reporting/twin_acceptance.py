@@ -179,7 +179,7 @@ def case_overrides(case: str) -> dict:
 
 
 #: the twin Delta's statistic of the testbed's runs (``facter.twin_distance``; issue 43 item 3): the rank-weighted
-#: list mean, chosen from the power study (:func:`power_frame`, docs/FACTER.md §7.4); the global default stays
+#: list mean, chosen from the power study (:func:`power_frame`, docs/FACTER.md §7.2); the global default stays
 #: "top1", so the presets' run ids do not move
 TWIN_DISTANCE = "list"
 
@@ -563,10 +563,12 @@ def twin_statistic(result) -> str:
 
 def power_frame(runs: Mapping) -> pd.DataFrame:
     """Recall and precision (top-1 and list-level labels) and the requests each row costs, for the runs of a sampling
-    grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per (twin statistic,
-    temperature, draws); the twin statistic (``statistic``: ``facter.twin_distance``) is read from each run."""
+    grid (``(temperature, draws, seed) -> RunResult``, placebo family; a longer key ends with those three), pooled
+    over seeds per (twin statistic, temperature, draws); the twin statistic (``statistic``:
+    ``facter.twin_distance``) is read from each run."""
     rows = []
-    for (temp, draws, seed), r in runs.items():
+    for key, r in runs.items():
+        temp, draws, seed = key[-3:]
         f = acceptance_frame({("power", seed, "family"): r}).iloc[0].to_dict()
         rows.append({"statistic": twin_statistic(r), "temperature": temp, "draws": draws, "seed": seed, **f})
     df = pd.DataFrame(rows)
