@@ -370,7 +370,10 @@ def answer_vectors(represent, post: Sequence, preds: Sequence, how: str = "top1"
     top = np.asarray(top, dtype=np.float64)
     if len(post) != len(preds):
         raise ValueError(f"{len(post)} postprocessed answers for {len(preds)} predictions")
-    ids, raws, owner, weights = [], [], [], []
+    ids: list[int] = []
+    raws: list[str] = []
+    owner: list[int] = []
+    weights: list[float] = []
     for i, ((mapped, _, _), pr) in enumerate(zip(post, preds)):
         titles = list(getattr(pr, "titles", ()) or ())
         if not mapped:

@@ -1006,7 +1006,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: the negative control on a real LLM (twin = the same values reworded, one pass, "
         "--n rows, --dataset; negative_control_config)",
     )
+    p.add_argument(
+        "--power",
+        action="store_true",
+        help="instead: the power study (issue 43 item 3): case sampled-bias at --seeds, --n rows, each twin statistic "
+        "(--statistics) x temperature (--temperatures) x draws (--draws); recall, precision and the power target",
+    )
+    p.add_argument("--statistics", nargs="+", default=["top1", "list"], help="--power: facter.twin_distance values")
+    p.add_argument("--temperatures", nargs="+", type=float, default=[1.0], help="--power: sim.temperature values")
+    p.add_argument("--draws", nargs="+", type=int, default=[1, 2, 4], help="--power: facter.draws values")
+    p.add_argument("--beta", type=float, default=None, help="--power: sim.beta (default: the case's, 2)")
     a = p.parse_args(argv)
+    if a.power:
+        return _power_main(a)
     if a.negative_control:
         dataset = "ml-100k" if a.dataset == "auto" else a.dataset
         res = ex.run(negative_control_config(a.negative_control, a.n, dataset), data_dir=a.data_dir)
@@ -1059,6 +1071,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     checks = [c for v in VARIANTS for c in acceptance_claims(frame, runs, alpha, v)]
     checks += directional_claims(runs, items, "family")
     print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+    return 0
+
+
+def _power_main(a) -> int:
+    """``--power``: the power study's runs (as notebook 09 §7's, at the given sizes), their table and claims."""
+    from facterlab.reporting.batch import run_many
+    from facterlab.reporting.claims import claims_frame
+
+    base = dict(
+        dataset=a.dataset, protocol="open", preset_name="repro", n_rows=a.n, passes=a.passes, cfr_rows=a.cfr_rows,
+        encoder=a.encoder,
+    )  # fmt: skip
+    extra: dict = {} if a.beta is None else {"sim__beta": float(a.beta)}
+    configs = {
+        (stat, temp, k, seed): case_config(
+            "sampled-bias", seed, sim__temperature=temp, facter__draws=k, facter__twin_distance=stat, **extra, **base
+        )
+        for stat in a.statistics
+        for temp in a.temperatures
+        for k in a.draws
+        for seed in a.seeds
+    }
+    runs = run_many(configs, data_dir=a.data_dir)
+    power = power_frame(runs)
+    cols = ["statistic", "temperature", "draws", "seeds", "requests_per_test_row", "n", "flagged"]
+    cols += [f"{w}_{x}" for w in ("recall", "precision") for x in ("row", "either", "row_list", "either_list")]
+    print(power[cols].round(3).to_string(index=False))
+    checks = [c for t in a.temperatures for lab in ("either", "either_list") for c in power_claims(power, t, lab)]
+    print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+    print("runs:", " ".join(r.run_id for r in runs.values()))
     return 0
 
 
