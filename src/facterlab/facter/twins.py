@@ -12,6 +12,9 @@ own rules).  Then
     Delta_i = ||f(yhat_i) - f(yhat_twin_i)||_2,      S_i = d_i + lambda * Delta_i
 
 and Delta_i > 0 means the demographics (directly, or through the rules they select) changed the answer.
+f is the top-1 item's representation (``facter.twin_distance = "top1"``, FACTER's), or the rank-weighted mean
+of the representations of the whole top-k list (``"list"``: :func:`answer_vectors`, :func:`statistic_distance`),
+which also sees a twin whose top-1 stayed and whose list moved; placebos are measured the same way.
 
 **Null-anchored threshold** (``facter.threshold = "null"``, needs the twin).  The conformal Q0 is a
 quantile of the biased model's own scores, so it flags about alpha of the rows whatever the bias.  A
