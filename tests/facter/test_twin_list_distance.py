@@ -163,3 +163,16 @@ def test_positive_control_a_push_below_the_head_is_seen_by_the_list_only():
         q = null_threshold(_distances(cal, how)[1], 0.1).q
         rates[how] = float((_distances(test, how)[0] > q).mean())
     assert rates["top1"] == 0.0 and rates["list"] >= 0.6, rates
+
+
+def test_command_line_sets_the_twin_statistic():
+    import argparse
+
+    from facterlab.facter.commands import config_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["run", "--delta", "twin", "--threshold", "null", "--twin-distance", "list"])
+    assert config_from_args(args).facter.twin_distance == "list"
+    with pytest.raises(SystemExit):  # argparse refuses an unknown value
+        parser.parse_args(["run", "--delta", "twin", "--twin-distance", "rbo"])
