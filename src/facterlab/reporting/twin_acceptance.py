@@ -1016,6 +1016,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--temperatures", nargs="+", type=float, default=[1.0], help="--power: sim.temperature values")
     p.add_argument("--draws", nargs="+", type=int, default=[1, 2, 4], help="--power: facter.draws values")
     p.add_argument("--beta", type=float, default=None, help="--power: sim.beta (default: the case's, 2)")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
+        help="the acceptance's monitor variants",
+    )
+    p.add_argument(
+        "--twin-distance",
+        default=TWIN_DISTANCE,
+        choices=["top1", "list"],
+        help=f"the acceptance's twin statistic (facter.twin_distance; default {TWIN_DISTANCE!r})",
+    )
     a = p.parse_args(argv)
     if a.power:
         return _power_main(a)
@@ -1061,15 +1074,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
         print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
         return 0
-    configs = {key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}
+    configs = {
+        key: case_config(*key, **base, facter__twin_distance=a.twin_distance)
+        for key in plan(a.cases, a.seeds, a.variants)
+    }
     runs = run_many(configs, data_dir=a.data_dir)
     # the catalogue (every testbed run shares the dataset): the directional test reads the items' features
     items = load_or_build_interactions(None, next(iter(configs.values())).data, data_dir=a.data_dir).items
     frame = acceptance_frame(runs, items)
     alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
     print(frame.drop(columns=["run_id"]).round(4).to_string(index=False))
-    checks = [c for v in VARIANTS for c in acceptance_claims(frame, runs, alpha, v)]
-    checks += directional_claims(runs, items, "family")
+    checks = [c for v in a.variants for c in acceptance_claims(frame, runs, alpha, v)]
+    checks += directional_claims(runs, items, "family") if "family" in a.variants else []
     print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
     return 0
 
