@@ -35,12 +35,11 @@ EMB[GENRE] = 0.5 * EMB[GENRE] + 4.0 * np.eye(DIM)[0]
 
 def _represent(ids, raws):
     """A catalogue of random item embeddings; an unmapped position's raw title gets its own vector."""
-    out = np.zeros((len(ids), DIM))
-    for j, (i, r) in enumerate(zip(ids, raws)):
-        if int(i) >= 0:
-            out[j] = EMB[int(i)]
-        elif r:
-            out[j] = np.random.default_rng(abs(hash(r)) % 2**32).normal(size=DIM)
+    ids = np.asarray(ids, dtype=int)
+    out = np.where((ids >= 0)[:, None], EMB[np.maximum(ids, 0)], 0.0)
+    for j in np.flatnonzero(ids < 0):
+        if raws[j]:
+            out[j] = np.random.default_rng(abs(hash(raws[j])) % 2**32).normal(size=DIM)
     return out
 
 
@@ -136,17 +135,22 @@ def test_list_statistic_keeps_the_conformal_bound_on_a_null_model():
     placebo are exchangeable and the list statistic is continuous, so the rate is also >= alpha - 1/(n+1)
     = 0.08: the bound is met by the quantile, not by a statistic that never flags."""
     how, rng = "list", np.random.default_rng(1)
-    alpha, reps, hits, hits_one = 0.1, 400, 0, 0
+    alpha, reps, hits, hits_one, hits_mixed = 0.1, 400, 0, 0, 0
     for _ in range(reps):
         rows = _rows(rng, 50)
         twin, plc, one = _distances(rows, how, with_first=True)
-        hits += int(twin[49] > null_threshold(plc[:49], alpha).q)
+        q = null_threshold(plc[:49], alpha).q
+        hits += int(twin[49] > q)
         hits_one += int(twin[49] > null_threshold(one[:49], alpha).q)
+        # the test's own control: a twin measured another way (top-1) than its placebos (list) breaks the bound
+        last = top1_part(_vectors([rows[49][0], rows[49][1]], how), how)
+        hits_mixed += int(statistic_distance(last[:1], last[1:], "top1")[0] > q)
     for k in (hits, hits_one):
         p = binomtest(k, reps, alpha, alternative="greater").pvalue
         assert p > 1e-3, f"{how}: {k}/{reps} null test rows flagged (bound {alpha}), p = {p:.2g}"
     p = binomtest(hits_one, reps, 0.08, alternative="less").pvalue
     assert p > 1e-3, f"one placebo: {hits_one}/{reps} flagged, far below alpha (p = {p:.2g})"
+    assert binomtest(hits_mixed, reps, alpha, alternative="greater").pvalue < 1e-3, f"mixed: {hits_mixed}/{reps}"
 
 
 def test_positive_control_a_push_below_the_head_is_seen_by_the_list_only():
