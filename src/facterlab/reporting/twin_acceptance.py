@@ -31,6 +31,11 @@ the biased tables are positives).  The acceptance claims (:func:`acceptance_clai
   declared pushed on a case without a direction (family-wise level :data:`DIRECTIONAL_ALPHA`), and a
   pushed cell of the table is found on a biased one.
 
+Every testbed run measures the twin Delta and the placebos with the rank-weighted list statistic
+(``facter.twin_distance = "list"``, :data:`TWIN_DISTANCE`), chosen from the **power study** (``--power``:
+:func:`power_frame`, :func:`power_claims`, recall and precision against the requests per row for each statistic;
+docs/FACTER.md §7.2).
+
 A statement that cannot fail in its setting is reported with the verdict "by construction" and not
 counted among the holds: no false flag when every twin distance of the Neutral rows is 0; FACTER's CFR
 not above Fair's when FACTER made no rule in any run (its prompt is then Fair's).
