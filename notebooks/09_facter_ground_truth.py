@@ -63,7 +63,9 @@ TESTBED_CASES = ["all"]  # section 7 cases (docs/SIMULATED.md): all of twin_acce
 TESTBED_N = 1500  # rows per testbed run (1,050 calibration / 450 test)
 TESTBED_VARIANTS = ["family", "absolute", "count", "order"]  # monitor variants (twin_acceptance.VARIANTS)
 POWER_TEMPERATURES = [0.5, 1.0]  # sampling noise of the power study (score SDs)
-POWER_DRAWS = [1, 4]  # draws per request k of the power study
+POWER_DRAWS = [1, 2, 4]  # draws per request k of the power study
+POWER_STATISTICS = ["top1", "list"]  # the twin Delta's statistic (facter.twin_distance) of the power study
+POWER_SEEDS = 3  # the power study's seeds: the first POWER_SEEDS of SEEDS
 POWER_N = 1000  # rows per power-study run
 NEGATIVE_CONTROL = ""  # an LLM name, e.g. smollm2-135m: add its negative control (the twin rewords the values)
 NEGATIVE_CONTROL_STAGES = [150, 400]  # calibration rows per look of the negative control (cross-fitted, sequential)
@@ -103,6 +105,7 @@ P = notebook.parameters(  # checks the parameters; PROFILE, and under SMOKE thes
         "POWER_N": 300,
         "POWER_TEMPERATURES": lambda temps: temps[-1:],
         "POWER_DRAWS": lambda draws: draws[:1],
+        "POWER_SEEDS": 1,
     },
 )
 import pandas as pd
@@ -184,11 +187,18 @@ def testbed_configs():
     base = testbed_base()
     cases = list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES
     return {("testbed", *key): ta.case_config(*key, **base) for key in ta.plan(cases, SEEDS, TESTBED_VARIANTS)} | {
-        ("power", temp, k, SEEDS[0]): ta.case_config(
-            "sampled-bias", SEEDS[0], sim__temperature=float(temp), facter__draws=int(k), **{**base, "n_rows": POWER_N}
+        ("power", stat, temp, k, seed): ta.case_config(
+            "sampled-bias",
+            seed,
+            sim__temperature=float(temp),
+            facter__draws=int(k),
+            facter__twin_distance=stat,
+            **{**base, "n_rows": POWER_N},
         )
+        for stat in POWER_STATISTICS
         for temp in POWER_TEMPERATURES
         for k in POWER_DRAWS
+        for seed in SEEDS[:POWER_SEEDS]
     }
 
 
@@ -469,6 +479,15 @@ if TWIN:
 # rules).  The acceptance claims: on every unbiased case the false-flag rate is at most alpha + 0.02 (99%
 # upper bound) and FACTER makes at most a handful of rules; on every case FACTER's CFR is not above Fair's
 # (per-row CFR distances, paired).
+#
+# **The twin statistic** (`facter.twin_distance`, docs/FACTER.md §7.2).  FACTER's f(yhat) is the embedding of
+# the top-1 item only, so a twin whose top-1 equals the row's is at distance 0 however much the rest of its
+# top-10 list moved.  Every run of this section measures Delta (and every placebo distance, so Q_null is a
+# quantile of the same statistic and the bound holds) as the distance between the rank-weighted mean
+# embeddings of the two top-10 lists (`"list"`, `twin_acceptance.TWIN_DISTANCE`).  The **power study**
+# (`sampled-bias`: beta = 2 read from the text, sampling at temperature 0.5 and 1) puts the two statistics
+# side by side against the requests each test row costs (2k for k draws per request), with the target of
+# issue 43: recall at least 0.6 at temperature 1 within twice the requests of k = 1.
 
 # %%
 from facterlab.reporting import twin_acceptance as ta
@@ -509,9 +528,17 @@ if TESTBED:
             ).to_markdown()
         )
     )
+    # power per request (issue 43 item 3): recall and precision against the requests each test row costs, one
+    # line per twin statistic; the target: recall >= 0.6 at temperature 1 within twice the requests of k = 1
     power = ta.power_frame(power_runs)
-    display(power.round(3))
+    display(
+        power[
+            ["statistic", "temperature", "draws", "seeds", "requests_per_test_row", "n", "flagged"]
+            + [f"{w}_{x}" for w in ("recall", "precision") for x in ("row", "either", "row_list", "either_list")]
+        ].round(3)
+    )
     fig_power = gtf.plot_power(power, DATASET_NAME, SYNTHETIC, PROFILE)
+    checks += ta.power_claims(power, 1.0, "either") + ta.power_claims(power, 1.0, "either_list")
 negative_control = {}
 if NEGATIVE_CONTROL:  # a real LLM: rewording the values must not be flagged beyond alpha (docs/FACTER.md §7.2)
     from facterlab.reporting import negative_control as nc
@@ -650,7 +677,14 @@ write_metrics(
 # Three cases at a small size: `lines-set` (moved by the prompt's surface only: a negative of both),
 # `semantic` (answers as a random function of the values' meaning, preferring no group: a **positive of
 # the first and a negative of the second**, so its flags are true ones) and `default-table` (pushes genres
-# to groups: a positive of both).
+# to groups: a positive of both).  The flag's recall and precision are checked against both labels: the top-1
+# changed, and the top-10 set changed.  The runs use the testbed's list statistic (section 7).  With the top-1
+# statistic a `semantic` row whose twin kept the same top-1 had Delta exactly 0 although its top-10 list
+# differed (60% of the rows at these sizes), so recall against the list label was about 0.4 where recall
+# against the top-1 label was 0.8-0.9.  With the list statistic the flag answers the list-level question:
+# its recall and precision against the list label are the claims built for it.  Against the top-1 label its
+# precision is low by design, because a row whose top-1 stayed and whose list moved is flagged, and the
+# top-1 label calls that flag false (docs/FACTER.md §7.2 has both statistics' numbers).
 
 # %%
 from facterlab.data.protocol import load_or_build_interactions

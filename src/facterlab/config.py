@@ -75,6 +75,7 @@ from facterlab.config_bounds import (  # noqa: F401
     THRESHOLD_RULES,
     TIE_ORDERS,
     TOP1_RULES,
+    TWIN_DISTANCES,
     TWIN_EDITS,
     Bound,
     _check_choice,
@@ -312,6 +313,9 @@ class FacterConfig:
     # moved the answer past Q_null, each mined against its own twin) | "per-attribute-all" (every row asked so,
     # every row's pair counts; docs/FACTER.md §7.3)
     attribution: str = "joint"
+    # twin Delta: "top1" (the two top-1 items' embeddings, FACTER's f(yhat)) | "list" (the rank-weighted mean
+    # embeddings of the two top-k lists; docs/FACTER.md §7.2).  The placebos are measured the same way.
+    twin_distance: str = "top1"
 
     def __post_init__(self) -> None:
         _check_choice("delta", self.delta, DELTA_KINDS)
@@ -320,6 +324,12 @@ class FacterConfig:
         _check_choice("placebo", self.placebo, PLACEBO_KINDS)
         _check_choice("twin", self.twin, TWIN_EDITS)
         _check_choice("attribution", self.attribution, ATTRIBUTIONS)
+        _check_choice("twin_distance", self.twin_distance, TWIN_DISTANCES)
+        if self.twin_distance != "top1" and self.delta != "twin":
+            raise ValueError(
+                f"facter.twin_distance {self.twin_distance!r} is how the twin Delta compares two answers: "
+                "it needs facter.delta 'twin'"
+            )
         if self.attribution != "joint" and (self.rule_mining != "confirmed" or self.threshold != "null"):
             raise ValueError(
                 f"facter.attribution {self.attribution!r} credits confirmed rules by each attribute's own twin against "
@@ -642,6 +652,7 @@ ADDED_FIELDS: dict = {
     ("facter", "rule_min_effect"): 0.2,
     ("facter", "max_rules"): 10,
     ("facter", "attribution"): "joint",
+    ("facter", "twin_distance"): "top1",
     ("sim", "reads"): "fields",
     ("sim", "trigger"): "semantic",
     ("sim", "order_sd"): 0.0,

@@ -88,6 +88,9 @@ TWIN_EDITS = ("flip", "reword")
 #: twin: on the flagged rows whose own twin moved the answer past Q_null ("per-attribute"), or on every row
 #: ("per-attribute-all": the group-level directional test, more requests, more power)
 ATTRIBUTIONS = ("joint", "per-attribute", "per-attribute-all")
+#: the twin Delta's statistic (docs/FACTER.md §7.2): the distance of the two top-1 items' embeddings ("top1",
+#: FACTER's f(yhat)), or of the two answers' rank-weighted mean embeddings over the whole top-k list ("list")
+TWIN_DISTANCES = ("top1", "list")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
 SIM_READS = ("fields", "text")
 #: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")

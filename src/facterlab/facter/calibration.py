@@ -31,12 +31,14 @@ from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState
 from facterlab.facter.scores import ItemRepresenter, nonconformity_scores, top1_distance
 from facterlab.facter.twins import (
     PLACEBO_EDITS,
+    answer_vectors,
     mean_over_draws,
     null_threshold,
     placebo_request,
     reworded_twins,
+    statistic_distance,
+    top1_part,
     twin_attributes,
-    twin_distance,
     twin_row,
     with_draws,
 )
@@ -268,6 +270,7 @@ def calibrate(
     row_dicts, reqs = plan.row_dicts, plan.requests
     batch = max(1, cfg.model.batch_size) * 8
     draws = plan.draws
+    how = fc.twin_distance  # the twin Delta's statistic; the placebos are measured the same way
 
     def answers(requests: list, dicts: list, desc: str) -> tuple:
         """(predictions, postprocessed, f(yhat)) of ``requests`` for the rows ``dicts``; with
@@ -275,11 +278,13 @@ def calibrate(
         (predictions and postprocessed answers: draw 0's)."""
         got = _predict_all(recommender, with_draws(requests, draws), batch, progress, desc)
         done = postprocess(list(dicts) * draws, got)
-        emb = mean_over_draws(represent.predictions([p[1] for p in done], [p[2] for p in done]), draws)
+        # f(yhat), and with facter.twin_distance = "list" the rank-weighted list mean beside it (twins.answer_vectors)
+        emb = mean_over_draws(answer_vectors(represent.predictions, done, got, how), draws)
         n = len(requests)
         return got[:n], done[:n], emb
 
-    preds, post, pred_emb = answers(reqs, row_dicts, "calibration")
+    preds, post, stat_emb = answers(reqs, row_dicts, "calibration")
+    pred_emb = top1_part(stat_emb, how)  # f(yhat) of the top-1: FACTER's d and the calibration state
     target_emb = represent.items(rows["target"].tolist())
     attrs = protected_of(prompts)
     groups = _groups(rows, attrs)
@@ -289,7 +294,7 @@ def calibrate(
         flips, twin_dicts = plan.flips, plan.twin_dicts
         twin_preds, twin_post, twin_emb = answers(plan.twin_requests, twin_dicts, "calibration twins")
         d = top1_distance(pred_emb, target_emb)
-        delta = twin_distance(pred_emb, twin_emb)
+        delta = statistic_distance(stat_emb, twin_emb, how)
         sc = pd.DataFrame({"S": d + fc.lam * delta, "d": d, "delta": delta, "n_neighbours": NO_NEIGHBOUR_SEARCH})
         ctx = np.zeros((len(rows), 1), dtype=np.float32)  # no neighbour search with the twin Delta
         twin_cols = {
@@ -301,7 +306,7 @@ def calibrate(
         if fc.threshold == "null":
             # the placebo family (docs/FACTER.md §7): per row the largest distance over the edits asked
             per_kind = {
-                kind: twin_distance(pred_emb, answers(plc, row_dicts, f"calibration placebos ({kind})")[2])
+                kind: statistic_distance(stat_emb, answers(plc, row_dicts, f"calibration placebos ({kind})")[2], how)
                 for kind, plc in plan.placebo_requests.items()
             }
             plc_delta = np.max(np.vstack(list(per_kind.values())), axis=0)

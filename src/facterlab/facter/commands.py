@@ -31,6 +31,7 @@ from facterlab.config import (
     RULE_MININGS,
     SIM_COMPLIANCE,
     THRESHOLD_KINDS,
+    TWIN_DISTANCES,
     TWIN_EDITS,
     bound_hint,
     dataset_arg,
@@ -209,6 +210,13 @@ def register(subparsers) -> None:
         "attribute for flagged rows; rules for the attributes whose own twin moved the answer)",
     )
     ext.add_argument(
+        "--twin-distance",
+        default=None,
+        choices=TWIN_DISTANCES,
+        help="the twin Delta's statistic: top1 (the two top-1 items' embeddings; default) | list (the two top-k "
+        "lists' rank-weighted mean embeddings; the placebos are measured the same way)",
+    )
+    ext.add_argument(
         "--draws", type=int, default=None, help=f"draws per request for the twin Delta, {bound_hint('facter', 'draws')}"
     )
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
@@ -268,7 +276,7 @@ def config_from_args(args):
     for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed", "compliance", "bias_table"):
         if getattr(args, f"sim_{name}", None) is not None:
             over[f"sim__{name}"] = getattr(args, f"sim_{name}")
-    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws", "attribution"):
+    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws", "attribution", "twin_distance"):
         if getattr(args, name, None) is not None:
             over[f"facter__{name}"] = getattr(args, name)
     return preset(args.preset, **over)

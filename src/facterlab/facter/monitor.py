@@ -58,7 +58,7 @@ from facterlab.facter.monitor_result import MonitorResult, violation_summary  # 
 from facterlab.facter.monitor_rules import REFERENCE_FACTOR, MonitorRules  # noqa: F401
 from facterlab.facter.scorers import NO_NEIGHBOUR_SEARCH, CalibrationState, OnlineScorer, TwinScorer  # noqa: F401
 from facterlab.facter.threshold import OnlineThreshold
-from facterlab.facter.twins import mean_over_draws, twin_distance, twin_row, with_draws
+from facterlab.facter.twins import answer_vectors, mean_over_draws, statistic_distance, twin_row, with_draws
 from facterlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -507,7 +507,8 @@ class FacterMonitor:
         self.n_twin_predicted += n * draws
         dicts = [self.row_dicts[p] for p in positions] + [self.twin_dicts[p] for p in positions]
         post = self.postprocess(dicts * draws, both)
-        vecs = mean_over_draws(self.represent([x[1] for x in post], [x[2] for x in post]), draws)
+        # f(yhat), and with facter.twin_distance = "list" the rank-weighted list mean beside it (twins.answer_vectors)
+        vecs = mean_over_draws(answer_vectors(self.represent, post, both, self.cfg.twin_distance), draws)
         return {
             p: (keys[i], rules[i], both[i], post[i], vecs[i], both[n + i], post[n + i], vecs[n + i])
             for i, p in enumerate(positions)
@@ -654,10 +655,12 @@ class FacterMonitor:
         preds = self._predict(with_draws(reqs, draws))
         self.n_attr_twin_predicted += len(preds)
         post = self.postprocess(dicts * draws, preds)
-        vecs = mean_over_draws(self.represent([x[1] for x in post], [x[2] for x in post]), draws)
+        how = self.cfg.twin_distance
+        vecs = mean_over_draws(answer_vectors(self.represent, post, preds, how), draws)
         out = {}
         for i, a in enumerate(flips):
-            d_a = float(twin_distance(np.asarray(vec, dtype=np.float64)[None, :], np.asarray(vecs[i])[None, :])[0])
+            v, w = np.asarray(vec, dtype=np.float64)[None, :], np.asarray(vecs[i], dtype=np.float64)[None, :]
+            d_a = float(statistic_distance(v, w, how)[0])
             out[a] = (d_a, self._top1_title_features(post[i][1], post[i][2]), groups[i])
         return out
 

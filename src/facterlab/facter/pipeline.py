@@ -498,7 +498,7 @@ def _run_experiment(cfg, recommender, encoder, data_dir, out_dir, progress, data
     target_emb = represent.items(test_rows["target"].tolist())
     scorer: OnlineScorer | TwinScorer
     if cfg.facter.delta == "twin":
-        scorer = TwinScorer(state, target_emb, cfg.facter.lam)
+        scorer = TwinScorer(state, target_emb, cfg.facter.lam, cfg.facter.twin_distance)
     else:
         test_ctx = context_embeddings(test_rows, items, encoder, prompts)
         scorer = OnlineScorer(

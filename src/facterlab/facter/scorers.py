@@ -21,7 +21,7 @@ import numpy as np
 from facterlab.config import FacterConfig
 from facterlab.facter.neighbours import NeighbourIndex, counterfactual_neighbours
 from facterlab.facter.scores import top1_distance
-from facterlab.facter.twins import twin_distance
+from facterlab.facter.twins import statistic_distance, top1_part
 
 
 @dataclass
@@ -147,12 +147,17 @@ class TwinScorer:
         Representations f(y_t) of the test rows' targets, in walk order.
     lam : float, default ``FacterConfig.lam``
         Weight lambda of the disparity term.
+    how : {"top1", "list"}, default "top1"
+        ``facter.twin_distance``: the vectors scored are :func:`facterlab.facter.twins.answer_vectors`'
+        (with ``"list"`` the top-1 half gives d, the list half Delta).
     """
 
     index = None
 
-    def __init__(self, calib: CalibrationState, target_emb: np.ndarray, lam: float = FacterConfig.lam):
-        self.calib, self.lam = calib, float(lam)
+    def __init__(
+        self, calib: CalibrationState, target_emb: np.ndarray, lam: float = FacterConfig.lam, how: str = "top1"
+    ):
+        self.calib, self.lam, self.how = calib, float(lam), str(how)
         self.target_emb = np.asarray(target_emb, dtype=np.float64)
 
     def score(self, pos: int, pred_vec: np.ndarray, twin_vec: np.ndarray) -> tuple:
@@ -174,6 +179,7 @@ class TwinScorer:
             :data:`NO_NEIGHBOUR_SEARCH` (-1).
         """
         p = np.asarray(pred_vec, dtype=np.float64)
-        d = float(top1_distance(p[None, :], self.target_emb[pos : pos + 1])[0])
-        delta = float(twin_distance(p[None, :], np.asarray(twin_vec, dtype=np.float64)[None, :])[0])
+        d = float(top1_distance(top1_part(p[None, :], self.how), self.target_emb[pos : pos + 1])[0])
+        t = np.asarray(twin_vec, dtype=np.float64)[None, :]
+        delta = float(statistic_distance(p[None, :], t, self.how)[0])
         return d + self.lam * delta, d, delta, NO_NEIGHBOUR_SEARCH

@@ -12,6 +12,9 @@ own rules).  Then
     Delta_i = ||f(yhat_i) - f(yhat_twin_i)||_2,      S_i = d_i + lambda * Delta_i
 
 and Delta_i > 0 means the demographics (directly, or through the rules they select) changed the answer.
+f is the top-1 item's representation (``facter.twin_distance = "top1"``, FACTER's), or the rank-weighted mean
+of the representations of the whole top-k list (``"list"``: :func:`answer_vectors`, :func:`statistic_distance`),
+which also sees a twin whose top-1 stayed and whose list moved; placebos are measured the same way.
 
 **Null-anchored threshold** (``facter.threshold = "null"``, needs the twin).  The conformal Q0 is a
 quantile of the biased model's own scores, so it flags about alpha of the rows whatever the bias.  A
@@ -75,6 +78,10 @@ __all__ = [
     "with_draws",
     "mean_over_draws",
     "twin_distance",
+    "rank_weights",
+    "answer_vectors",
+    "top1_part",
+    "statistic_distance",
     "NullThreshold",
     "null_threshold",
 ]
@@ -306,6 +313,116 @@ def twin_distance(pred_emb: np.ndarray, twin_emb: np.ndarray) -> np.ndarray:
     if p.shape != t.shape:
         raise ValueError(f"prediction and twin embeddings differ in shape: {p.shape} vs {t.shape}")
     return np.sqrt(np.einsum("ij,ij->i", p - t, p - t))
+
+
+def rank_weights(n: int) -> np.ndarray:
+    """The weights of list positions 1..n in ``facter.twin_distance = "list"``: the DCG discount
+    1 / log2(r + 1), normalised to sum 1 (a rank-weighted mean; docs/FACTER.md §7.2).
+
+    >>> rank_weights(3).round(3).tolist()
+    [0.469, 0.296, 0.235]
+    """
+    if n < 1:
+        raise ValueError(f"a list needs at least one position, got {n}")
+    w = 1.0 / np.log2(np.arange(2, n + 2, dtype=np.float64))
+    return w / w.sum()
+
+
+def answer_vectors(represent, post: Sequence, preds: Sequence, how: str = "top1") -> np.ndarray:
+    """The representation of each answer that the twin Delta compares (``facter.twin_distance``).
+
+    - ``"top1"``: ``represent(top-1 ids, top-1 raw titles)``, FACTER's f(yhat) (exactly as before the option);
+    - ``"list"``: the top-1 representation, then (concatenated, shape ``(n, 2 * dim)``) the rank-weighted
+      mean of the representations of every position of the answer's list (:func:`rank_weights`; a position
+      that maps to no catalogue item is represented by its raw title, as the top-1 is), the zero vector for an
+      empty answer.  The top-1 half keeps FACTER's d (:func:`top1_part`); the list half is what
+      :func:`statistic_distance` compares.  Row, twin and placebos are all represented so, so Q_null is a
+      quantile of the same statistic as the twin distance it bars (the bound of docs/FACTER.md §7.2 holds).
+
+    Rows laid out as the answers (``with_draws`` order); :func:`mean_over_draws` then averages both halves.
+
+    Parameters
+    ----------
+    represent : callable
+        ``represent(ids, raw_titles) -> array (n, dim)`` (``ItemRepresenter.predictions``).
+    post : sequence of (list of int, int, str)
+        The postprocessed answers (mapped ids per position, -1 unmapped; top-1 id; top-1 raw title).
+    preds : sequence of Prediction
+        The answers themselves (their ``titles`` give an unmapped position's raw title); same length.
+    how : {"top1", "list"}, default "top1"
+        The statistic.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, dim) or (n, 2 * dim)
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> rep = lambda ids, raws: np.array([[float(i == 1), float(i == 2)] for i in ids])
+    >>> post = [([1, 2], 1, "a"), ([1], 1, "a")]
+    >>> preds = [SimpleNamespace(titles=["a", "b"]), SimpleNamespace(titles=["a"])]
+    >>> answer_vectors(rep, post, preds, "list").round(3).tolist()
+    [[1.0, 0.0, 0.613, 0.387], [1.0, 0.0, 1.0, 0.0]]
+    """
+    if how not in ("top1", "list"):
+        raise ValueError(f"unknown twin_distance {how!r}; choose 'top1' or 'list'")
+    top = represent([x[1] for x in post], [x[2] for x in post])
+    if how == "top1":
+        return top
+    top = np.asarray(top, dtype=np.float64)
+    if len(post) != len(preds):
+        raise ValueError(f"{len(post)} postprocessed answers for {len(preds)} predictions")
+    ids: list[int] = []
+    raws: list[str] = []
+    owner: list[int] = []
+    weights: list[float] = []
+    for i, ((mapped, _, _), pr) in enumerate(zip(post, preds)):
+        titles = list(getattr(pr, "titles", ()) or ())
+        if not mapped:
+            continue
+        for r, m in enumerate(mapped):
+            ids.append(int(m))
+            raws.append(str(titles[r]) if int(m) < 0 and r < len(titles) else "")
+            owner.append(i)
+        weights.extend(rank_weights(len(mapped)))
+    dim = top.shape[1] if top.ndim == 2 else 0
+    out = np.zeros((len(post), dim), dtype=np.float64)
+    if ids:
+        vecs = np.asarray(represent(ids, raws), dtype=np.float64)
+        np.add.at(out, np.asarray(owner), vecs * np.asarray(weights)[:, None])
+    return np.hstack([top, out])
+
+
+def top1_part(vectors: np.ndarray, how: str = "top1") -> np.ndarray:
+    """The top-1 half of :func:`answer_vectors` (FACTER's f(yhat), for d): the vectors themselves with
+    ``"top1"``, their first half with ``"list"``.
+
+    >>> top1_part(np.array([[1.0, 2.0, 3.0, 4.0]]), "list").tolist()
+    [[1.0, 2.0]]
+    """
+    if how == "top1":
+        return vectors
+    v = np.asarray(vectors)
+    return v[..., : v.shape[-1] // 2]
+
+
+def statistic_distance(a: np.ndarray, b: np.ndarray, how: str = "top1") -> np.ndarray:
+    """The twin Delta (or a placebo distance) of ``facter.twin_distance`` between rows of two
+    :func:`answer_vectors` arrays: :func:`twin_distance` of the top-1 representations (``"top1"``) or of the
+    rank-weighted list means (``"list"``, the second half).
+
+    >>> a, b = np.array([[1.0, 0.0, 1.0, 0.0]]), np.array([[1.0, 0.0, 0.0, 1.0]])
+    >>> statistic_distance(a, b, "top1").round(4).tolist(), statistic_distance(a, b, "list").round(4).tolist()
+    ([1.4142], [1.4142])
+    >>> statistic_distance(a[:, :2], b[:, :2]).tolist()
+    [0.0]
+    """
+    if how == "top1":
+        return twin_distance(a, b)
+    a, b = np.asarray(a), np.asarray(b)
+    half = a.shape[-1] // 2
+    return twin_distance(a[..., half:], b[..., half:])
 
 
 @dataclass(frozen=True)

@@ -339,35 +339,47 @@ def plot_twin_repair(shares: pd.DataFrame, dataset: str, is_synthetic: bool, pro
 
 
 def plot_power(power: pd.DataFrame, dataset: str, is_synthetic: bool, profile: str = ""):
-    """Recall of the twin monitor against the draws per request k, one line per sampling temperature,
-    under both labels (the demographics changed the row's answer / the row's or its twin's), with 95%
-    Clopper-Pearson bars; the requests each test row costs on the top axis
+    """Recall and precision of the twin monitor against the requests each test row costs (2k for k draws per
+    request), one line per twin statistic (``facter.twin_distance``) and sampling temperature, with 95%
+    Clopper-Pearson bars: recall under the top-1 label (the demographics changed the row's or its twin's
+    top-1) and the list label (... top-10 set), precision under both
     (:func:`facterlab.reporting.twin_acceptance.power_frame`)."""
     import matplotlib.pyplot as plt
 
     apply_style()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-    for ax, label, words in (
-        (axes[0], "row", "label: the demographics changed the row's answer"),
-        (axes[1], "either", "label: ... the row's or its twin's answer"),
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    power = power if "statistic" in power.columns else power.assign(statistic="top1")
+    colors = list(PALETTE.values())
+    for i, ((stat, temp), g) in enumerate(power.groupby(["statistic", "temperature"], sort=True)):
+        g = g.sort_values("draws")
+        x = g["requests_per_test_row"].to_numpy(dtype=float)
+        color, style = colors[(i + 1) % len(colors)], "-" if stat == "list" else "--"
+        name = f"{stat}, temperature {temp:g}"
+        for ax, label, what, ls in (
+            (axes[0], "either", "recall", style),
+            (axes[1], "either_list", "recall", style),
+            (axes[2], "either", "precision", style),
+            (axes[2], "either_list", "precision", ":"),
+        ):
+            tp = g[f"true_pos_{label}"]
+            n = g[f"positives_{label}"] if what == "recall" else g["flagged"]
+            rate = g[f"{what}_{label}"].to_numpy(dtype=float)
+            suffix = "" if ax is not axes[2] else (" (top-1 label)" if label == "either" else " (top-10 label)")
+            ax.errorbar(x, rate, yerr=_cp_err(tp, n, rate), marker="o", capsize=3, color=color, ls=ls,
+                        label=name + suffix)  # fmt: skip
+    for ax, words in (
+        (axes[0], "recall; label: the demographics changed the row's or its twin's top-1"),
+        (axes[1], "recall; label: ... the row's or its twin's top-10 set"),
+        (axes[2], "precision under both labels"),
     ):
-        for i, (temp, g) in enumerate(power.groupby("temperature", sort=True)):
-            g = g.sort_values("draws")
-            rate = g[f"recall_{label}"].to_numpy(dtype=float)
-            err = _cp_err(g[f"true_pos_{label}"], g[f"positives_{label}"], rate)
-            ax.errorbar(
-                g["draws"],
-                rate,
-                yerr=err,
-                marker="o",
-                capsize=3,
-                color=list(PALETTE.values())[(i + 1) % len(PALETTE)],
-                label=f"temperature {temp:g}",
-            )
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("draws per request k (requests per test row: 2k)")
+        ax.set_xlabel("requests per test row (2k for k draws)")
         ax.set_title(words, fontsize=8)
         ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel("recall (Neutral rows, last pass)")
-    axes[0].legend(fontsize=7)
-    return _finish(fig, "Twin monitor under sampling: recall against draws per request", dataset, is_synthetic, profile)
+        ax.axhline(0.6, color="grey", lw=0.8, ls=":")
+    axes[0].set_ylabel("Neutral rows, last pass")
+    axes[0].legend(fontsize=6)
+    axes[2].legend(fontsize=5)
+    return _finish(
+        fig, "Twin monitor under sampling: power per request, by twin statistic", dataset, is_synthetic, profile
+    )

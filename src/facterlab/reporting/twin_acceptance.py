@@ -31,6 +31,11 @@ the biased tables are positives).  The acceptance claims (:func:`acceptance_clai
   declared pushed on a case without a direction (family-wise level :data:`DIRECTIONAL_ALPHA`), and a
   pushed cell of the table is found on a biased one.
 
+Every testbed run measures the twin Delta and the placebos with the rank-weighted list statistic
+(``facter.twin_distance = "list"``, :data:`TWIN_DISTANCE`), chosen from the **power study** (``--power``:
+:func:`power_frame`, :func:`power_claims`, recall and precision against the requests per row for each statistic;
+docs/FACTER.md §7.2).
+
 A statement that cannot fail in its setting is reported with the verdict "by construction" and not
 counted among the holds: no false flag when every twin distance of the Neutral rows is 0; FACTER's CFR
 not above Fair's when FACTER made no rule in any run (its prompt is then Fair's).
@@ -82,6 +87,11 @@ __all__ = [
     "acceptance_claims",
     "cfr_pair_claim",
     "power_frame",
+    "power_claims",
+    "twin_statistic",
+    "POWER_TARGET_RECALL",
+    "POWER_TARGET_COST",
+    "TWIN_DISTANCE",
     "HANDFUL",
     "CFR_MARGIN",
     "negative_control_config",
@@ -173,6 +183,11 @@ def case_overrides(case: str) -> dict:
     return {f"sim__{k}": v for k, v in sim.items()}
 
 
+#: the twin Delta's statistic of the testbed's runs (``facter.twin_distance``; issue 43 item 3): the rank-weighted
+#: list mean, chosen from the power study (:func:`power_frame`, docs/FACTER.md §7.2); the global default stays
+#: "top1", so the presets' run ids do not move
+TWIN_DISTANCE = "list"
+
 #: the monitor variants of section 7: name -> (placebo, rule mining, compliance)
 VARIANTS: dict = {
     "family": ("family", "confirmed", "relative"),  # facterlab's twin monitor now
@@ -210,7 +225,12 @@ def case_config(case: str, seed: int, variant: str = "family", **base):
         facter__placebo=placebo,
         facter__rule_mining=mining,
         sim__compliance=compliance,
-        **{**case_overrides(case), **VARIANT_SETTINGS.get(variant, {}), **base},
+        **{
+            "facter__twin_distance": TWIN_DISTANCE,  # ``base`` may choose another (the power study compares them)
+            **case_overrides(case),
+            **VARIANT_SETTINGS.get(variant, {}),
+            **base,
+        },
     )
 
 
@@ -537,21 +557,33 @@ def estimands_frame(runs: Mapping, items, variant: str = "family", alpha: float 
     return pd.DataFrame(out)
 
 
+def twin_statistic(result) -> str:
+    """The twin Delta's statistic a run used (``facter.twin_distance``; "top1" for a run saved before the
+    setting existed)."""
+    from facterlab.config import saved_setting
+
+    cfg = result.config.get("config", result.config) if isinstance(result.config, Mapping) else {}
+    return str(saved_setting(cfg, "facter", "twin_distance") or "top1")
+
+
 def power_frame(runs: Mapping) -> pd.DataFrame:
     """Recall and precision (top-1 and list-level labels) and the requests each row costs, for the runs of a sampling
-    grid (``(temperature, draws, seed) -> RunResult``, placebo family), pooled over seeds per
-    (temperature, draws)."""
+    grid (``(temperature, draws, seed) -> RunResult``, placebo family; a longer key ends with those three), pooled
+    over seeds per (twin statistic, temperature, draws); the twin statistic (``statistic``:
+    ``facter.twin_distance``) is read from each run."""
     rows = []
-    for (temp, draws, seed), r in runs.items():
+    for key, r in runs.items():
+        temp, draws, seed = key[-3:]
         f = acceptance_frame({("power", seed, "family"): r}).iloc[0].to_dict()
-        rows.append({"temperature": temp, "draws": draws, "seed": seed, **f})
+        rows.append({"statistic": twin_statistic(r), "temperature": temp, "draws": draws, "seed": seed, **f})
     df = pd.DataFrame(rows)
     if not len(df):
         return df
     labels = ("row", "either", "row_list", "either_list")
-    agg = df.groupby(["temperature", "draws"], as_index=False)[
+    agg = df.groupby(["statistic", "temperature", "draws"], as_index=False, sort=False)[
         ["n", "flagged", *(f"positives_{x}" for x in labels), *(f"true_pos_{x}" for x in labels)]
     ].sum()
+    agg["seeds"] = df.groupby(["statistic", "temperature", "draws"], sort=False)["seed"].nunique().to_numpy()
     for x in labels:
         agg[f"recall_{x}"] = agg[f"true_pos_{x}"] / agg[f"positives_{x}"].where(agg[f"positives_{x}"] > 0)
         agg[f"precision_{x}"] = agg[f"true_pos_{x}"] / agg["flagged"].where(agg["flagged"] > 0)
@@ -559,6 +591,39 @@ def power_frame(runs: Mapping) -> pd.DataFrame:
     agg["requests_per_test_row"] = 2 * agg["draws"]
     agg["requests_per_calibration_row"] = 5 * agg["draws"]
     return agg
+
+
+#: the power target of issue 43 item 3: recall at least this at temperature 1 ...
+POWER_TARGET_RECALL = 0.6
+#: ... for at most this many times the requests of one draw per request
+POWER_TARGET_COST = 2
+
+
+def power_claims(power: pd.DataFrame, temperature: float = 1.0, label: str = "either") -> list:
+    """The power target (issue 43 item 3) for each twin statistic of ``power`` (:func:`power_frame`): at
+    ``temperature``, the recall against ``label`` (``"either"``: the demographics changed the row's or its twin's
+    top-1; ``"either_list"``: ... top-10 set) of the cheapest design that costs at most
+    :data:`POWER_TARGET_COST` times the requests of k = 1 is at least :data:`POWER_TARGET_RECALL` (a one-sided
+    99% Clopper-Pearson test, :func:`facterlab.reporting.claims.rate_claim`).  A statistic whose runs at that
+    temperature include no such design gives no claim."""
+    out = []
+    sel = power[np.isclose(power["temperature"].astype(float), float(temperature))]
+    for stat, g in sel.groupby("statistic", sort=False):
+        ok = g[g["draws"] <= POWER_TARGET_COST]  # requests per row are proportional to the draws
+        if not len(ok):
+            continue
+        best = ok.sort_values("draws").iloc[-1]  # the most draws within the budget
+        out.append(
+            rate_claim(
+                f"power per request [{stat}]: recall >= {POWER_TARGET_RECALL:g} at temperature {temperature:g} with "
+                f"k = {int(best['draws'])} (at most {POWER_TARGET_COST}x the requests of k = 1; label: {label})",
+                int(best[f"true_pos_{label}"]),
+                int(best[f"positives_{label}"]),
+                POWER_TARGET_RECALL,
+                ">=",
+            )
+        )
+    return out
 
 
 def plan(
@@ -946,7 +1011,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: the negative control on a real LLM (twin = the same values reworded, one pass, "
         "--n rows, --dataset; negative_control_config)",
     )
+    p.add_argument(
+        "--power",
+        action="store_true",
+        help="instead: the power study (issue 43 item 3): case sampled-bias at --seeds, --n rows, each twin statistic "
+        "(--statistics) x temperature (--temperatures) x draws (--draws); recall, precision and the power target",
+    )
+    p.add_argument("--statistics", nargs="+", default=["top1", "list"], help="--power: facter.twin_distance values")
+    p.add_argument("--temperatures", nargs="+", type=float, default=[1.0], help="--power: sim.temperature values")
+    p.add_argument("--draws", nargs="+", type=int, default=[1, 2, 4], help="--power: facter.draws values")
+    p.add_argument("--beta", type=float, default=None, help="--power: sim.beta (default: the case's, 2)")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
+        help="the acceptance's monitor variants",
+    )
+    p.add_argument(
+        "--twin-distance",
+        default=TWIN_DISTANCE,
+        choices=["top1", "list"],
+        help=f"the acceptance's twin statistic (facter.twin_distance; default {TWIN_DISTANCE!r})",
+    )
     a = p.parse_args(argv)
+    if a.power:
+        return _power_main(a)
     if a.negative_control:
         dataset = "ml-100k" if a.dataset == "auto" else a.dataset
         res = ex.run(negative_control_config(a.negative_control, a.n, dataset), data_dir=a.data_dir)
@@ -989,16 +1079,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
         print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
         return 0
-    configs = {key: case_config(*key, **base) for key in plan(a.cases, a.seeds)}
+    configs = {
+        key: case_config(*key, **base, facter__twin_distance=a.twin_distance)
+        for key in plan(a.cases, a.seeds, a.variants)
+    }
     runs = run_many(configs, data_dir=a.data_dir)
     # the catalogue (every testbed run shares the dataset): the directional test reads the items' features
     items = load_or_build_interactions(None, next(iter(configs.values())).data, data_dir=a.data_dir).items
     frame = acceptance_frame(runs, items)
     alpha = float(next(iter(runs.values())).record.metrics.calibration.alpha)
     print(frame.drop(columns=["run_id"]).round(4).to_string(index=False))
-    checks = [c for v in VARIANTS for c in acceptance_claims(frame, runs, alpha, v)]
-    checks += directional_claims(runs, items, "family")
+    checks = [c for v in a.variants for c in acceptance_claims(frame, runs, alpha, v)]
+    checks += directional_claims(runs, items, "family") if "family" in a.variants else []
     print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+    return 0
+
+
+def _power_main(a) -> int:
+    """``--power``: the power study's runs (as notebook 09 §7's, at the given sizes), their table and claims."""
+    from facterlab.reporting.batch import run_many
+    from facterlab.reporting.claims import claims_frame
+
+    base = dict(
+        dataset=a.dataset, protocol="open", preset_name="repro", n_rows=a.n, passes=a.passes, cfr_rows=a.cfr_rows,
+        encoder=a.encoder,
+    )  # fmt: skip
+    extra: dict = {} if a.beta is None else {"sim__beta": float(a.beta)}
+    configs = {
+        (stat, temp, k, seed): case_config(
+            "sampled-bias", seed, sim__temperature=temp, facter__draws=k, facter__twin_distance=stat, **extra, **base
+        )
+        for stat in a.statistics
+        for temp in a.temperatures
+        for k in a.draws
+        for seed in a.seeds
+    }
+    runs = run_many(configs, data_dir=a.data_dir)
+    power = power_frame(runs)
+    cols = ["statistic", "temperature", "draws", "seeds", "requests_per_test_row", "n", "flagged"]
+    cols += [f"{w}_{x}" for w in ("recall", "precision") for x in ("row", "either", "row_list", "either_list")]
+    print(power[cols].round(3).to_string(index=False))
+    checks = [c for t in a.temperatures for lab in ("either", "either_list") for c in power_claims(power, t, lab)]
+    print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
+    print("runs:", " ".join(r.run_id for r in runs.values()))
     return 0
 
 
