@@ -61,6 +61,7 @@ from facterlab.config_bounds import (  # noqa: F401
     PROTOCOLS,
     RANKERS,
     RAPIDFUZZ_THRESHOLD,
+    RULE_EVIDENCES,
     RULE_KEYINGS,
     RULE_MININGS,
     RULE_TIE_ORDERS,
@@ -312,6 +313,9 @@ class FacterConfig:
     # moved the answer past Q_null, each mined against its own twin) | "per-attribute-all" (every row asked so,
     # every row's pair counts; docs/FACTER.md §7.3)
     attribution: str = "joint"
+    # rule_mining "confirmed": a pair's evidence, "top1" (the top-1 items' features) | "list" (per feature, how many
+    # items of the row's and the twin's top-k lists carry it; docs/FACTER.md §7.3)
+    rule_evidence: str = "top1"
 
     def __post_init__(self) -> None:
         _check_choice("delta", self.delta, DELTA_KINDS)
@@ -320,6 +324,12 @@ class FacterConfig:
         _check_choice("placebo", self.placebo, PLACEBO_KINDS)
         _check_choice("twin", self.twin, TWIN_EDITS)
         _check_choice("attribution", self.attribution, ATTRIBUTIONS)
+        _check_choice("rule_evidence", self.rule_evidence, RULE_EVIDENCES)
+        if self.rule_evidence != "top1" and self.rule_mining != "confirmed":
+            raise ValueError(
+                f"facter.rule_evidence {self.rule_evidence!r} is the evidence of confirmed rules: it needs "
+                "facter.rule_mining 'confirmed'"
+            )
         if self.attribution != "joint" and (self.rule_mining != "confirmed" or self.threshold != "null"):
             raise ValueError(
                 f"facter.attribution {self.attribution!r} credits confirmed rules by each attribute's own twin against "
@@ -642,6 +652,7 @@ ADDED_FIELDS: dict = {
     ("facter", "rule_min_effect"): 0.2,
     ("facter", "max_rules"): 10,
     ("facter", "attribution"): "joint",
+    ("facter", "rule_evidence"): "top1",
     ("sim", "reads"): "fields",
     ("sim", "trigger"): "semantic",
     ("sim", "order_sd"): 0.0,

@@ -19,7 +19,7 @@ __all__ = [
     "DATASETS", "DATASET_NAME_PATTERN", "is_dataset_name", "dataset_arg", "PROTOCOLS", "THRESHOLD_RULES", "CORRECTIONS", "RULE_KEYINGS", "FLIP_STRATEGIES", "MAPPINGS",
     "RANKERS", "LINEAR_KERNELS", "CALIBRATION_PROMPTS", "TIE_ORDERS", "RULE_TIE_ORDERS", "TOP1_RULES",
     "EMPTY_OUTPUT_RULES", "GENDER_WORDINGS", "NDCG_POSITIONS", "SNSR_ITEMS", "SNSR_EMPTY_ROWS", "CFR_PROMPTS",
-    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "ATTRIBUTIONS", "SIM_READS", "SIM_TRIGGERS",
+    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "ATTRIBUTIONS", "RULE_EVIDENCES", "SIM_READS", "SIM_TRIGGERS",
     "SIM_COMPLIANCE", "SIM_BIAS_TABLES", "Bound", "MAX_SEED", "BOUNDS", "RAPIDFUZZ_THRESHOLD", "THREADS",
 ]  # fmt: skip
 
@@ -88,6 +88,9 @@ TWIN_EDITS = ("flip", "reword")
 #: twin: on the flagged rows whose own twin moved the answer past Q_null ("per-attribute"), or on every row
 #: ("per-attribute-all": the group-level directional test, more requests, more power)
 ATTRIBUTIONS = ("joint", "per-attribute", "per-attribute-all")
+#: what confirmed mining compares in a (row, twin) pair (docs/FACTER.md §7.3): the top-1 items' features ("top1")
+#: or, per feature, how many items of the whole top-k lists carry it ("list": more discordant pairs per row)
+RULE_EVIDENCES = ("top1", "list")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
 SIM_READS = ("fields", "text")
 #: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")
