@@ -120,3 +120,17 @@ def test_rule_evidence_setting_keeps_run_ids_and_is_validated():
         ConfirmedRules(level=LEVEL, min_effect=0.2, min_count=3, max_rules=10, max_per_attr=5, evidence="top10")
     assert ta.case_config("lines-set", 0, "attributed-list", dataset="synthetic").facter.rule_evidence == "list"
     assert ta.case_config("lines-set", 0, "family", dataset="synthetic").facter.rule_evidence == "top1"
+
+
+def test_rule_evidence_on_the_command_line():
+    import argparse
+
+    from facterlab.facter.commands import config_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    twin = ["run", "--delta", "twin", "--threshold", "null", "--rule-mining", "confirmed"]
+    assert config_from_args(parser.parse_args([*twin, "--rule-evidence", "list"])).facter.rule_evidence == "list"
+    assert config_from_args(parser.parse_args(twin)).facter.rule_evidence == "top1"
+    with pytest.raises(ValueError, match="needs facter.rule_mining 'confirmed'"):
+        config_from_args(parser.parse_args(["run", "--rule-evidence", "list"]))
