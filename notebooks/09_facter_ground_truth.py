@@ -743,8 +743,12 @@ print(summary_line(est_table))
 # for every young user.  With `facter.attribution = "per-attribute"` the monitor also asks each flagged
 # FACTER row with one attribute flipped at a time and mines each attribute against its own twin, counting
 # the rows whose own twin moved the answer past Q_null; `"per-attribute-all"` asks every row so and counts
-# every rule-free pair (the group-level directional test; docs/FACTER.md §7.3).  The runs below compare the
-# three (`family` = the all-attributes twin) on the default table, a students -> Comedy table and the held-out
+# every rule-free pair (the group-level directional test; docs/FACTER.md §7.3).  Each compares, per pair and
+# feature, the top-1 items' features; with `facter.rule_evidence = "list"` (`attributed-all-list`) it compares
+# how many items of the row's and the twin's whole top-10 lists carry the feature, which gives a narrow push
+# many more discordant pairs (a feature that a stronger rule of the same group co-tags is re-tested without
+# that rule's items).  The runs below compare the four (`family` = the all-attributes twin) on the default
+# table, a students -> Comedy table and the held-out
 # narrow table, and on the unbiased text readers, with the acceptance of issue 43: at least 90% of the
 # confirmed rules name a true (attribute value, feature) cell, at least half of the narrow table's true cells
 # are found, FACTER's CFR is not above Fair's (pair by pair), at most a handful of rules on an unbiased model.

@@ -61,6 +61,7 @@ from facterlab.config_bounds import (  # noqa: F401
     PROTOCOLS,
     RANKERS,
     RAPIDFUZZ_THRESHOLD,
+    RULE_EVIDENCES,
     RULE_KEYINGS,
     RULE_MININGS,
     RULE_TIE_ORDERS,
@@ -316,6 +317,9 @@ class FacterConfig:
     # twin Delta: "top1" (the two top-1 items' embeddings, FACTER's f(yhat)) | "list" (the rank-weighted mean
     # embeddings of the two top-k lists; docs/FACTER.md §7.2).  The placebos are measured the same way.
     twin_distance: str = "top1"
+    # rule_mining "confirmed": a pair's evidence, "top1" (the top-1 items' features) | "list" (per feature, how many
+    # items of the row's and the twin's top-k lists carry it; docs/FACTER.md §7.3)
+    rule_evidence: str = "top1"
 
     def __post_init__(self) -> None:
         _check_choice("delta", self.delta, DELTA_KINDS)
@@ -329,6 +333,12 @@ class FacterConfig:
             raise ValueError(
                 f"facter.twin_distance {self.twin_distance!r} is how the twin Delta compares two answers: "
                 "it needs facter.delta 'twin'"
+            )
+        _check_choice("rule_evidence", self.rule_evidence, RULE_EVIDENCES)
+        if self.rule_evidence != "top1" and self.rule_mining != "confirmed":
+            raise ValueError(
+                f"facter.rule_evidence {self.rule_evidence!r} is the evidence of confirmed rules: it needs "
+                "facter.rule_mining 'confirmed'"
             )
         if self.attribution != "joint" and (self.rule_mining != "confirmed" or self.threshold != "null"):
             raise ValueError(
@@ -653,6 +663,7 @@ ADDED_FIELDS: dict = {
     ("facter", "max_rules"): 10,
     ("facter", "attribution"): "joint",
     ("facter", "twin_distance"): "top1",
+    ("facter", "rule_evidence"): "top1",
     ("sim", "reads"): "fields",
     ("sim", "trigger"): "semantic",
     ("sim", "order_sd"): 0.0,

@@ -19,7 +19,7 @@ __all__ = [
     "DATASETS", "DATASET_NAME_PATTERN", "is_dataset_name", "dataset_arg", "PROTOCOLS", "THRESHOLD_RULES", "CORRECTIONS", "RULE_KEYINGS", "FLIP_STRATEGIES", "MAPPINGS",
     "RANKERS", "LINEAR_KERNELS", "CALIBRATION_PROMPTS", "TIE_ORDERS", "RULE_TIE_ORDERS", "TOP1_RULES",
     "EMPTY_OUTPUT_RULES", "GENDER_WORDINGS", "NDCG_POSITIONS", "SNSR_ITEMS", "SNSR_EMPTY_ROWS", "CFR_PROMPTS",
-    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "ATTRIBUTIONS", "SIM_READS", "SIM_TRIGGERS",
+    "DELTA_KINDS", "THRESHOLD_KINDS", "RULE_MININGS", "PLACEBO_KINDS", "TWIN_EDITS", "ATTRIBUTIONS", "RULE_EVIDENCES", "SIM_READS", "SIM_TRIGGERS",
     "SIM_COMPLIANCE", "SIM_BIAS_TABLES", "Bound", "MAX_SEED", "BOUNDS", "RAPIDFUZZ_THRESHOLD", "THREADS",
 ]  # fmt: skip
 
@@ -91,6 +91,9 @@ ATTRIBUTIONS = ("joint", "per-attribute", "per-attribute-all")
 #: the twin Delta's statistic (docs/FACTER.md §7.2): the distance of the two top-1 items' embeddings ("top1",
 #: FACTER's f(yhat)), or of the two answers' rank-weighted mean embeddings over the whole top-k list ("list")
 TWIN_DISTANCES = ("top1", "list")
+#: what confirmed mining compares in a (row, twin) pair (docs/FACTER.md §7.3): the top-1 items' features ("top1")
+#: or, per feature, how many items of the whole top-k lists carry it ("list": more discordant pairs per row)
+RULE_EVIDENCES = ("top1", "list")
 #: how the simulated recommender learns the demographics: the request's fields (sim-v2) or the prompt text
 SIM_READS = ("fields", "text")
 #: the text-reading simulator's parse of the values: any known wording ("semantic") or one spelling ("literal")

@@ -28,6 +28,7 @@ from facterlab.config import (
     PRESETS,
     PROTOCOLS,
     RANKERS,
+    RULE_EVIDENCES,
     RULE_MININGS,
     SIM_COMPLIANCE,
     THRESHOLD_KINDS,
@@ -217,6 +218,13 @@ def register(subparsers) -> None:
         "lists' rank-weighted mean embeddings; the placebos are measured the same way)",
     )
     ext.add_argument(
+        "--rule-evidence",
+        default=None,
+        choices=RULE_EVIDENCES,
+        help="confirmed rules: top1 (the top-1 items' features of row and twin; default) | list (how many items of "
+        "their whole top-k lists carry each feature)",
+    )
+    ext.add_argument(
         "--draws", type=int, default=None, help=f"draws per request for the twin Delta, {bound_hint('facter', 'draws')}"
     )
     p.add_argument("--data-dir", default=None, help="data directory (default: $FACTERLAB_DATA)")
@@ -276,7 +284,17 @@ def config_from_args(args):
     for name in ("beta", "sigma", "rho", "h", "phi", "demote", "seed", "compliance", "bias_table"):
         if getattr(args, f"sim_{name}", None) is not None:
             over[f"sim__{name}"] = getattr(args, f"sim_{name}")
-    for name in ("delta", "threshold", "rule_mining", "placebo", "twin", "draws", "attribution", "twin_distance"):
+    for name in (
+        "delta",
+        "threshold",
+        "rule_mining",
+        "placebo",
+        "twin",
+        "draws",
+        "attribution",
+        "twin_distance",
+        "rule_evidence",
+    ):
         if getattr(args, name, None) is not None:
             over[f"facter__{name}"] = getattr(args, name)
     return preset(args.preset, **over)

@@ -355,6 +355,9 @@ class FacterMonitor:
         # attribute alone flipped to its twin's value (docs/FACTER.md §7.3); these requests are counted here
         self.per_attribute = bool(self.twin and self.confirmed is not None and cfg.attribution != "joint")
         self.every_row = self.per_attribute and cfg.attribution == "per-attribute-all"
+        # facter.rule_evidence = "list": confirmed mining compares the features of the whole top-k lists
+        self.list_evidence = bool(self.confirmed is not None and getattr(cfg, "rule_evidence", "top1") == "list")
+        self._item_features: dict = {}  # item id -> its features (_list_items)
         self.n_attr_twin_predicted = 0
         self.passes_run = 0
         # rows per call, adapted to how often predictions made ahead go stale (outputs are unchanged:
@@ -582,9 +585,16 @@ class FacterMonitor:
             if attributed is not None:
                 per_attr = {
                     a: (self.every_row or d_a > q_before, own_a, attrs_a)
-                    for a, (d_a, own_a, attrs_a) in attributed.items()
+                    for a, (d_a, own_a, attrs_a, _) in attributed.items()
                 }
-            self.rules.observe(attrs, bool(v_adapt), own, twin_own, rules, twin_attrs, per_attr)
+            evidence = None
+            if self.list_evidence:  # facter.rule_evidence = "list": the features of the whole lists' items
+                evidence = (
+                    self._list_items(mapped),
+                    self._list_items(pending[6][0]),
+                    {a: self._list_items(x[3]) for a, x in (attributed or {}).items()},
+                )
+            self.rules.observe(attrs, bool(v_adapt), own, twin_own, rules, twin_attrs, per_attr, evidence)
         row = self.row_dicts[pos]
         twin_cols = {}
         if self.twin:
@@ -637,7 +647,7 @@ class FacterMonitor:
         """The per-attribute twins of the flagged row at ``pos`` (``facter.attribution = "per-attribute"``):
         for each protected attribute whose twin value differs, the row with that attribute alone set to
         its twin's value, under that group's own rules and the row's seed, asked ``draws`` times in one
-        call.  Returns ``{attr: (Delta_attr, (title, features) of its top-1, its attributes)}``;
+        call.  Returns ``{attr: (Delta_attr, (title, features) of its top-1, its attributes, its mapped ids)}``;
         Delta_attr > ``bar`` credits the attribute (:meth:`MonitorRules.observe`)."""
         passes = getattr(self, "_passes_total", pass_index + 1)
         attrs, twin = self.attrs[pos], self.twin_attrs[pos]
@@ -661,8 +671,24 @@ class FacterMonitor:
         for i, a in enumerate(flips):
             v, w = np.asarray(vec, dtype=np.float64)[None, :], np.asarray(vecs[i], dtype=np.float64)[None, :]
             d_a = float(statistic_distance(v, w, how)[0])
-            out[a] = (d_a, self._top1_title_features(post[i][1], post[i][2]), groups[i])
+            out[a] = (d_a, self._top1_title_features(post[i][1], post[i][2]), groups[i], post[i][0])
         return out
+
+    def _list_items(self, mapped) -> tuple:
+        """The features of each item of a top-k list of mapped item ids (an id not in the catalogue carries
+        none): a pair member's evidence with ``facter.rule_evidence = "list"``."""
+        feats = []
+        for m in mapped if mapped is not None else ():
+            m = int(m)
+            f = self._item_features.get(m)
+            if f is None:
+                f = ()
+                if m >= 0 and m in self.items.index:
+                    raw = self.items.loc[m]["features"]
+                    f = tuple(raw) if raw is not None else ()
+                self._item_features[m] = f
+            feats.append(f)
+        return tuple(feats)
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
         """(title, features) pushed into the buffer for a violation: the top-1 item's, else the raw

@@ -73,6 +73,7 @@ class MonitorRules:
                 cfg.max_rules,
                 cfg.max_rules_per_attr,
                 self.attrs,
+                getattr(cfg, "rule_evidence", "top1"),
             )
             if repair and twin and cfg.rule_mining == "confirmed"
             else None
@@ -153,6 +154,7 @@ class MonitorRules:
         rules: tuple = (),
         twin_attrs: dict | None = None,
         per_attr: dict | None = None,
+        evidence: tuple | None = None,
     ) -> None:
         """Take one processed row into the state: its violation, or (contrast, confirmed) its other output.
 
@@ -176,6 +178,10 @@ class MonitorRules:
         per_attr : dict or None, default None
             ``facter.attribution = "per-attribute"``, flagged rows: ``{attr: (credited, (title, features) of
             the top-1 of the twin that flips attr alone, that twin's attributes)}``.
+        evidence : tuple or None, default None
+            ``facter.rule_evidence = "list"``: ``(row's list, twin's list, {attr: list of the twin that flips
+            attr alone})``, each the features of every item of the top-k list; confirmed mining compares these
+            instead of the top-1 items' features.  None: the top-1 features of ``own`` and ``twin_own``.
         """
         if violated:
             if self.reference is not None and self.twin:  # the violation's own counterfactual: its twin's answer
@@ -190,16 +196,21 @@ class MonitorRules:
             self._unflagged.append((attrs, *own))
         if self.confirmed is not None:
             assert twin_own is not None and twin_attrs is not None
+            row_ev, twin_ev, per_ev = (own[1], twin_own[1], None) if evidence is None else evidence
             self.confirmed.observe(
                 attrs,
                 bool(violated),
-                own[1],
-                twin_own[1],
+                row_ev,
+                twin_ev,
                 ruled=bool(rules) or bool(self.confirmed.rules_for(twin_attrs)),
                 per_attr=None
                 if per_attr is None
                 else {
-                    a: (credited, own_a[1], bool(rules) or bool(self.confirmed.rules_for(attrs_a)))
+                    a: (
+                        credited,
+                        own_a[1] if per_ev is None else per_ev[a],
+                        bool(rules) or bool(self.confirmed.rules_for(attrs_a)),
+                    )
                     for a, (credited, own_a, attrs_a) in per_attr.items()
                 },
             )

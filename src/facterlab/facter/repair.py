@@ -39,7 +39,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from facterlab.config import RULE_KEYINGS
+from facterlab.config import RULE_EVIDENCES, RULE_KEYINGS
 from facterlab.data.dataset import PROTECTED
 from facterlab.datatypes import Rule
 
@@ -354,6 +354,33 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binom.sf(int(b) - 1, n, 0.5))
 
 
+def feature_counts(items: Sequence, exclude: frozenset = frozenset()) -> dict:
+    """``{feature: how many of the items carry it}`` over a pair member's items (each a set of features; an
+    item counts once per feature), leaving out the items that carry a feature of ``exclude``.
+
+    With ``facter.rule_evidence = "top1"`` a member has one item, its top-1 (so the pair's discordance for f
+    is the symmetric difference of the two top-1 feature sets); with ``"list"`` the items of its top-k list.
+
+    >>> sorted(feature_counts([frozenset({"Comedy", "Romance"}), frozenset({"Comedy"}), frozenset()]).items())
+    [('Comedy', 2), ('Romance', 1)]
+    >>> feature_counts([frozenset({"Comedy", "Romance"}), frozenset({"Romance"})], frozenset({"Comedy"}))
+    {'Romance': 1}
+    """
+    out: Counter = Counter()
+    for it in items:
+        if not (it & exclude):
+            out.update(it)
+    return dict(out)
+
+
+def _discordance(row: dict, twin: dict):
+    """(feature, True when the row's count is above the twin's) for every feature whose counts differ."""
+    for f in row.keys() | twin.keys():
+        x, y = row.get(f, 0), twin.get(f, 0)
+        if x != y:  # a tie says nothing about a direction
+            yield f, x > y
+
+
 @dataclass(frozen=True)
 class RuleEvidence:
     """Why a confirmed rule was made, or dropped: its discordant pairs, test and its group's flag rates.
@@ -365,7 +392,9 @@ class RuleEvidence:
     made_after_pass : int
         1-based pass at whose end it was mined (in force from the next pass).
     b, c : int
-        Discordant flagged pairs of the group: feature in the row's top-1 only (b), in the twin's only (c).
+        Discordant flagged pairs of the group: the row's answer carries the feature more than the twin's (b),
+        less (c); in the top-1 item's features, or with ``facter.rule_evidence = "list"`` in how many items
+        of the top-k lists carry it.
     p_value : float
         One-sided exact McNemar p-value (:func:`mcnemar_exact`).
     level : float
@@ -398,7 +427,11 @@ class ConfirmedRules:
     2. At the end of pass t, for each group value ``attr = v`` and feature f seen in the group's flagged
        *rule-free* pairs (neither the row's nor its twin's prompt held a rule: a rule makes its group's
        answers differ from the twin's, and mining that difference would make rules out of rules), b counts
-       the flagged pairs whose row's top-1 carries f and whose twin's does not, c the reverse.  A rule ``AVOID: (attr=v) -> (f-only)`` needs all of: the exact one-sided McNemar test
+       the flagged pairs whose row's top-1 carries f and whose twin's does not, c the reverse.  With
+       ``facter.rule_evidence = "list"`` the pair's evidence is, for each feature, how many items of the
+       whole top-k list carry it (the features passed to :meth:`observe` as ``{feature: count}``): b
+       counts the pairs whose row's list carries f more often than the twin's, c the reverse, ties drop
+       out (the cells of :mod:`facterlab.facter.directional`'s ``level = "list"``).  A rule ``AVOID: (attr=v) -> (f-only)`` needs all of: the exact one-sided McNemar test
        (:func:`mcnemar_exact`) at ``level / m``, an effect ``(b - c) / (b + c) >= min_effect`` and
        ``b - c >= min_count``.  m is Tarone's count of *testable* pairs: a pair with N = b + c discordant
        rows cannot reach a p-value below 2^-N, so only the pairs with 2^-N <= level / m are counted (the
@@ -408,8 +441,8 @@ class ConfirmedRules:
        targets did not fall by half: (b - c) per row of its group, in pass t + 1 (with the rule), above
        half of pass t's (a noisy "lower" would keep a rule that does nothing one time in two).
 
-    Under an unbiased model the twin's and the row's features are exchangeable, so given N each b is
-    Binomial(N, 1/2) and each test rejects with probability <= level / m: the chance that any rule is
+    Under an unbiased model the twin's and the row's features (or feature counts) are exchangeable, so
+    given N each b is Binomial(N, 1/2) and each test rejects with probability <= level / m: the chance that any rule is
     made at a pass is at most ``level``.
 
     Parameters
@@ -445,7 +478,13 @@ class ConfirmedRules:
         max_rules: int,
         max_per_attr: int,
         attrs: Sequence[str] = PROTECTED,
+        evidence: str = "top1",
     ):
+        if evidence not in RULE_EVIDENCES:
+            raise ValueError(
+                f"unknown rule evidence {evidence!r}; choose one of {', '.join(map(repr, RULE_EVIDENCES))}"
+            )
+        self.evidence = evidence
         self.attrs = tuple(attrs)
         self.level, self.min_effect = float(level), float(min_effect)
         self.min_count, self.max_rules, self.max_per_attr = int(min_count), int(max_rules), int(max_per_attr)
@@ -465,6 +504,10 @@ class ConfirmedRules:
     ) -> None:
         """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule).
 
+        ``row_features``, ``twin_features`` (and the per-attribute twins' features): a sequence of features
+        (the top-1 item's: each counts once) or a mapping ``{feature: count}`` (``facter.rule_evidence =
+        "list"``: how many items of the top-k list carry it; :func:`feature_counts`).
+
         ``per_attr`` (``facter.attribution`` other than ``"joint"``): ``{attr: (credited, features of the
         top-1 of the twin that flips attr alone, ruled)}``.  The row then counts for ``attr`` only when
         credited (``"per-attribute"``: a flagged row whose own twin of ``attr`` moved the answer past the
@@ -474,17 +517,24 @@ class ConfirmedRules:
         ``per_attr`` counts only when flagged, for every attribute, against the all-attributes twin."""
         per = None
         if per_attr is not None:
-            per = {a: (bool(c), set(f), bool(r)) for a, (c, f, r) in per_attr.items()}
+            per = {a: (bool(c), self._items(f), bool(r)) for a, (c, f, r) in per_attr.items()}
         self._obs.append(
             (
                 {a: str(attrs[a]) for a in self.attrs},
                 bool(flagged),
-                set(row_features),
-                set(twin_features),
+                self._items(row_features),
+                self._items(twin_features),
                 bool(ruled),
                 per,
             )
         )
+
+    def _items(self, features) -> tuple:
+        """A pair member's items as a tuple of feature sets: the top-1's features as one item (``"top1"``), or
+        one set per item of the list (``"list"``: ``features`` is a sequence of per-item feature sequences)."""
+        if self.evidence == "list":
+            return tuple(frozenset(str(f) for f in (() if it is None else it)) for it in features)
+        return (frozenset(str(f) for f in (() if features is None else features)),)
 
     def rules_for(self, attrs: Mapping) -> tuple:
         """The rules in force for a user with ``attrs`` (group values in ``self.attrs`` order)."""
@@ -512,22 +562,26 @@ class ConfirmedRules:
         rows: dict = {}
         disc: dict = {}  # (attr, value, feature) -> [b, c] over the pass's flagged pairs (judging rules)
         free: dict = {}  # the same over the flagged rule-free pairs (mining rules)
-        for attrs, flagged, rf, tf, ruled, per in self._obs:
+        free_pairs: dict = {}  # (attr, value) -> [(row items, twin items)] of the rule-free pairs ("list")
+        for attrs, flagged, r_items, t_items, ruled, per in self._obs:
+            rf = feature_counts(r_items)
             for a in self.attrs:
                 rows[(a, attrs[a])] = rows.get((a, attrs[a]), 0) + 1
             if not flagged and per is None:
                 continue
             for a in self.attrs:
                 if per is None:  # joint: the all-attributes twin's pair counts for every attribute
-                    ta, ruled_a = tf, ruled
+                    ta_items, ruled_a = t_items, ruled
                 elif a in per and per[a][0]:  # per-attribute: credited, against the twin of a alone
-                    ta, ruled_a = per[a][1], per[a][2]
+                    ta_items, ruled_a = per[a][1], per[a][2]
                 else:
                     continue
-                for f in rf ^ ta:
+                if not ruled_a and self.evidence == "list":
+                    free_pairs.setdefault((a, attrs[a]), []).append((r_items, ta_items))
+                for f, more in _discordance(rf, feature_counts(ta_items)):
                     for table in (disc, free) if not ruled_a else (disc,):
                         bc = table.setdefault((a, attrs[a], f), [0, 0])
-                        bc[0 if f in rf else 1] += 1
+                        bc[0 if more else 1] += 1
 
         def targeted(rule: Rule) -> float:
             b, c = disc.get((rule.attr, rule.value, rule.feature), (0, 0))
@@ -562,11 +616,27 @@ class ConfirmedRules:
             for e in sorted(found, key=lambda e: (e.p_value, -(e.b - e.c), e.rule.text())):
                 if len(self.active) >= self.max_rules:
                     break
-                if sum(1 for x in self.active if (x.rule.attr, x.rule.value) == (e.rule.attr, e.rule.value)) >= (
-                    self.max_per_attr
-                ):
+                group = [
+                    x.rule.feature for x in self.active if (x.rule.attr, x.rule.value) == (e.rule.attr, e.rule.value)
+                ]
+                if len(group) >= self.max_per_attr:
                     continue
+                if group and self.evidence == "list" and not self._holds_without(e, group, free_pairs, lvl):
+                    continue  # explained by the group's stronger rules: co-tagged items (class docstring)
                 self.active.append(e)
                 self.log.append(e)
         self._obs = []
         return tuple(e.rule for e in self.active)
+
+    def _holds_without(self, e: RuleEvidence, stronger: Sequence[str], free_pairs: dict, level: float) -> bool:
+        """``"list"`` evidence: whether rule ``e`` still passes its tests (McNemar at ``level``, effect, count)
+        on its group's rule-free pairs counted without the items that carry a ``stronger`` feature."""
+        excl = frozenset(stronger)
+        b = c = 0
+        for r_items, t_items in free_pairs.get((e.rule.attr, e.rule.value), ()):
+            x = feature_counts(r_items, excl).get(e.rule.feature, 0)
+            y = feature_counts(t_items, excl).get(e.rule.feature, 0)
+            b, c = b + (x > y), c + (x < y)
+        if b + c == 0 or b - c < self.min_count or (b - c) / (b + c) < self.min_effect:
+            return False
+        return mcnemar_exact(b, c) <= level

@@ -99,6 +99,7 @@ __all__ = [
     "LowercaseLineReader",
     "ATTRIBUTION_CASES",
     "ATTRIBUTION_VARIANTS",
+    "ATTRIBUTION_CHOICES",
     "VARIANT_SETTINGS",
     "attribution_plan",
     "rule_cells",
@@ -131,8 +132,20 @@ ATTRIBUTION_CASES: dict = {
     "narrow-table": dict(BIASED_CASES["narrow-table"]),
 }
 #: the attribution acceptance's monitor variants: the all-attributes twin, per-attribute twins on flagged rows,
-#: per-attribute twins on every row
-ATTRIBUTION_VARIANTS = ("family", "attributed", "attributed-all")
+#: per-attribute twins on every row; each with the top-1 items' features as a pair's evidence and, ``-list``, the
+#: whole top-k lists' (``facter.rule_evidence = "list"``)
+ATTRIBUTION_CHOICES = (
+    "family",
+    "attributed",
+    "attributed-all",
+    "family-list",
+    "attributed-list",
+    "attributed-all-list",
+)
+#: the variants notebook 09 §9 and ``--attribution`` run by default: the three top-1 ones and the twin monitor's
+#: attribution candidate, per-attribute twins on every row with the whole lists (the only variant that finds at
+#: least half of the narrow table's true cells; docs/FACTER.md §7.3 has the measured table of all six)
+ATTRIBUTION_VARIANTS = ("family", "attributed", "attributed-all", "attributed-all-list")
 #: the least share of confirmed rules that name a true (attribute value, feature) cell (attribution acceptance)
 TRUE_RULE_SHARE = 0.9
 #: the least share of the narrow table's true cells (per seed, pooled) that confirmed rules find
@@ -197,11 +210,18 @@ VARIANTS: dict = {
     "reword": ("reword", "confirmed", "relative"),  # the reword placebo alone (its positive control, issue 43 item 5)
     "attributed": ("family", "confirmed", "relative"),  # "family" with per-attribute twins (VARIANT_SETTINGS)
     "attributed-all": ("family", "confirmed", "relative"),  # the same, every row's per-attribute pairs mined
+    # the three above with the whole top-k lists as a pair's evidence (facter.rule_evidence = "list")
+    "family-list": ("family", "confirmed", "relative"),
+    "attributed-list": ("family", "confirmed", "relative"),
+    "attributed-all-list": ("family", "confirmed", "relative"),
 }
 #: further settings of a variant (``facter__`` overrides), beside :data:`VARIANTS`' three
 VARIANT_SETTINGS: dict = {
     "attributed": {"facter__attribution": "per-attribute"},
     "attributed-all": {"facter__attribution": "per-attribute-all"},
+    "family-list": {"facter__rule_evidence": "list"},
+    "attributed-list": {"facter__attribution": "per-attribute", "facter__rule_evidence": "list"},
+    "attributed-all-list": {"facter__attribution": "per-attribute-all", "facter__rule_evidence": "list"},
 }
 
 
@@ -741,7 +761,7 @@ def attribution_plan(
     "per-attribute"``).
 
     >>> len(attribution_plan((0, 1, 2))), attribution_plan((5,), ("attributed",), ())
-    (81, [('default-table', 5, 'attributed'), ('students-comedy', 5, 'attributed'), ('narrow-table', 5, 'attributed')])
+    (108, [('default-table', 5, 'attributed'), ('students-comedy', 5, 'attributed'), ('narrow-table', 5, 'attributed')])
     """
     cases = (*ATTRIBUTION_CASES, *unbiased)
     return [(c, int(s), v) for v in variants for c in cases for s in seeds]
@@ -996,7 +1016,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="instead: the attribution acceptance (issue 43 item 2): attribution_plan at --seeds, the all-attributes "
         "twin ('family') against per-attribute twins on flagged rows ('attributed') and on every row ('attributed-all'); "
-        "--cases limits the unbiased cases",
+        "--cases limits the unbiased cases, --variants the monitor variants",
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(ATTRIBUTION_VARIANTS),
+        choices=ATTRIBUTION_CHOICES,
+        help="with --attribution: the monitor variants compared (default: ATTRIBUTION_VARIANTS; any of "
+        "ATTRIBUTION_CHOICES)",
     )
     p.add_argument(
         "--case-insensitive",
@@ -1072,11 +1100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if a.attribution:
         unbiased = [c for c in a.cases if c in UNBIASED_CASES]
-        keys = attribution_plan(a.seeds, ATTRIBUTION_VARIANTS, unbiased)
+        keys = attribution_plan(a.seeds, a.variants, unbiased)
         runs = run_many({key: case_config(*key, **base) for key in keys}, data_dir=a.data_dir)
         frame = attribution_frame(runs)
         print(frame.drop(columns=["run_id"]).to_string(index=False))
-        checks = [c for v in ATTRIBUTION_VARIANTS for c in attribution_claims(frame, runs, v)]
+        checks = [c for v in a.variants for c in attribution_claims(frame, runs, v)]
         print(claims_frame(checks)[["claim", "measured", "verdict"]].to_string(index=False))
         return 0
     configs = {
