@@ -62,6 +62,9 @@ TESTBED = True  # section 7: the twin monitor against recommenders that read the
 TESTBED_CASES = ["all"]  # section 7 cases (docs/SIMULATED.md): all of twin_acceptance.CASES, or a list of them
 TESTBED_N = 1500  # rows per testbed run (1,050 calibration / 450 test)
 TESTBED_VARIANTS = ["family", "absolute", "count", "order"]  # monitor variants (twin_acceptance.VARIANTS)
+# section 9: the all-attributes twin and the attribution candidate (twin_acceptance.ATTRIBUTION_CHOICES; the
+# command's default adds attributed and attributed-all, whose numbers docs/FACTER.md §7.3 gives)
+ATTRIBUTION_VARIANTS = ["family", "attributed-all-list"]
 POWER_TEMPERATURES = [1.0]  # sampling noise of the power study (score SDs; the target is at 1.0, add 0.5 to compare)
 POWER_DRAWS = [1, 2, 4]  # draws per request k of the power study
 POWER_STATISTICS = ["top1", "list"]  # the twin Delta's statistic (facter.twin_distance) of the power study
@@ -747,8 +750,8 @@ print(summary_line(est_table))
 # feature, the top-1 items' features; with `facter.rule_evidence = "list"` (`attributed-all-list`) it compares
 # how many items of the row's and the twin's whole top-10 lists carry the feature, which gives a narrow push
 # many more discordant pairs (a feature that a stronger rule of the same group co-tags is re-tested without
-# that rule's items).  The runs below compare the four (`family` = the all-attributes twin) on the default
-# table, a students -> Comedy table and the held-out
+# that rule's items).  The runs below compare `ATTRIBUTION_VARIANTS` (`family` = the all-attributes twin,
+# and the candidate `attributed-all-list`) on the default table, a students -> Comedy table and the held-out
 # narrow table, and on the unbiased text readers, with the acceptance of issue 43: at least 90% of the
 # confirmed rules name a true (attribute value, feature) cell, at least half of the narrow table's true cells
 # are found, FACTER's CFR is not above Fair's (pair by pair), at most a handful of rules on an unbiased model.
@@ -760,13 +763,11 @@ from facterlab.reporting import twin_acceptance as ta_attr
 ATTRIBUTION = TESTBED  # this section runs with the testbed's sizes
 attr_checks, attr_frame = [], None
 if ATTRIBUTION:
-    attr_keys = ta_attr.attribution_plan(SEEDS, ta_attr.ATTRIBUTION_VARIANTS, () if SMOKE else ta_attr.UNBIASED_CASES)
+    attr_keys = ta_attr.attribution_plan(SEEDS, ATTRIBUTION_VARIANTS, () if SMOKE else ta_attr.UNBIASED_CASES)
     attr_base = testbed_base()
     attr_runs = run_many({k: ta_attr.case_config(*k, **attr_base) for k in attr_keys}, data_dir=DATA_DIR)
     attr_frame = ta_attr.attribution_frame(attr_runs)
-    attr_checks = [
-        c for v in ta_attr.ATTRIBUTION_VARIANTS for c in ta_attr.attribution_claims(attr_frame, attr_runs, v)
-    ]
+    attr_checks = [c for v in ATTRIBUTION_VARIANTS for c in ta_attr.attribution_claims(attr_frame, attr_runs, v)]
     display(
         Markdown(
             tb.frame_table(
