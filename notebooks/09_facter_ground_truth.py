@@ -755,7 +755,7 @@ print(summary_line(est_table))
 # narrow table, and on the unbiased text readers, with the acceptance of issue 43: at least 90% of the
 # confirmed rules name a true (attribute value, feature) cell, at least half of the narrow table's true cells
 # are found, FACTER's CFR is not above Fair's (pair by pair), at most a handful of rules on an unbiased model.
-# The same runs as `python -m facterlab.reporting.twin_acceptance --attribution` at these sizes.
+# The same runs as `python -m facterlab.reporting.twin_acceptance --attribution --variants family attributed-all-list`.
 
 # %%
 from facterlab.reporting import twin_acceptance as ta_attr
