@@ -106,3 +106,19 @@ def test_per_attribute_twins_in_a_run(tmp_path):
     assert fr.loc["attributed-all", "attr_twin_requests"] == 3 * n_rows  # one per attribute, every row and pass
     cells = ta.rule_cells(runs[("students-comedy", 0, "attributed-all")].rows["facter"])
     assert cells and all(a == "occupation" for a, _, _ in cells), cells
+
+
+def test_the_acceptance_command_checks_its_variants_against_the_mode(capsys):
+    """One ``--variants`` option serves the acceptance and ``--attribution``: each mode refuses a variant it
+    does not run, with the choices, before any run starts; a known variant passes the check (positive
+    control: the parser gets as far as the plan, which has no run of it at these cases)."""
+    from facterlab.reporting.twin_acceptance import main
+
+    for argv, says in (
+        (["--attribution", "--variants", "family", "nope"], "unknown ['nope'] with --attribution"),
+        (["--variants", "nope"], "unknown ['nope']; choose from"),
+        (["--variants", "attributed-all-list", "--cases", "lines-set"], "has no run of these variants"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2 and says in capsys.readouterr().err

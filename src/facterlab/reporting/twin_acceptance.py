@@ -1019,14 +1019,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cases limits the unbiased cases, --variants the monitor variants",
     )
     p.add_argument(
-        "--variants",
-        nargs="+",
-        default=list(ATTRIBUTION_VARIANTS),
-        choices=ATTRIBUTION_CHOICES,
-        help="with --attribution: the monitor variants compared (default: ATTRIBUTION_VARIANTS; any of "
-        "ATTRIBUTION_CHOICES)",
-    )
-    p.add_argument(
         "--case-insensitive",
         action="store_true",
         help="instead: the reword placebo's positive control (issue 43 item 5): LowercaseLineReader under the reword "
@@ -1052,9 +1044,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--variants",
         nargs="+",
-        default=list(VARIANTS),
-        choices=list(VARIANTS),
-        help="the acceptance's monitor variants",
+        default=None,
+        help=f"the monitor variants compared: the acceptance's (default and choices {list(VARIANTS)}), or with "
+        f"--attribution the attribution's (default {list(ATTRIBUTION_VARIANTS)}; any of {list(ATTRIBUTION_CHOICES)})",
     )
     p.add_argument(
         "--twin-distance",
@@ -1063,6 +1055,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the acceptance's twin statistic (facter.twin_distance; default {TWIN_DISTANCE!r})",
     )
     a = p.parse_args(argv)
+    known = ATTRIBUTION_CHOICES if a.attribution else tuple(VARIANTS)
+    if a.variants is None:
+        a.variants = list(ATTRIBUTION_VARIANTS if a.attribution else VARIANTS)
+    elif unknown := [v for v in a.variants if v not in known]:
+        p.error(
+            f"--variants: unknown {unknown}{' with --attribution' if a.attribution else ''}; choose from {list(known)}"
+        )
     if a.power:
         return _power_main(a)
     if a.negative_control:
@@ -1101,7 +1100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.attribution:
         unbiased = [c for c in a.cases if c in UNBIASED_CASES]
         keys = attribution_plan(a.seeds, a.variants, unbiased)
-        runs = run_many({key: case_config(*key, **base) for key in keys}, data_dir=a.data_dir)
+        configs = {key: case_config(*key, **base, facter__twin_distance=a.twin_distance) for key in keys}
+        runs = run_many(configs, data_dir=a.data_dir)
         frame = attribution_frame(runs)
         print(frame.drop(columns=["run_id"]).to_string(index=False))
         checks = [c for v in a.variants for c in attribution_claims(frame, runs, v)]
@@ -1111,6 +1111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         key: case_config(*key, **base, facter__twin_distance=a.twin_distance)
         for key in plan(a.cases, a.seeds, a.variants)
     }
+    if not configs:
+        p.error(
+            f"--variants {a.variants}: the acceptance plan (plan()) has no run of these variants at --cases {a.cases}"
+        )
     runs = run_many(configs, data_dir=a.data_dir)
     # the catalogue (every testbed run shares the dataset): the directional test reads the items' features
     items = load_or_build_interactions(None, next(iter(configs.values())).data, data_dir=a.data_dir).items
