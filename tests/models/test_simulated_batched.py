@@ -6,7 +6,7 @@ pool, the path every answer took before), byte for byte: the same titles in the 
 Hundreds of varied requests per case: open generation and re-ranking; the ``synthetic`` dataset and an own
 dataset (the jobs example, ``examples/jobs``: other attributes, a weighted bias table); bias on and off,
 both compliance modes, partial rule compliance, title corruption, the text-reading simulator, three seeds;
-the Neutral, Fair and FACTER prompts (rules that name the row's values and rules that do not), twins,
+the meaning term (the testbed's ``semantic`` case), the Neutral, Fair and FACTER prompts (rules that name the row's values and rules that do not), twins,
 placebos, prompts without demographics, answers of other lengths (one shorter than k)."""
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ SETTINGS = {
     "absolute-no-noise": dict(beta=1.0, sigma=0.0, rho=1.0, compliance="absolute", demote=3.0, seed=3),
     "text": dict(reads="text", beta=1.5, rho=0.6, h=0.2, order_sd=0.5, wording_sd=0.5, field_sd=0.5, temperature=0.5),
     "text-literal-unbiased": dict(reads="text", trigger="literal", beta=0.0, prompt_sd=1.0, seed=11),
+    # the testbed's `semantic` case (its meaning term and that term's truth), and the term beside a bias and rules
+    "semantic": dict(reads="text", beta=0.0, meaning_sd=1.0),
+    "semantic-bias-rules": dict(reads="text", beta=1.5, rho=0.6, h=0.2, meaning_sd=0.7, wording_sd=0.5, seed=5),
 }
 
 
@@ -135,7 +138,11 @@ def test_batched_answers_equal_the_per_request_path(request, world, settings, pr
         reference = _rec(w, protocol, settings, seed_shift)
         expected = [reference._predict_one(r) for r in reqs]
         rec = _rec(w, protocol, settings, seed_shift)
+        fallbacks: list = []
+        one = rec._predict_one
+        rec._predict_one = lambda r, fallbacks=fallbacks, one=one: fallbacks.append(r) or one(r)  # type: ignore[method-assign]
         got = rec.predict(reqs)  # one batch
+        assert len(fallbacks) <= 1, "only an answer longer than its open pool takes the per-request path"
         assert len(got) == len(expected)
         for i, (g, e) in enumerate(zip(got, expected)):
             assert g == e, f"request {i}: batched {g} != per-request {e}"
@@ -156,6 +163,9 @@ def test_batched_answers_equal_the_per_request_path(request, world, settings, pr
     truths = [json.loads(p.raw) for p in expected]
     if SETTINGS[settings].get("beta", 1.0) > 0 and w.name == "synthetic":
         assert any(t["top1_changed"] for t in truths) and any(t["n_rules_honoured"] for t in truths)
+    if SETTINGS[settings].get("meaning_sd"):  # the meaning term's truth, batched too, moves some answers
+        assert all("meaning_top1_changed" in t for t in truths if "meaning_topk_changed" in t)
+        assert any(t.get("meaning_topk_changed") for t in truths)
 
 
 def test_batches_are_answered_in_chunks_with_the_same_answers(synthetic, monkeypatch):

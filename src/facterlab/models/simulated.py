@@ -357,7 +357,7 @@ class SimulatedRecommender(Recommender):
         if not any(v for name, v in sd.items() if name != "meaning"):
             return None
         rest = key[2:]
-        out = np.zeros(n)
+        out = None  # the terms' sum, left to right (0 + t == t: no array of zeros to start from)
         for name, scale in sd.items():
             if not scale or name == "meaning":  # the meaning term: :meth:`_meaning_noise`
                 continue
@@ -375,7 +375,7 @@ class SimulatedRecommender(Recommender):
                 term = scale * np.random.default_rng(seed).standard_normal(n)
                 term.flags.writeable = False
                 self._surface_memo.put(mk, term)
-            out += term
+            out = term if out is None else out + term
         return out
 
     def _meaning_noise(self, req: PromptRequest, key: tuple, n: int, lines: list) -> np.ndarray | None:
@@ -818,9 +818,8 @@ class SimulatedRecommender(Recommender):
             for i, req in enumerate(part, start):
                 x = self._inputs(req, cores)
                 n = len(x.core.pool)
-                if x.k < 1 or (self.protocol == "open" and x.k > n) or x.meaning is not None:
-                    # a short answer, the reference path's error, or the meaning term's truth (the testbed's
-                    # `semantic` case): the per-request path
+                if x.k < 1 or (self.protocol == "open" and x.k > n):
+                    # a short answer, or the reference path's error: the per-request path
                     out[i] = self._predict_one(req)
                     continue
                 groups.setdefault((n_items if self.protocol == "open" else n, x.k), []).append((i, x))
@@ -880,8 +879,24 @@ class SimulatedRecommender(Recommender):
         blind = top0.copy()
         if named is not None:
             blind[with_named] = self._top_rows(base[with_named], k)
+        # the meaning term's truth (the testbed's `semantic` case): the same answer without that term
+        with_meaning = [b for b, x in enumerate(xs) if x.meaning is not None]
+        top_m = None
+        if with_meaning:
+            m_rows = np.asarray(with_meaning, dtype=np.intp)
+            meaning = np.zeros((len(m_rows), width))
+            if pools is None:  # catalogue space: each term at its request's pool (minus infinity stays elsewhere)
+                pools_m = [xs[b].core.pool for b in with_meaning]
+                at = np.repeat(np.arange(len(m_rows)) * width, [len(p) for p in pools_m]) + np.concatenate(pools_m)
+                meaning.ravel()[at] = np.concatenate([xs[b].meaning for b in with_meaning])
+            else:
+                meaning[:] = np.stack([xs[b].meaning for b in with_meaning])
+            top_m = self._top_rows(score[m_rows] - meaning, k)
+            if pools is not None:
+                top_m = np.take_along_axis(pools[m_rows], top_m, axis=1)
         if pools is not None:  # pool indices -> catalogue positions
             order, top, top0, blind = (np.take_along_axis(pools, a, axis=1) for a in (order, top, top0, blind))
+        meaning_top = dict(zip(with_meaning, top_m.tolist())) if top_m is not None else {}
         stacked = np.stack(pushed_masks)
         n_pushed = stacked[which[:, None], top].sum(axis=1).tolist()
         n_pushed0 = stacked[which[:, None], top0].sum(axis=1).tolist()
@@ -907,6 +922,10 @@ class SimulatedRecommender(Recommender):
                 "n_rules_honoured": x.n_honoured,
                 "fair_prompt": x.parsed.fair,
             }
+            tm = meaning_top.get(b)
+            if tm is not None:
+                truth["meaning_top1_changed"] = t[0] != tm[0]
+                truth["meaning_topk_changed"] = set_top != set(tm)
             if self.protocol == "rank":
                 ranked = tuple(self.titles[p] for p in order_l[b])
                 truth["n_corrupted"] = 0
