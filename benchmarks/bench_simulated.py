@@ -39,7 +39,8 @@ calls); then medians and the CPU ratio twin / faithful.
 ``--sim-ab REV_A[,REV_B]`` (issue 30, notebook 09's ~67 simulated runs): the simulated recommender's own
 cost, two versions of the package alternating (A B A B ...): each ``REV`` is a git revision whose ``src``
 is extracted (``git archive``) and put first on PYTHONPATH, ``REV_B`` defaulting to the working tree.
-The run is notebook 09's "lines-set" twin-acceptance case (``case_config("lines-set", 12, "family")``,
+The run is one of notebook 09's twin-acceptance cases (``--sim-case``, default ``lines-set``:
+``case_config("lines-set", 12, "family")``,
 n = ``--sim-rows`` rows, T = 3, 200 CFR rows, ``--sim-encoder``), each in a fresh process; per run the
 wall and CPU seconds (imports included), the CPU seconds inside ``SimulatedRecommender.predict``, its
 requests, and the load average; then medians, the ratios B / A, and whether the two versions' run
@@ -434,7 +435,7 @@ def predict(self, requests):
         got["predict_cpu_s"] += time.process_time() - c
         got["requests"] += len(requests)
 S.SimulatedRecommender.predict = predict
-cfg = case_config("lines-set", 12, "family", dataset=sys.argv[1], n_rows=int(sys.argv[2]), passes=3, cfr_rows=200,
+cfg = case_config(sys.argv[6], 12, "family", dataset=sys.argv[1], n_rows=int(sys.argv[2]), passes=3, cfr_rows=200,
                   encoder=sys.argv[3])
 ex.run(cfg, data_dir=sys.argv[5] or None, out_dir=sys.argv[4], progress=False)
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "module": S.__file__, **got}))
@@ -474,7 +475,7 @@ def _run_files(out: str) -> dict:
     return files
 
 
-def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: str) -> None:
+def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: str, case: str = "lines-set") -> None:
     """``--sim-ab`` (module docstring): two versions of the simulated recommender, alternating."""
     rev_a, _, rev_b = revs.partition(",")
     variants = {"A": (rev_a, _src_of(rev_a)), "B": (rev_b or "worktree", _src_of(rev_b) if rev_b else "")}
@@ -489,7 +490,7 @@ def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: s
                 env["PYTHONPATH"] = variants[v][1]
             load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
             p = subprocess.run(
-                [sys.executable, "-c", SIM_AB_CHILD, dataset, str(n_rows), encoder, out, data_dir],
+                [sys.executable, "-c", SIM_AB_CHILD, dataset, str(n_rows), encoder, out, data_dir, case],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -506,7 +507,7 @@ def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: s
                 flush=True,
             )
     print(
-        f"\nnotebook 09's lines-set case on {dataset}, n = {n_rows}, T = 3, 200 CFR rows, {encoder}; "
+        f"\nnotebook 09's {case} case on {dataset}, n = {n_rows}, T = 3, 200 CFR rows, {encoder}; "
         f"medians over {repeats} runs per version (A = {variants['A'][0]}, B = {variants['B'][0]})"
     )
     print("| version | wall s | CPU s | predict CPU s | requests | load |")
@@ -633,6 +634,11 @@ def main() -> None:
     )
     ap.add_argument("--sim-rows", type=int, default=1500, help="--sim-ab, --batch-ab: data.n_rows (default 1500)")
     ap.add_argument("--sim-encoder", default="hash-encoder", help="--sim-ab: the encoder (default hash-encoder)")
+    ap.add_argument(
+        "--sim-case",
+        default="lines-set",
+        help="--sim-ab: the twin-acceptance case run (default lines-set; e.g. semantic)",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--dataset", default=None, help="default: auto (ML-1M, else ML-100K, else synthetic)")
     a = ap.parse_args()
@@ -650,7 +656,7 @@ def main() -> None:
         cache_ab_report(dataset, a.repeats)
         return
     if a.sim_ab:
-        sim_ab_report(a.sim_ab, dataset, a.repeats, a.sim_rows, a.sim_encoder)
+        sim_ab_report(a.sim_ab, dataset, a.repeats, a.sim_rows, a.sim_encoder, a.sim_case)
         return
     if a.batch_ab:
         batch_ab_report(dataset, a.repeats, a.sim_rows)
