@@ -3,6 +3,15 @@
 
     .venv/bin/python benchmarks/bench_sweep.py [--runs 8] [--rounds 4] [--workers 2] [--n-rows 40]
         [--simpson-users 20000] [--only sweep|simpson]
+    .venv/bin/python benchmarks/bench_sweep.py --encode-ab REV_A[,REV_B] [--rounds 2] [--n-rows 400]
+
+``--encode-ab`` (issue 45, "each text encoded once"): ``run_many``'s worker path (2 worker processes) on 10
+simulated MiniLM runs (2 row samples x 5 bias strengths, ``--n-rows`` rows, 2 passes, 50 CFR rows; ML-100K
+when ``FACTERLAB_DATA`` holds it, else synthetic), each measurement a fresh process with empty results and
+cache folders, two git revisions alternating (A B, B A, ...: each ``REV``'s ``src`` from ``git archive``,
+``REV_B`` defaulting to the working tree).  Per measurement: wall and CPU seconds (the process and its
+workers), the texts the sweep's tasks encoded (the rows its cache shards held when merged) and the distinct
+texts (the rows of the shared cache after); then medians and B / A.
 
 Sweep: each measurement is a fresh sweep of ``--runs`` fake-model runs (synthetic data, 1 FACTER pass)
 into a new results folder (so every run executes), with the interactions already built (one warm-up
@@ -115,6 +124,103 @@ def bench_simpson(args) -> None:
     _table(times)
 
 
+ENCODE_AB_CHILD = r"""
+import json, os, resource, sqlite3, sys, time
+t0 = time.perf_counter()
+from facterlab.reporting import batch
+from facterlab.reporting import experiments as ex
+merged = []
+real = batch.run_sweep
+def run_sweep(*a, **k):
+    res = real(*a, **k)
+    merged.append(res.merged.get("emb", 0))
+    return res
+batch.run_sweep = run_sweep
+dataset, n_rows = sys.argv[1], int(sys.argv[2])
+cfgs = {(seed, beta): ex.run_config(dataset=dataset, model="simulated", seed=seed, n_rows=n_rows, passes=2, cfr_rows=50,
+                                    encoder="all-MiniLM-L6-v2", sim__beta=beta, sim__h=0.05)
+        for seed in (0, 1) for beta in (0.0, 1.0, 2.0, 4.0, 6.0)}
+batch.run_many(cfgs, workers=2, load=False)
+conn = sqlite3.connect(os.path.join(os.environ["FACTERLAB_CACHE"], "embeddings.sqlite"))
+distinct = conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": cpu, "encoded": sum(merged), "distinct": distinct}))
+"""
+
+
+def _src_of(rev: str) -> str:
+    """A temporary folder holding ``src`` of git revision ``rev`` (``git archive``)."""
+    import subprocess
+    import tarfile
+
+    out = tempfile.mkdtemp(prefix=f"bench_sweep_src_{rev[:12]}_")
+    tar = Path(out) / "src.tar"
+    repo = Path(__file__).resolve().parents[1]
+    with open(tar, "wb") as fh:
+        subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], stdout=fh, check=True)
+    with tarfile.open(tar) as t:
+        t.extractall(out, filter="data")
+    return str(Path(out) / "src")
+
+
+def bench_encode_ab(args) -> None:
+    """``--encode-ab`` (module docstring): texts encoded by run_many's worker path, two revisions alternating."""
+    import json
+    import subprocess
+
+    rev_a, _, rev_b = args.encode_ab.partition(",")
+    src = {"A": _src_of(rev_a), "B": _src_of(rev_b) if rev_b else str(Path(__file__).resolve().parents[1] / "src")}
+    names = {"A": rev_a, "B": rev_b or "worktree"}
+    data = os.environ.get("FACTERLAB_DATA", "")
+    dataset = "ml-100k" if data and (Path(data) / "ml-100k").is_dir() else "synthetic"
+    got: dict = {"A": [], "B": []}
+    for r in range(args.rounds):
+        for v in ("A", "B") if r % 2 == 0 else ("B", "A"):
+            tmp = Path(tempfile.mkdtemp(prefix=f"bench_encode_ab_{v}_"))
+            env = dict(
+                os.environ,
+                PYTHONPATH=src[v],
+                FACTERLAB_RESULTS=str(tmp / "results"),
+                FACTERLAB_CACHE=str(tmp / "cache"),
+                HF_HUB_OFFLINE="1",
+            )
+            load0 = os.getloadavg()[0]
+            p = subprocess.run(
+                [sys.executable, "-c", ENCODE_AB_CHILD, dataset, str(args.n_rows)],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if p.returncode != 0:
+                raise SystemExit(f"{v} ({names[v]}) failed:\n{p.stderr[-3000:]}")
+            m = json.loads(p.stdout.strip().splitlines()[-1])
+            m["load"] = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
+            got[v].append(m)
+            print(
+                f"round {r + 1} {v} ({names[v]}): wall {m['wall_s']:6.1f} s  CPU {m['cpu_s']:6.1f} s  "
+                f"texts encoded {m['encoded']} ({m['distinct']} distinct)  load {m['load']}",
+                flush=True,
+            )
+    print(
+        f"\nrun_many's worker path, 2 workers, 10 simulated MiniLM runs ({dataset}, n_rows {args.n_rows}, 2 passes, "
+        f"50 CFR rows); medians of {args.rounds} (A = {names['A']}, B = {names['B']})"
+    )
+    print("| version | wall s | CPU s | texts encoded | distinct texts | loads |")
+    print("|---|---|---|---|---|---|")
+    med: dict = {}
+    for v in ("A", "B"):
+        ms = got[v]
+        med[v] = {k: statistics.median(m[k] for m in ms) for k in ("wall_s", "cpu_s", "encoded", "distinct")}
+        print(
+            f"| {v} {names[v]} | {med[v]['wall_s']:.1f} | {med[v]['cpu_s']:.1f} | {med[v]['encoded']:.0f} | "
+            f"{med[v]['distinct']:.0f} | {', '.join(m['load'] for m in ms)} |"
+        )
+    a, b = med["A"], med["B"]
+    print(f"ratio B / A: wall {b['wall_s'] / a['wall_s']:.2f}, CPU {b['cpu_s'] / a['cpu_s']:.2f}, "
+          f"texts encoded {b['encoded'] / a['encoded']:.2f}")  # fmt: skip
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=8)
@@ -123,7 +229,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n-rows", type=int, default=40)
     ap.add_argument("--simpson-users", type=int, default=20_000)
     ap.add_argument("--only", choices=("sweep", "simpson"), default=None)
+    ap.add_argument("--encode-ab", metavar="REV_A[,REV_B]", default=None, help="only: texts encoded by run_many, A/B")
     args = ap.parse_args(argv)
+    if args.encode_ab:
+        bench_encode_ab(args)
+        return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_sweep-"))
     os.environ["FACTERLAB_CACHE"] = str(tmp / "cache")
