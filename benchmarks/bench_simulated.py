@@ -435,7 +435,8 @@ def predict(self, requests):
         got["predict_cpu_s"] += time.process_time() - c
         got["requests"] += len(requests)
 S.SimulatedRecommender.predict = predict
-cfg = case_config(sys.argv[6], 12, "family", dataset=sys.argv[1], n_rows=int(sys.argv[2]), passes=3, cfr_rows=200,
+case, _, variant = sys.argv[6].partition(":")
+cfg = case_config(case, 12, variant or "family", dataset=sys.argv[1], n_rows=int(sys.argv[2]), passes=3, cfr_rows=200,
                   encoder=sys.argv[3])
 ex.run(cfg, data_dir=sys.argv[5] or None, out_dir=sys.argv[4], progress=False)
 print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "module": S.__file__, **got}))

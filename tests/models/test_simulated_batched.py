@@ -147,12 +147,12 @@ def test_batched_answers_equal_the_per_request_path(request, world, settings, pr
         for i, (g, e) in enumerate(zip(got, expected)):
             assert g == e, f"request {i}: batched {g} != per-request {e}"
         assert rec.n_calls == len(reqs) and rec.n_batches == 1
-    # a fresh recommender, the requests shuffled into batches of 8 and 64: the same answers
+    # a fresh recommender, the requests shuffled into batches of 8, 3 (answered one by one) and 64: the same answers
     rec = _rec(w, protocol, settings, seed_shift)
     order = list(range(len(reqs)))
     random.Random(5).shuffle(order)
     j = 0
-    for size in (8, 64) * 100:
+    for size in (8, 3, 64) * 100:
         part = order[j : j + size]
         if not part:
             break

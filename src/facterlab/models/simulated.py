@@ -117,6 +117,11 @@ N_VARIANTS = 3
 BATCH_ELEMENTS = 2**21
 #: the batched top k's threshold is the k-th largest score of every TOP_STRIDE-th item (``_top_rows``)
 TOP_STRIDE = 8
+#: a batch of fewer requests is answered request by request (``_predict_one``: the same answers): the batched
+#: path's fixed cost per chunk (catalogue-wide matrices, three top k's) is more than it saves on so few.  Measured
+#: on the requests of a paper-size `attributed-all` run with warm memos (ML-100K, 2026-12-07, load about 14): per
+#: request 135 vs 431 us alone, 128 vs 230 us in batches of 3, 132 vs 170 us of 6, 144 vs 153 us of 8, 144 vs 103 us of 12
+SMALL_BATCH = 8
 #: ``Prediction.raw``: what ``json.dumps(truth, sort_keys=True)`` writes, without building an encoder per call
 _TRUTH_JSON = json.JSONEncoder(sort_keys=True)
 
@@ -950,9 +955,12 @@ class SimulatedRecommender(Recommender):
 
     def predict(self, requests: Sequence[PromptRequest]) -> list:
         """Answer each request independently (batch composition never changes an answer): numpy over the
-        batch (:meth:`_predict_batch`), each answer byte-identical to :meth:`_predict_one`'s."""
+        batch (:meth:`_predict_batch`), each answer byte-identical to :meth:`_predict_one`'s; a batch of fewer
+        than :data:`SMALL_BATCH` requests by :meth:`_predict_one` itself."""
         self.n_batches += 1
         self.n_calls += len(requests)
+        if len(requests) < SMALL_BATCH:  # the per-attribute twins of one row (3), a single request
+            return [self._predict_one(r) for r in requests]
         return self._predict_batch(requests)
 
 
