@@ -357,8 +357,7 @@ class FacterMonitor:
         self.every_row = self.per_attribute and cfg.attribution == "per-attribute-all"
         # facter.rule_evidence = "list": confirmed mining compares the features of the whole top-k lists
         self.list_evidence = bool(self.confirmed is not None and getattr(cfg, "rule_evidence", "top1") == "list")
-        self._item_features: dict = {}  # item id -> its features (_list_items)
-        self._top1_items: dict = {}  # item id -> (title, features) (_top1_title_features)
+        self._items_read: dict = {}  # item id -> (title, features) or None, read once per item (_item)
         self.n_attr_twin_predicted = 0
         self.passes_run = 0
         # rows per call, adapted to how often predictions made ahead go stale (outputs are unchanged:
@@ -678,33 +677,26 @@ class FacterMonitor:
     def _list_items(self, mapped) -> tuple:
         """The features of each item of a top-k list of mapped item ids (an id not in the catalogue carries
         none): a pair member's evidence with ``facter.rule_evidence = "list"``."""
-        feats = []
-        for m in mapped if mapped is not None else ():
-            m = int(m)
-            f = self._item_features.get(m)
-            if f is None:
-                f = ()
-                if m >= 0 and m in self.items.index:
-                    raw = self.items.loc[m]["features"]
-                    f = tuple(raw) if raw is not None else ()
-                self._item_features[m] = f
-            feats.append(f)
-        return tuple(feats)
+        return tuple(() if (it := self._item(m)) is None else it[1] for m in (mapped if mapped is not None else ()))
+
+    def _item(self, item_id) -> tuple | None:
+        """``(title, features)`` of a catalogue item, None for an id not in the catalogue (or -1: unmapped);
+        read from the items table once per item (a pandas ``.loc`` per row was 7-14% of a testbed run)."""
+        m = int(item_id)
+        if m not in self._items_read:
+            got = None
+            if m >= 0 and m in self.items.index:
+                it = self.items.loc[m]
+                got = (str(it["title"]), tuple(it["features"]) if it["features"] is not None else ())
+            self._items_read[m] = got
+        return self._items_read[m]
 
     def _top1_title_features(self, top1: int, raw: str) -> tuple:
         """(title, features) pushed into the buffer for a violation: the top-1 item's, else the raw
         title; an empty output pushes ``UNKNOWN_GENERATION`` (REPRO, ``empty_output_rule =
         "unknown_generation"``: it can become a rule) or nothing a rule can be mined from ("skip")."""
-        if top1 is not None and int(top1) >= 0:
-            got = self._top1_items.get(int(top1))
-            if got is None and int(top1) in self.items.index:  # read once per item (a .loc per row was 7-14% of a run)
-                it = self.items.loc[int(top1)]
-                got = self._top1_items[int(top1)] = (
-                    str(it["title"]),
-                    tuple(it["features"]) if it["features"] is not None else (),
-                )
-            if got is not None:
-                return got
+        if top1 is not None and (got := self._item(top1)) is not None:
+            return got
         raw = (raw or "").strip()
         if not raw and getattr(self.cfg, "empty_output_rule", "skip") == "unknown_generation":
             raw = UNKNOWN_GENERATION

@@ -429,7 +429,7 @@ class ConfirmedRules:
        answers differ from the twin's, and mining that difference would make rules out of rules), b counts
        the flagged pairs whose row's top-1 carries f and whose twin's does not, c the reverse.  With
        ``facter.rule_evidence = "list"`` the pair's evidence is, for each feature, how many items of the
-       whole top-k list carry it (the features passed to :meth:`observe` as ``{feature: count}``): b
+       whole top-k list carry it (:meth:`observe` gets one feature sequence per item; :func:`feature_counts`): b
        counts the pairs whose row's list carries f more often than the twin's, c the reverse, ties drop
        out (the cells of :mod:`facterlab.facter.directional`'s ``level = "list"``).  A rule ``AVOID: (attr=v) -> (f-only)`` needs all of: the exact one-sided McNemar test
        (:func:`mcnemar_exact`) at ``level / m``, an effect ``(b - c) / (b + c) >= min_effect`` and
@@ -504,9 +504,9 @@ class ConfirmedRules:
     ) -> None:
         """Record one FACTER row of the current pass (``ruled``: the row's or its twin's prompt held a rule).
 
-        ``row_features``, ``twin_features`` (and the per-attribute twins' features): a sequence of features
-        (the top-1 item's: each counts once) or a mapping ``{feature: count}`` (``facter.rule_evidence =
-        "list"``: how many items of the top-k list carry it; :func:`feature_counts`).
+        ``row_features``, ``twin_features`` (and the per-attribute twins' features): the top-1 item's
+        features (``facter.rule_evidence = "top1"``), or one feature sequence per item of the top-k list
+        (``"list"``; counted by :func:`feature_counts`).
 
         ``per_attr`` (``facter.attribution`` other than ``"joint"``): ``{attr: (credited, features of the
         top-1 of the twin that flips attr alone, ruled)}``.  The row then counts for ``attr`` only when
@@ -608,10 +608,8 @@ class ConfirmedRules:
                 rule = Rule(a, v, f, "feature")
                 if rule in self.retired or any(e.rule == rule for e in self.active):
                     continue
-                if b - c < self.min_count or (b - c) / (b + c) < self.min_effect:
-                    continue
-                p = mcnemar_exact(b, c)
-                if p <= lvl:
+                p = self._passes(b, c, lvl)
+                if p is not None:
                     found.append(RuleEvidence(rule, pass_number, b, c, p, lvl, targeted(rule)))
             for e in sorted(found, key=lambda e: (e.p_value, -(e.b - e.c), e.rule.text())):
                 if len(self.active) >= self.max_rules:
@@ -637,6 +635,12 @@ class ConfirmedRules:
             x = feature_counts(r_items, excl).get(e.rule.feature, 0)
             y = feature_counts(t_items, excl).get(e.rule.feature, 0)
             b, c = b + (x > y), c + (x < y)
+        return self._passes(b, c, level) is not None
+
+    def _passes(self, b: int, c: int, level: float) -> float | None:
+        """The McNemar p-value of b against c discordant pairs when a rule passes all its tests (count
+        ``b - c >= min_count``, effect ``(b - c) / (b + c) >= min_effect``, p-value at most ``level``), else None."""
         if b + c == 0 or b - c < self.min_count or (b - c) / (b + c) < self.min_effect:
-            return False
-        return mcnemar_exact(b, c) <= level
+            return None
+        p = mcnemar_exact(b, c)
+        return p if p <= level else None
