@@ -189,19 +189,11 @@ def testbed_configs():
         return {}
     base = testbed_base()
     cases = list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES
+    power = ta.power_configs(
+        POWER_STATISTICS, POWER_TEMPERATURES, POWER_DRAWS, SEEDS[:POWER_SEEDS], **{**base, "n_rows": POWER_N}
+    )
     return {("testbed", *key): ta.case_config(*key, **base) for key in ta.plan(cases, SEEDS, TESTBED_VARIANTS)} | {
-        ("power", stat, temp, k, seed): ta.case_config(
-            "sampled-bias",
-            seed,
-            sim__temperature=float(temp),
-            facter__draws=int(k),
-            facter__twin_distance=stat,
-            **{**base, "n_rows": POWER_N},
-        )
-        for stat in POWER_STATISTICS
-        for temp in POWER_TEMPERATURES
-        for k in POWER_DRAWS
-        for seed in SEEDS[:POWER_SEEDS]
+        ("power", *key): cfg for key, cfg in power.items()
     }
 
 

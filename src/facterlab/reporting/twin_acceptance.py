@@ -59,6 +59,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facterlab.config import TWIN_DISTANCES
 from facterlab.facter.record import METHODS
 from facterlab.facter.truth import truth_labels
 from facterlab.models.simulated import TEXT_CASES
@@ -88,6 +89,7 @@ __all__ = [
     "cfr_pair_claim",
     "power_frame",
     "power_claims",
+    "power_configs",
     "twin_statistic",
     "POWER_TARGET_RECALL",
     "POWER_TARGET_COST",
@@ -613,6 +615,34 @@ def power_frame(runs: Mapping) -> pd.DataFrame:
     return agg
 
 
+def power_configs(
+    statistics: Sequence[str], temperatures: Sequence[float], draws: Sequence[int], seeds: Sequence[int], **base
+) -> dict:
+    """The power study's run configs (notebook 09 §7, ``--power``): case ``sampled-bias`` for each twin statistic
+    (``facter.twin_distance``), sampling temperature, draws per request and seed, as
+    ``(statistic, temperature, draws, seed) -> RunConfig`` (the key :func:`power_frame` reads); ``base``:
+    :func:`case_config`'s other keywords (sizes, encoder, ``sim__beta``).
+
+    >>> cfgs = power_configs(["top1", "list"], [1.0], [1, 2], [0], dataset="synthetic", n_rows=300)
+    >>> list(cfgs)[:2], cfgs[("list", 1.0, 2, 0)].facter.draws
+    ([('top1', 1.0, 1, 0), ('top1', 1.0, 2, 0)], 2)
+    """
+    return {
+        (stat, float(t), int(k), int(seed)): case_config(
+            "sampled-bias",
+            int(seed),
+            sim__temperature=float(t),
+            facter__draws=int(k),
+            facter__twin_distance=stat,
+            **base,
+        )
+        for stat in statistics
+        for t in temperatures
+        for k in draws
+        for seed in seeds
+    }
+
+
 #: the power target of issue 43 item 3: recall at least this at temperature 1 ...
 POWER_TARGET_RECALL = 0.6
 #: ... for at most this many times the requests of one draw per request
@@ -1037,7 +1067,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: the power study (issue 43 item 3): case sampled-bias at --seeds, --n rows, each twin statistic "
         "(--statistics) x temperature (--temperatures) x draws (--draws); recall, precision and the power target",
     )
-    p.add_argument("--statistics", nargs="+", default=["top1", "list"], help="--power: facter.twin_distance values")
+    p.add_argument(
+        "--statistics",
+        nargs="+",
+        default=list(TWIN_DISTANCES),
+        choices=TWIN_DISTANCES,
+        help="--power: facter.twin_distance values",
+    )
     p.add_argument("--temperatures", nargs="+", type=float, default=[1.0], help="--power: sim.temperature values")
     p.add_argument("--draws", nargs="+", type=int, default=[1, 2, 4], help="--power: facter.draws values")
     p.add_argument("--beta", type=float, default=None, help="--power: sim.beta (default: the case's, 2)")
@@ -1051,7 +1087,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--twin-distance",
         default=TWIN_DISTANCE,
-        choices=["top1", "list"],
+        choices=TWIN_DISTANCES,
         help=f"the acceptance's twin statistic (facter.twin_distance; default {TWIN_DISTANCE!r})",
     )
     a = p.parse_args(argv)
@@ -1062,8 +1098,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(
             f"--variants: unknown {unknown}{' with --attribution' if a.attribution else ''}; choose from {list(known)}"
         )
-    if a.power:
-        return _power_main(a)
     if a.negative_control:
         dataset = "ml-100k" if a.dataset == "auto" else a.dataset
         res = ex.run(negative_control_config(a.negative_control, a.n, dataset), data_dir=a.data_dir)
@@ -1081,6 +1115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfr_rows=a.cfr_rows,
         encoder=a.encoder,
     )
+    if a.power:
+        return _power_main(a, base)
     from facterlab.data.protocol import load_or_build_interactions
     from facterlab.reporting.batch import run_many  # the sweep machinery, for the command line only
 
@@ -1127,25 +1163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _power_main(a) -> int:
+def _power_main(a, base: dict) -> int:
     """``--power``: the power study's runs (as notebook 09 §7's, at the given sizes), their table and claims."""
     from facterlab.reporting.batch import run_many
     from facterlab.reporting.claims import claims_frame
 
-    base = dict(
-        dataset=a.dataset, protocol="open", preset_name="repro", n_rows=a.n, passes=a.passes, cfr_rows=a.cfr_rows,
-        encoder=a.encoder,
-    )  # fmt: skip
     extra: dict = {} if a.beta is None else {"sim__beta": float(a.beta)}
-    configs = {
-        (stat, temp, k, seed): case_config(
-            "sampled-bias", seed, sim__temperature=temp, facter__draws=k, facter__twin_distance=stat, **extra, **base
-        )
-        for stat in a.statistics
-        for temp in a.temperatures
-        for k in a.draws
-        for seed in a.seeds
-    }
+    configs = power_configs(a.statistics, a.temperatures, a.draws, a.seeds, **extra, **base)
     runs = run_many(configs, data_dir=a.data_dir)
     power = power_frame(runs)
     cols = ["statistic", "temperature", "draws", "seeds", "requests_per_test_row", "n", "flagged"]
