@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _child import run_child  # this folder is on sys.path when a benchmark runs
+
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter(); c0 = time.process_time()
@@ -155,15 +157,12 @@ def runs(repeats: int, dataset: str, rows: int, encoder: str) -> tuple:
         for v in ("1", "auto") if i % 2 == 0 else ("auto", "1"):
             out = tempfile.mkdtemp(prefix=f"bench_blas_{v}_")
             load = _load()
-            p = subprocess.run(
-                [sys.executable, "-c", CHILD, dataset, str(rows), encoder, out, data_dir],
-                env=dict(env0, FACTERLAB_BLAS_THREADS=v),
-                capture_output=True,
-                text=True,
+            r = run_child(
+                CHILD,
+                [dataset, rows, encoder, out, data_dir],
+                dict(env0, FACTERLAB_BLAS_THREADS=v),
+                f"run (FACTERLAB_BLAS_THREADS={v})",
             )
-            if p.returncode != 0:
-                raise SystemExit(f"run failed (FACTERLAB_BLAS_THREADS={v}):\n{p.stderr[-3000:]}")
-            r = json.loads(p.stdout.strip().splitlines()[-1])
             r["load"] = (load, _load())
             got[v].append(r)
             tables.setdefault(v, _tables(out))

@@ -67,6 +67,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _child import run_child  # this folder is on sys.path when a benchmark runs
+
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -75,6 +77,7 @@ t0 = time.perf_counter(); c0 = time.process_time()
 from facterlab.reporting.experiments import run_config
 from facterlab.facter.pipeline import run_experiment
 import facterlab.models.encoder as E
+
 enc = {"cpu_s": 0.0, "texts": 0, "batches": 0}
 _encode, _init = E.SentenceEncoder.encode, E.SentenceEncoder.__init__
 def encode(self, texts):  # CPU time inside the encoder (cache look-ups included), texts the model saw
@@ -490,15 +493,9 @@ def sim_ab_report(revs: str, dataset: str, repeats: int, n_rows: int, encoder: s
             if variants[v][1]:
                 env["PYTHONPATH"] = variants[v][1]
             load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-            p = subprocess.run(
-                [sys.executable, "-c", SIM_AB_CHILD, dataset, str(n_rows), encoder, out, data_dir, case],
-                env=env,
-                capture_output=True,
-                text=True,
+            r = run_child(
+                SIM_AB_CHILD, [dataset, n_rows, encoder, out, data_dir, case], env, f"run ({v} = {variants[v][0]})"
             )
-            if p.returncode != 0:
-                raise SystemExit(f"run failed ({v} = {variants[v][0]}):\n{p.stderr[-3000:]}")
-            r = json.loads(p.stdout.strip().splitlines()[-1])
             r["load"] = load
             runs[v].append(r)
             files.setdefault(v, _run_files(out))

@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _child import run_child  # this folder is on sys.path when a benchmark runs
+
 KINDS = ("serial", "process", "dask")
 
 
@@ -166,8 +168,6 @@ def _src_of(rev: str) -> str:
 
 def bench_encode_ab(args) -> None:
     """``--encode-ab`` (module docstring): texts encoded by run_many's worker path, two revisions alternating."""
-    import json
-    import subprocess
 
     rev_a, _, rev_b = args.encode_ab.partition(",")
     src = {"A": _src_of(rev_a), "B": _src_of(rev_b) if rev_b else str(Path(__file__).resolve().parents[1] / "src")}
@@ -186,15 +186,7 @@ def bench_encode_ab(args) -> None:
                 HF_HUB_OFFLINE="1",
             )
             load0 = os.getloadavg()[0]
-            p = subprocess.run(
-                [sys.executable, "-c", ENCODE_AB_CHILD, dataset, str(args.n_rows)],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-            if p.returncode != 0:
-                raise SystemExit(f"{v} ({names[v]}) failed:\n{p.stderr[-3000:]}")
-            m = json.loads(p.stdout.strip().splitlines()[-1])
+            m = run_child(ENCODE_AB_CHILD, [dataset, args.n_rows], env, f"{v} ({names[v]})")
             m["load"] = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
             got[v].append(m)
             print(
