@@ -155,17 +155,21 @@ def test_site_in_the_browser(server):
                 failed.append(f"{req.url} ({req.failure})")
 
         page.on("requestfailed", on_failed)
+        # under CI load (the docs build beside the other tiers) a page or MathJax's typesetting can take far
+        # longer than playwright's 30 s default: the test is about what loads, not how fast
+        page.set_default_timeout(120_000)
+        page.set_default_navigation_timeout(120_000)
 
-        # a formula of the user guide, typeset by MathJax (CHTML output, no error node)
+        # a formula of the user guide, typeset by MathJax (CHTML output, no error node); MathJax inserts its
+        # containers as it typesets, so wait for the count rather than reading it at the first one
         page.goto(f"{server}/FACTER.html")
-        page.wait_for_selector("mjx-container", timeout=60_000)
-        assert page.locator("mjx-container").count() >= 5
+        page.wait_for_function("document.querySelectorAll('mjx-container').length >= 5")
         assert page.locator("mjx-merror").count() == 0, "MathJax could not typeset a formula"
         assert page.locator("mjx-container[display='true']").count() >= 1, "no display formula"
         # every user-guide page with formulas: each one typeset, none an error (issue 42)
         for guide in ("SIMPSON", "SIMULATED", "USAGE", "PROTOCOL"):
             page.goto(f"{server}/{guide}.html")
-            page.wait_for_selector("mjx-container", timeout=60_000)
+            page.wait_for_selector("mjx-container")
             assert page.locator("mjx-merror").count() == 0, f"MathJax could not typeset a formula of {guide}.md"
 
         # a figure in a notebook page: an <img> of the notebook's output that the browser loaded
@@ -191,7 +195,7 @@ def test_site_in_the_browser(server):
         box.fill("conformal")
         box.press("Enter")
         page.wait_for_url("**/search.html?q=conformal*")
-        page.wait_for_selector("#search-results li", timeout=60_000)
+        page.wait_for_selector("#search-results li")
         links = page.locator("#search-results li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
         assert any("FACTER" in (h or "") for h in links), links
         assert not failed, f"requests that failed: {failed}"
