@@ -473,7 +473,10 @@ if TWIN:
 # with FACTER's counted rules) and **order** (the monitor before: one reversed-lines placebo and counted
 # rules).  The acceptance claims: on every unbiased case the false-flag rate is at most alpha + 0.02 (99%
 # upper bound) and FACTER makes at most a handful of rules; on every case FACTER's CFR is not above Fair's
-# (per-row CFR distances, paired).
+# (per-row CFR distances, paired).  `lines-set` sits at alpha under the list statistic (its answer moves with
+# any line's text, so twin and reword placebo move it alike).  Measured by `twin_acceptance` at one pass
+# (docs/FACTER.md §7.2, with the command and its commit): 135/1,350 = 0.100 at three seeds, too small to tell
+# against the 0.02 margin; 417/4,050 = 0.103, 99% CI [0.091, 0.116] at nine, where it holds.
 #
 # **The twin statistic** (`facter.twin_distance`, docs/FACTER.md §7.2).  FACTER's f(yhat) is the embedding of
 # the top-1 item only, so a twin whose top-1 equals the row's is at distance 0 however much the rest of its

@@ -8,7 +8,13 @@ import pytest
 from scipy.stats import binomtest
 
 from facterlab.reporting.claims import FAILS, HOLDS, TOO_SMALL
-from facterlab.reporting.negative_control import CrossFit, crossfit_claim, crossfit_false_flags, stage_rows
+from facterlab.reporting.negative_control import (
+    CrossFit,
+    crossfit_claim,
+    crossfit_false_flags,
+    rows_to_confirm,
+    stage_rows,
+)
 
 ALPHA = 0.10
 
@@ -71,6 +77,35 @@ def test_rows_without_a_distance_are_dropped_and_counted_and_bad_input_is_one_li
         crossfit_false_flags(cal, ALPHA, folds=1)
     with pytest.raises(ValueError, match="fewer than the 9 a threshold at alpha = 0.1 needs"):
         crossfit_false_flags(cal.head(12), ALPHA, folds=2)
+
+
+def _holds(per_fold_flags, per_fold: int, looks: int) -> bool:
+    folds = pd.DataFrame({"fold": [0, 1], "n": [per_fold] * 2, "flagged": list(per_fold_flags), "q_null": [1.0, 1.0]})
+    return crossfit_claim(CrossFit(folds, ALPHA, 2 * per_fold, 0), ALPHA + 0.02, looks=looks).verdict == HOLDS
+
+
+@pytest.mark.parametrize("rate", [0.02, 0.05, 0.08])
+def test_rows_to_confirm_is_the_smallest_size_whose_expected_flags_hold(rate):
+    """At the planned size, folds with the expected flags hold and one row fewer per fold does not; drawn
+    folds at that size hold about half the time (the planning number is a median, not a guarantee), and at
+    twice the size far more often."""
+    n = rows_to_confirm(rate, ALPHA + 0.02, looks=2)
+    per_fold = n // 2
+    assert _holds([round(rate * per_fold)] * 2, per_fold, 2)
+    assert not _holds([round(rate * (per_fold - 1))] * 2, per_fold - 1, 2)
+    rng = np.random.default_rng(11)
+    at_n = np.mean([_holds(rng.binomial(per_fold, rate, 2), per_fold, 2) for _ in range(200)])
+    at_2n = np.mean([_holds(rng.binomial(2 * per_fold, rate, 2), 2 * per_fold, 2) for _ in range(200)])
+    assert 0.15 < at_n < 0.85 and at_2n > max(at_n, 0.8), (at_n, at_2n)
+
+
+def test_rows_to_confirm_none_at_or_above_the_bound_and_the_plan_command(capsys):
+    from facterlab.reporting.negative_control import main
+
+    assert rows_to_confirm(0.12, 0.12) is None and rows_to_confirm(0.2, 0.12) is None
+    assert main(["smollm2-135m", "--plan", "0.05", "0.12"]) == 0
+    out = capsys.readouterr().out
+    assert "rate 0.05: 334 calibration rows, 1670 requests" in out and "rate 0.12: never" in out
 
 
 def test_stage_rows_leave_the_calibration_split_its_rows():

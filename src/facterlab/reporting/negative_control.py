@@ -47,6 +47,7 @@ __all__ = [
     "crossfit_false_flags",
     "crossfit_claim",
     "stage_rows",
+    "rows_to_confirm",
     "run_sequential",
     "DEFAULT_STAGES",
     "MARGIN",
@@ -195,6 +196,32 @@ def crossfit_claim(cf: CrossFit, bound: float, looks: int = 1, what: str = "Neut
     )
 
 
+def rows_to_confirm(
+    rate: float, bound: float, folds: int = 2, looks: int = 1, step: int = 1, limit: int = 100_000
+) -> int | None:
+    """The calibration rows a look needs for the claim to **hold** when the model's false-flag rate is
+    ``rate``: the smallest total ``n`` (``folds`` equal folds) at which a fold holding the expected
+    ``round(rate * n / folds)`` flags has its exact upper bound, at the claim's corrected level
+    (:func:`crossfit_claim`), at most ``bound``.  A planning number, not a guarantee: a fold's count
+    scatters around its mean, so at this size the claim holds about half the time.
+
+    Returns ``None`` when ``rate >= bound`` (no size confirms it) or no size up to ``limit`` does.
+
+    >>> rows_to_confirm(0.05, 0.12, looks=2), rows_to_confirm(0.08, 0.12, looks=2)
+    (334, 1110)
+    >>> rows_to_confirm(0.12, 0.12) is None
+    True
+    """
+    if not 0.0 <= rate < bound:
+        return None
+    m = int(folds) * max(1, int(looks))
+    level = 1 - (1 - LEVEL) / m
+    for per_fold in range(max(1, int(step)), limit // int(folds) + 1, max(1, int(step))):
+        if clopper_pearson(int(round(rate * per_fold)), per_fold, level)[1] <= bound:
+            return per_fold * int(folds)
+    return None
+
+
 def stage_rows(calibration_rows: int, calib_frac: float) -> int:
     """The run's ``n_rows`` whose calibration split holds at least ``calibration_rows`` rows and leaves at
     least one test row (the split takes ``round(calib_frac * n_rows)``).
@@ -266,7 +293,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=2)
     p.add_argument("--calib-frac", type=float, default=0.9)
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--alpha", type=float, default=0.10, help="--plan: the run's alpha (the repro preset's 0.10)")
+    p.add_argument(
+        "--plan",
+        nargs="+",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="instead of running: for each assumed false-flag rate, the calibration rows and requests a look "
+        "needs for the claim to hold (rows_to_confirm, at --folds and len(--stages) looks), beside --stages",
+    )
     a = p.parse_args(argv)
+    if a.plan is not None:
+        looks = len(a.stages)
+        bound = a.alpha + MARGIN
+        print(f"stages {a.stages} (calibration rows per look), {a.folds} folds, {looks} look(s), bound {bound:g}")
+        for rate in a.plan:
+            n = rows_to_confirm(rate, bound, a.folds, looks)
+            need = "never (rate >= bound)" if n is None else f"{n} calibration rows, {5 * n} requests"
+            print(f"rate {rate:g}: {need}")
+        return 0
     if any(s < 2 for s in a.stages) or list(a.stages) != sorted(a.stages):
         p.error(f"--stages: increasing row counts of at least 2, got {a.stages}")
     claims, _ = run_sequential(a.model, a.stages, a.dataset, a.seed, a.calib_frac, a.folds, a.data_dir)
