@@ -618,8 +618,11 @@ def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     return with_overrides(cfg, **overrides)
 
 
-def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
-    """Return ``cfg`` with ``section__field=value`` or top-level ``field=value`` overrides."""
+def with_overrides(cfg: RunConfig, *, check_bounds: bool = True, **overrides: Any) -> RunConfig:
+    """Return ``cfg`` with ``section__field=value`` or top-level ``field=value`` overrides, each value
+    checked against its bound (a ``ValueError`` naming the field, its range and a value that works) unless
+    ``check_bounds`` is False (the command line, whose :func:`~facterlab.facter.validation.validate_config`
+    lists every problem at once)."""
     top: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
     for key, value in overrides.items():
@@ -637,7 +640,12 @@ def with_overrides(cfg: RunConfig, **overrides: Any) -> RunConfig:
         if unknown:
             raise ValueError(f"unknown {sec} config field(s): {sorted(unknown)}; known: {sorted(names)}")
         top[sec] = replace(current, **vals)
-    return replace(cfg, **top)
+        if check_bounds:  # each overridden value against its bound now, not at the run's start
+            _raise_bound_problems(sec, top[sec], only=tuple(vals))
+    out = replace(cfg, **top)
+    if check_bounds:  # the top-level fields with a bound (the seed)
+        _raise_bound_problems("", out, only=tuple(k for k in top if k in BOUNDS[""]))
+    return out
 
 
 #: Fields added after runs were saved, as ``(section, field)`` -> the value every earlier run had

@@ -20,7 +20,7 @@ import pytest
 from facter_world import make_world
 
 from facterlab.cli import main  # noqa: E402
-from facterlab.config import preset  # noqa: E402
+from facterlab.config import preset, with_overrides  # noqa: E402
 from facterlab.datatypes import PARSE_EMPTY, MissingValue, Prediction  # noqa: E402
 from facterlab.facter.pipeline import run_experiment  # noqa: E402
 from facterlab.facter.record import RunRecord  # noqa: E402
@@ -124,7 +124,8 @@ def _cfg(**kw):
         metrics__snsr_min_group=10,
     )
     base.update(kw)
-    return preset("repro", **base)
+    # unchecked, so a bad value reaches run_experiment / validate_config (preset() itself refuses it at once)
+    return with_overrides(preset("repro"), check_bounds=False, **base)
 
 
 @pytest.mark.parametrize(
@@ -155,6 +156,23 @@ def test_bad_config_is_reported_before_any_model_call(overrides, expected, tmp_p
         )
     assert expected in str(ei.value)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"facter__passes": 0}, "facter.passes = 0: must be an integer in [1, 100]"),
+        ({"model__batch_size": 0}, "model.batch_size = 0"),
+        ({"seed": -1}, "seed = -1: must be an integer in [0, 4294967295]"),
+    ],
+)
+def test_preset_and_with_overrides_refuse_a_value_out_of_its_bound_at_once(overrides, expected):
+    """The Python API says what is wrong where the value is given, not when the run starts."""
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        preset("repro", **overrides)
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        with_overrides(preset("repro"), **overrides)
+    assert with_overrides(preset("repro"), check_bounds=False, **overrides) is not None
 
 
 def test_all_problems_at_once_and_smallest_n_rows():

@@ -39,6 +39,7 @@ from facterlab.config import (
     is_rest_name,
     preset,
     results_dir,
+    with_overrides,
 )
 from facterlab.datatypes import MissingValue
 from facterlab.facter.pipeline import run_experiment
@@ -297,7 +298,8 @@ def config_from_args(args):
     ):
         if getattr(args, name, None) is not None:
             over[f"facter__{name}"] = getattr(args, name)
-    return preset(args.preset, **over)
+    # bounds unchecked here: cmd_run's validate_config lists every problem at once
+    return with_overrides(preset(args.preset), check_bounds=False, **over)
 
 
 def headline_table(metrics) -> str:

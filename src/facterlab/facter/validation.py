@@ -9,12 +9,16 @@ that gives a defined conformal quantile for the chosen ``alpha`` and ``calib_fra
 is the dataset's default) and :func:`check_out_dir` checks that the results root can hold a run
 folder; both run before any model call.
 
->>> from facterlab.config import preset
+A value out of its bound is refused where it is given (:func:`~facterlab.config.preset` and
+:func:`~facterlab.config.with_overrides` check each one); the command line builds its config unchecked
+(``check_bounds=False``) so that this pass lists every problem at once:
+
+>>> from facterlab.config import preset, with_overrides
 >>> validate_config(preset())
 >>> smallest_n_rows(0.10, 0.7)
 13
 >>> try:
-...     validate_config(preset(facter__passes=0, data__n_rows=10))
+...     validate_config(with_overrides(preset(), check_bounds=False, facter__passes=0, data__n_rows=10))
 ... except ConfigError as e:
 ...     print(e)
 invalid run configuration (2 problems):
