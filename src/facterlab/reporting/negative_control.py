@@ -212,7 +212,7 @@ def rows_to_confirm(
     >>> rows_to_confirm(0.12, 0.12) is None
     True
     """
-    if not 0.0 <= rate < bound:
+    if not 0.0 <= rate < bound - 1e-9:  # 0.1 + 0.02 is 0.12000000000000001: a rate of 0.12 is at the bound
         return None
     m = int(folds) * max(1, int(looks))
     level = 1 - (1 - LEVEL) / m
