@@ -1085,6 +1085,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"--attribution the attribution's (default {list(ATTRIBUTION_VARIANTS)}; any of {list(ATTRIBUTION_CHOICES)})",
     )
     p.add_argument(
+        "--sim-demote",
+        type=float,
+        default=None,
+        help="the simulated recommender's sim.demote (the score penalty of an honoured rule after it cancels the "
+        "push; default the config's 1.0): 0 honours a rule by cancelling the push only, the control for over-correction",
+    )
+    p.add_argument(
         "--twin-distance",
         default=TWIN_DISTANCE,
         choices=TWIN_DISTANCES,
@@ -1115,6 +1122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfr_rows=a.cfr_rows,
         encoder=a.encoder,
     )
+    if a.sim_demote is not None:
+        base["sim__demote"] = float(a.sim_demote)
     if a.power:
         return _power_main(a, base)
     from facterlab.data.protocol import load_or_build_interactions
