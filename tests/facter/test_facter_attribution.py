@@ -122,3 +122,29 @@ def test_the_acceptance_command_checks_its_variants_against_the_mode(capsys):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_sim_demote_reaches_every_run_of_the_command(monkeypatch):
+    """``--sim-demote`` (the over-correction control of docs/FACTER.md §7.3) sets ``sim.demote`` in every
+    config the attribution command runs; without it the configs keep the default (the control's control)."""
+    from facterlab.reporting import batch
+    from facterlab.reporting import twin_acceptance as ta
+
+    seen: list = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_many(configs, **kw):
+        seen.append({k: c.sim.demote for k, c in configs.items()})
+        raise Stop
+
+    monkeypatch.setattr(batch, "run_many", fake_run_many)
+    argv = ["--attribution", "--variants", "attributed-all-list", "--cases", "default-table", "--seeds", "0"]
+    argv += ["--dataset", "synthetic", "--encoder", "hash-encoder"]
+    for extra in (["--sim-demote", "0"], []):
+        with pytest.raises(Stop):
+            ta.main(argv + extra)
+    with_flag, without = seen
+    assert set(with_flag.values()) == {0.0} and len(with_flag) == len(ta.ATTRIBUTION_CASES)
+    assert set(without.values()) == {1.0}
