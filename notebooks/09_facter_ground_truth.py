@@ -612,53 +612,52 @@ for fig, name, runs in (
     (fig_det, "ground_truth_detector", [listening[(SEEDS[0], b)] for b in BETAS]),
 ):
     save_figure(fig, name, runs=runs)
-write_metrics(
-    "09_facter_ground_truth",
-    {
-        "notebook": "09_facter_ground_truth",
-        "profile": PROFILE,
-        "dataset": DATASET_NAME,
-        "is_synthetic": SYNTHETIC,
-        "model": "simulated",
-        "encoder": ENCODER,
-        "protocol": PROTOCOL,
-        "preset": PRESET,
-        "run_ids": sorted({r.run_id for r in list(listening.values()) + list(by_rho.values())}),
-        "seeds": SEEDS,
-        "sim": {
-            "betas": BETAS,
-            "rhos": RHOS,
-            "sigma": SIGMA,
-            "h": H,
-            "phi": PHI,
-            "demote": DEMOTE,
-            "compliance": "relative",
-        },
-        "coverage": gt.records_with_reasons(cov0),
-        "coverage_high_beta": gt.records_with_reasons(cov_hi),
-        "repair": gt.records_with_reasons(rep),
-        "fairness": gt.records_with_reasons(fair),
-        "detector": gt.records_with_reasons(det),
-        "detector_by_beta": gt.records_with_reasons(det_beta),
-        "decomposition": gt.records_with_reasons(decomp),
-        "twin_detector": gt.records_with_reasons(det_all) if TWIN else [],
-        "twin_shares": gt.records_with_reasons(shares) if TWIN else [],
-        "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
-        "contrast_vs_count": gt.records_with_reasons(contrast_shares) if TWIN else [],
-        "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
-        "text_testbed": gt.records_with_reasons(tb_frame) if TESTBED else [],
-        "negative_control": negative_control,
-        "power_sampling": gt.records_with_reasons(power) if TESTBED else [],
-        "text_testbed_run_ids": sorted(r.run_id for r in list(testbed_runs.values()) + list(power_runs.values())),
-        "twin_run_ids": sorted(
-            {r.run_id for r in list(twin_runs.values()) + (panel_runs + [contrast_run] if TWIN else [])}
-        ),
-        "control_run_id": control.run_id,
-        "handbuilt_run_ids": [r.run_id for r in world.values()],
-        "handbuilt_shares": gt.records_with_reasons(world_shares),
-        "claims": [c.to_json() for c in checks],
+# sections 8 and 9 add their claims and runs to the same file at the end
+metrics09 = {
+    "notebook": "09_facter_ground_truth",
+    "profile": PROFILE,
+    "dataset": DATASET_NAME,
+    "is_synthetic": SYNTHETIC,
+    "model": "simulated",
+    "encoder": ENCODER,
+    "protocol": PROTOCOL,
+    "preset": PRESET,
+    "run_ids": sorted({r.run_id for r in list(listening.values()) + list(by_rho.values())}),
+    "seeds": SEEDS,
+    "sim": {
+        "betas": BETAS,
+        "rhos": RHOS,
+        "sigma": SIGMA,
+        "h": H,
+        "phi": PHI,
+        "demote": DEMOTE,
+        "compliance": "relative",
     },
-)
+    "coverage": gt.records_with_reasons(cov0),
+    "coverage_high_beta": gt.records_with_reasons(cov_hi),
+    "repair": gt.records_with_reasons(rep),
+    "fairness": gt.records_with_reasons(fair),
+    "detector": gt.records_with_reasons(det),
+    "detector_by_beta": gt.records_with_reasons(det_beta),
+    "decomposition": gt.records_with_reasons(decomp),
+    "twin_detector": gt.records_with_reasons(det_all) if TWIN else [],
+    "twin_shares": gt.records_with_reasons(shares) if TWIN else [],
+    "compliance_panel": gt.records_with_reasons(panel) if TWIN else [],
+    "contrast_vs_count": gt.records_with_reasons(contrast_shares) if TWIN else [],
+    "rules_vs_table": gt.records_with_reasons(rules) if TWIN else [],
+    "text_testbed": gt.records_with_reasons(tb_frame) if TESTBED else [],
+    "negative_control": negative_control,
+    "power_sampling": gt.records_with_reasons(power) if TESTBED else [],
+    "text_testbed_run_ids": sorted(r.run_id for r in list(testbed_runs.values()) + list(power_runs.values())),
+    "twin_run_ids": sorted(
+        {r.run_id for r in list(twin_runs.values()) + (panel_runs + [contrast_run] if TWIN else [])}
+    ),
+    "control_run_id": control.run_id,
+    "handbuilt_run_ids": [r.run_id for r in world.values()],
+    "handbuilt_shares": gt.records_with_reasons(world_shares),
+    "claims": [c.to_json() for c in checks],
+}
+write_metrics("09_facter_ground_truth", metrics09)
 
 # %% [markdown]
 # ## 8. Two estimands side by side: counterfactual dependence and directional bias
@@ -715,6 +714,7 @@ display(
         tb.frame_table(
             estimands.round(3),
             name="ground_truth_two_estimands",
+            runs=list(est_runs.values()),
             title="The two estimands on three cases (Neutral's rows, seeds pooled): the flag and the directional test",
         ).to_markdown()
     )
@@ -786,3 +786,12 @@ if ATTRIBUTION:
     attr_table = gt.checks_frame(attr_checks)
     display(Markdown(attr_table.to_markdown(index=False)))
     print(summary_line(attr_table))
+
+# %%
+# sections 8 and 9 in the notebook's metrics.json beside sections 1-7 (results/09_facter_ground_truth/)
+metrics09["estimand_claims"] = [c.to_json() for c in est_checks]
+metrics09["estimand_run_ids"] = sorted(r.run_id for r in est_runs.values())
+metrics09["attribution"] = gt.records_with_reasons(attr_frame) if attr_frame is not None else []
+metrics09["attribution_claims"] = [c.to_json() for c in attr_checks]
+metrics09["attribution_run_ids"] = sorted(r.run_id for r in attr_runs.values()) if ATTRIBUTION else []
+print("metrics:", write_metrics("09_facter_ground_truth", metrics09))
