@@ -144,3 +144,18 @@ def test_a_saved_handbuilt_run_is_read_back_not_recomputed(tmp_path, monkeypatch
     other = tmp_path / "other"  # elsewhere nothing is saved: it runs (and fails here, as run_experiment is patched)
     with pytest.raises(pytest.fail.Exception, match="recomputed"):
         gt.handbuilt_run(ds, 6.0, 1.0, other, data__n_rows=300)
+
+
+def test_row_flags_travel_to_derived_frames_without_a_copy():
+    # pandas deep-copies attrs into every derived frame; the row-level flags are shared instead (immutable)
+    flags = gt.SharedFlags({("r1", 3): (frozenset({1, 2}), frozenset({2})), ("r2", 3): (frozenset({1}), frozenset())})
+    df = pd.DataFrame({"beta": [2.0, 0.0], "pass": [3, 3], "seed": [0, 0]})
+    df.attrs["changed_rows"] = flags
+    sub = df[df["beta"] > 0]
+    _, group = next(iter(sub.groupby("seed")))
+    assert sub.attrs["changed_rows"] is flags and group.attrs["changed_rows"] is flags
+    assert dict(group.attrs["changed_rows"]) == {
+        ("r1", 3): (frozenset({1, 2}), frozenset({2})),
+        ("r2", 3): (frozenset({1}), frozenset()),
+    }
+    assert flags.get(("r3", 3)) is None and len(flags) == 2

@@ -507,3 +507,39 @@ def test_converted_gguf_folder_that_cannot_be_written_is_skipped(tmp_path, caplo
     assert not is_complete(folder) and not folder.exists()
     assert list(folder.parent.iterdir()) == []
     assert "No space left on device" in caplog.text
+
+
+def test_a_gguf_load_parses_the_file_once_and_loads_the_same_model(monkeypatch):
+    """facterlab.models.gguf_cache.one_parse: the config, tokenizer and weights of one GGUF load share one
+    ``gguf.GGUFReader`` (transformers made three), and the model is the one three parses give, bit for bit."""
+    import contextlib
+
+    import gguf
+
+    from facterlab.models import llm
+    from facterlab.models.registry import resolve_llm
+
+    monkeypatch.setenv("FACTERLAB_GGUF_CACHE", "0")  # no converted folder: both loads read the GGUF
+    resolved = resolve_llm("smollm2-135m")
+    made = []
+    original = gguf.GGUFReader
+
+    def counting(*args, **kwargs):
+        made.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting)
+    monkeypatch.setattr(llm, "_WEIGHTS", {})
+    once = llm.CausalLM(resolved, "cpu", "float32")
+    assert len(made) == 1
+    made.clear()
+    monkeypatch.setattr(llm, "_WEIGHTS", {})
+    monkeypatch.setattr(llm, "one_parse", contextlib.nullcontext)  # transformers' own three parses
+    thrice = llm.CausalLM(resolved, "cpu", "float32")
+    assert len(made) == 3
+    a, b = dict(once.model.named_parameters()), dict(thrice.model.named_parameters())
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    prompt = once.encode_messages(_messages(TITLES[:4]))
+    assert prompt == thrice.encode_messages(_messages(TITLES[:4]))
+    params = llm.DecodingParams(temperature=0.0, max_new_tokens=12, repetition_penalty=1.0)
+    assert once.generate_ids([prompt], [0], params) == thrice.generate_ids([prompt], [0], params)

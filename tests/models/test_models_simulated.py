@@ -267,3 +267,25 @@ def test_the_fingerprint_without_the_fit_is_the_recommenders(world, overrides):
     _, inter = world
     cfg = preset("repro", model__llm="simulated", **overrides)
     assert simulated_fingerprint(cfg, inter) == simulated_from_config(cfg, inter).fingerprint
+
+
+def test_the_lookup_fingerprint_computes_the_training_pairs_once_per_interactions(world, monkeypatch):
+    """A notebook looks up dozens of runs on one row sample: the training pairs are computed once for it."""
+    import dataclasses
+
+    from facterlab.models import simulated as sim_mod
+
+    _, inter = world
+    calls = []
+    real = sim_mod.training_pairs
+    monkeypatch.setattr(sim_mod, "training_pairs", lambda rows: calls.append(len(rows)) or real(rows))
+    monkeypatch.setattr(sim_mod, "_TRAIN_PAIRS", {})
+    fps = [
+        sim_mod.simulated_fingerprint(preset("repro", model__llm="simulated", sim__beta=b), inter) for b in (0.0, 2.0)
+    ]
+    assert len(calls) == 1 and fps[0] != fps[1]
+    assert fps[1] == simulated_from_config(preset("repro", model__llm="simulated", sim__beta=2.0), inter).fingerprint
+    # other rows (another interactions object, fewer test rows): computed again, and a fingerprint of their own
+    fewer, before = dataclasses.replace(inter, rows=inter.rows.iloc[:-5]), len(calls)
+    other = sim_mod.simulated_fingerprint(preset("repro", model__llm="simulated", sim__beta=2.0), fewer)
+    assert len(calls) == before + 1 and other != fps[1]

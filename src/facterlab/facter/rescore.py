@@ -9,7 +9,7 @@ The twin Delta cannot be rescored this way (it needs the twins' answers): rerun 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,9 @@ class RescoreInputs:
     test_ctx: np.ndarray
     test_groups: list
     records: pd.DataFrame
+    #: the neighbour indexes by (tau_rho, tau_x): (calibration rows among themselves, test rows among the
+    #: calibration rows); they depend on the contexts and groups only, so a grid over lambda builds them once
+    indexes: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -119,7 +122,10 @@ def rescore(
     Rescored
     """
     x = inputs
-    index = counterfactual_neighbours(x.cal_ctx, x.cal_groups, tau_rho=float(tau_rho), tau_x=tau_x)
+    key = (float(tau_rho), None if tau_x is None else float(tau_x))
+    index, test_index = x.indexes.get(key, (None, None))
+    if index is None:
+        index = counterfactual_neighbours(x.cal_ctx, x.cal_groups, tau_rho=float(tau_rho), tau_x=tau_x)
     sc = nonconformity_scores(x.cal_pred, x.cal_target, index, x.cal_pred, lam=float(lam))
     ct = ConformalThreshold(float(alpha)).fit(sc["S"].tolist())
     state = CalibrationState(
@@ -131,7 +137,10 @@ def rescore(
         k_index=ct.k_index_,
         n=ct.n_,
     )
-    scorer = OnlineScorer(state, x.test_ctx, x.test_groups, x.test_target, float(lam), float(tau_rho), tau_x)
+    scorer = OnlineScorer(
+        state, x.test_ctx, x.test_groups, x.test_target, float(lam), float(tau_rho), tau_x, index=test_index
+    )
+    x.indexes[key] = (index, scorer.index)
     s = np.array([scorer.score(i, x.test_pred[i])[0] for i in range(len(x.records))])
     assert scorer.index is not None
     return Rescored(

@@ -82,6 +82,10 @@ class OnlineScorer:
         :func:`facterlab.facter.neighbours.counterfactual_neighbours`).
     tau_x : float or None, default None
         Optional L2 locality gate of the neighbour search; None disables it.
+    index : NeighbourIndex, optional
+        The test rows' neighbours among the calibration rows when already built with the same contexts,
+        groups, ``tau_rho`` and ``tau_x`` (:func:`facterlab.facter.rescore.rescore` over a grid of lambda);
+        None builds it.
 
     Attributes
     ----------
@@ -98,10 +102,15 @@ class OnlineScorer:
         lam: float = FacterConfig.lam,
         tau_rho: float = FacterConfig.tau_rho,
         tau_x: float | None = None,
+        index: NeighbourIndex | None = None,
     ):
         self.calib, self.lam = calib, float(lam)
-        self.index: NeighbourIndex = counterfactual_neighbours(
-            test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x
+        self.index: NeighbourIndex = (
+            index
+            if index is not None
+            else counterfactual_neighbours(
+                test_context_emb, list(test_groups), calib.context_emb, list(calib.groups), tau_rho=tau_rho, tau_x=tau_x
+            )
         )
         self.target_emb = np.asarray(target_emb, dtype=np.float64)
         self.ref = np.asarray(calib.pred_emb, dtype=np.float64)

@@ -57,7 +57,29 @@ def parse_truth(raw: object) -> dict | None:
     2
     >>> parse_truth("Toy Story (1995)") is None, parse_truth('{"title": "x"}') is None
     (True, True)
+    >>> t = parse_truth('{"top1_changed": true}'); t["top1_changed"] = False  # each call gets its own dict
+    >>> parse_truth('{"top1_changed": true}')
+    {'top1_changed': True}
     """
+    if isinstance(raw, str):  # a notebook asks for the same answers' truth section after section: parsed once
+        got = _TRUTHS.get(raw, _NOT_SEEN)
+        if got is _NOT_SEEN:
+            got = _parse(raw)
+            if len(_TRUTHS) >= _TRUTHS_MAX:
+                _TRUTHS.clear()
+            _TRUTHS[raw] = got
+        return None if got is None else dict(got)  # a copy: the caller may change its dict
+    return _parse(raw)
+
+
+#: parsed truths by raw text (:func:`parse_truth`; a pure function of the text, so the bound changes the
+#: speed only): at most this many, then emptied
+_TRUTHS_MAX = 1 << 17
+_TRUTHS: dict = {}
+_NOT_SEEN = object()
+
+
+def _parse(raw: object) -> dict | None:
     try:
         t = json.loads(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError, RecursionError):

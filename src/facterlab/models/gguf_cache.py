@@ -20,17 +20,24 @@ produced, and ``tokenizer.json`` is the fast tokenizer transformers converted.  
 checks that the two loads give bit-identical parameters, the same token ids for chat prompts and the same
 greedy tokens.  The model's fingerprint stays the GGUF file's, so run ids and LLM-cache keys do not change.
 
+The conversion itself parses the file once (:func:`one_parse`): transformers builds a new ``gguf.GGUFReader``
+for the config, the tokenizer and the weights, and each parse of SmolLM2-135M's metadata (its vocabulary
+strings, in Python) is about a third of the conversion; within :func:`one_parse` the three loads share one
+reader (read-only: a memory map and the parsed fields).
+
 ``FACTERLAB_GGUF_CACHE=0`` turns it off (every load reads the GGUF, as before).  The folder of
 SmolLM2-135M in float32 holds about 540 MB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +45,7 @@ from facterlab import envvars
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ENV_GGUF_CACHE", "converted_dir", "is_complete", "save_converted"]
+__all__ = ["ENV_GGUF_CACHE", "converted_dir", "is_complete", "one_parse", "save_converted"]
 
 ENV_GGUF_CACHE = "FACTERLAB_GGUF_CACHE"
 MARKER = "complete"
@@ -77,6 +84,38 @@ def converted_dir(name: str, fingerprint: str, dtype_name: str, cache: os.PathLi
     key = hashlib.sha256(f"{fingerprint}|transformers {transformers.__version__}|{dtype_name}".encode()).hexdigest()
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60]
     return cache_dir(cache) / "converted-gguf" / f"{safe}-{key[:16]}"
+
+
+@contextlib.contextmanager
+def one_parse() -> Iterator[dict]:
+    """Within the block, ``gguf.GGUFReader(path)`` parses each file once: later calls with the same
+    arguments get the first reader (transformers imports the class from ``gguf`` at each load, and loads
+    the config, the tokenizer and the weights of one GGUF file separately).  Yields the readers made
+    (``{(path, args, kwargs): reader}``); nothing is patched when ``gguf`` is not installed.
+
+    A reader is read-only (a memory map of the file and the fields parsed from it), so what each load
+    builds from the shared reader is what it built from its own.  The block is not for concurrent loads in
+    other threads (it replaces the module attribute while it runs)."""
+    readers: dict = {}
+    try:
+        import gguf
+    except ImportError:
+        yield readers
+        return
+    original = gguf.GGUFReader
+
+    def reader(path, *args, **kwargs):
+        key = (os.fspath(path), args, tuple(sorted(kwargs.items())))
+        got = readers.get(key)
+        if got is None:
+            got = readers[key] = original(path, *args, **kwargs)
+        return got
+
+    setattr(gguf, "GGUFReader", reader)  # noqa: B010 - a module attribute replaced for the block
+    try:
+        yield readers
+    finally:
+        setattr(gguf, "GGUFReader", original)  # noqa: B010
 
 
 def is_complete(folder: Path | None) -> bool:

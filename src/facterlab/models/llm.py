@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from facterlab.config import LINEAR_KERNELS
 from facterlab.models.device import resolve_device, torch_dtype
-from facterlab.models.gguf_cache import converted_dir, is_complete, save_converted
+from facterlab.models.gguf_cache import converted_dir, is_complete, one_parse, save_converted
 from facterlab.models.registry import ResolvedModel, _cached_revision, hub_fingerprint, resolve_llm
 from facterlab.progress import loading
 
@@ -528,8 +528,11 @@ def _load_weights(resolved: ResolvedModel, device: str, dtype_name: str, trust_r
         source, kw["local_files_only"] = str(converted), True
     elif resolved.gguf_file:
         kw["gguf_file"] = resolved.gguf_file
-    with loading(
-        f"LLM {resolved.name}" + (" (converted GGUF from the cache)" if source != resolved.source else ""), log
+    with (
+        loading(
+            f"LLM {resolved.name}" + (" (converted GGUF from the cache)" if source != resolved.source else ""), log
+        ),
+        one_parse() if "gguf_file" in kw else contextlib.nullcontext(),  # the GGUF's metadata parsed once, not 3 times
     ):
         tokenizer = AutoTokenizer.from_pretrained(source, **kw)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype_name), **kw)

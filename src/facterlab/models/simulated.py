@@ -1017,7 +1017,6 @@ def simulated_fingerprint(cfg, inter) -> str:
     (no preference fit): what a saved run's lookup needs (:func:`facterlab.reporting.experiments.find_saved_run`).
     A config the recommender would refuse gets a fingerprint all the same (no saved run can have it)."""
     sim = cfg.sim
-    rows = pd.concat([inter.calib, inter.test], ignore_index=True)
     knobs = {
         "beta": float(sim.beta),
         "sigma": float(sim.sigma),
@@ -1037,9 +1036,21 @@ def simulated_fingerprint(cfg, inter) -> str:
         "meaning": float(sim.meaning_sd),
     }
     table = load_bias_table(sim.bias_table)
-    return _fingerprint(
-        cfg.protocol, knobs, int(sim.seed), table, training_pairs(rows), str(sim.reads), str(sim.trigger), surface
-    )
+    # the training pairs are a function of the rows: computed once per interactions object in a process (a
+    # notebook looks up dozens of runs on the same rows, through one object per row sample)
+    got = _TRAIN_PAIRS.get(id(inter))
+    if got is None or got[0] is not inter.rows:
+        pairs = training_pairs(pd.concat([inter.calib, inter.test], ignore_index=True))
+        got = _TRAIN_PAIRS[id(inter)] = (inter.rows, pairs)
+        while len(_TRAIN_PAIRS) > _TRAIN_PAIRS_MAX:
+            _TRAIN_PAIRS.pop(next(iter(_TRAIN_PAIRS)))
+    return _fingerprint(cfg.protocol, knobs, int(sim.seed), table, got[1], str(sim.reads), str(sim.trigger), surface)
+
+
+#: :func:`simulated_fingerprint`'s training pairs: id(interactions) -> (its rows frame, which the entry keeps
+#: alive and a hit must be, pairs); the oldest dropped first
+_TRAIN_PAIRS: dict = {}
+_TRAIN_PAIRS_MAX = 16
 
 
 def simulated_from_config(cfg, inter) -> SimulatedRecommender:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -66,6 +66,7 @@ __all__ = [
     "monitor_label",
     "run_detector_frame",
     "biased_share_table",
+    "SharedFlags",
     "rules_vs_table",
     "twin_claims",
     "rho_claim",
@@ -507,14 +508,53 @@ def run_detector_frame(results: Sequence, methods: Sequence[str] = METHODS) -> p
     return pd.DataFrame(out)
 
 
+class SharedFlags(Mapping):
+    """A read-only mapping that a DataFrame's ``attrs`` carry without being copied.
+
+    pandas deep-copies a frame's ``attrs`` into every frame derived from it (each filter, ``groupby``
+    group, column assignment: ``NDFrame.__finalize__``), and :func:`biased_share_table`'s row-level flags
+    are frozensets of row ids per (run, pass): thousands of objects copied per operation.  Its values are
+    immutable, so a copy is the mapping itself (``copy.deepcopy(m) is m``).
+
+    >>> import copy
+    >>> m = SharedFlags({("run", 1): (frozenset({1, 2}), frozenset({2}))})
+    >>> copy.deepcopy(m) is m, m[("run", 1)][1], len(m), m == {("run", 1): (frozenset({1, 2}), frozenset({2}))}
+    (True, frozenset({2}), 1, True)
+    """
+
+    __slots__ = ("_d",)
+
+    def __init__(self, items: Mapping):
+        self._d = dict(items)
+
+    def __getitem__(self, key):
+        return self._d[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"SharedFlags({len(self._d)} entries)"
+
+    def __copy__(self) -> SharedFlags:
+        return self
+
+    def __deepcopy__(self, memo) -> SharedFlags:
+        return self
+
+
 def biased_share_table(results: Sequence) -> pd.DataFrame:
     """One row per (run, pass): the share of FACTER's top-1 items the push changed (``top1_changed``) and
     that differ from the demographics-blind answer (``top1_unfair``), with counts, and Fair's
     ``top1_changed`` count on the same rows (the same prompt without rules).  Fair answers the same test
     rows, so the rows are also paired by ``row_id``: ``n_paired``, ``facter_only``, ``fair_only``,
     ``both_changed`` (the counts of the paired test in :func:`twin_claims`).  The row-level flags
-    travel in ``df.attrs["changed_rows"]``, ``{(run_id, pass): (row ids, changed row ids)}`` (frozensets),
-    so that runs on the same rows (rho = 1 against rho = 0) can be paired too."""
+    travel in ``df.attrs["changed_rows"]``, ``{(run_id, pass): (row ids, changed row ids)}`` (frozensets,
+    in a :class:`SharedFlags`, which the frames derived from ``df`` share instead of copying), so that runs
+    on the same rows (rho = 1 against rho = 0) can be paired too."""
     out, fair, fair_flags, rows_of = [], {}, {}, {}
     for r, s, p, g, t in _facter_passes(results):
         if r.run_id not in fair:
@@ -555,7 +595,7 @@ def biased_share_table(results: Sequence) -> pd.DataFrame:
             }
         )
     df = pd.DataFrame(out)
-    df.attrs["changed_rows"] = rows_of
+    df.attrs["changed_rows"] = SharedFlags(rows_of)
     if len(df):
         df["share_changed"] = df["changed"] / df["n"]
         df["share_unfair"] = df["unfair"] / df["n"]
