@@ -612,7 +612,8 @@ def preset(name: str = "repro", **overrides: Any) -> RunConfig:
     _check_choice("preset", name, PRESETS)
     cfg = RunConfig(preset=name)
     if name == "facterlab":
-        cfg = with_overrides(cfg, **{k: v[1] for k, v in PROTOCOL_SWITCHES.items()})
+        switches: dict[str, Any] = {k: v[1] for k, v in PROTOCOL_SWITCHES.items()}
+        cfg = with_overrides(cfg, **switches)
     if name == "icml":
         cfg = replace(cfg, facter=replace(cfg.facter, alpha=0.20))
     return with_overrides(cfg, **overrides)
