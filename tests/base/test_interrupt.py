@@ -22,6 +22,7 @@ def _interrupt(tmp_path, args: list, ignored: bool, wait_for: str, group: bool =
     proc = subprocess.Popen(
         [sys.executable, "-m", "facterlab.cli", *args],
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
