@@ -23,6 +23,7 @@ Records of any other recommender (no JSON truth) give ``None``: nothing is writt
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -62,21 +63,15 @@ def parse_truth(raw: object) -> dict | None:
     {'top1_changed': True}
     """
     if isinstance(raw, str):  # a notebook asks for the same answers' truth section after section: parsed once
-        got = _TRUTHS.get(raw, _NOT_SEEN)
-        if got is _NOT_SEEN:
-            got = _parse(raw)
-            if len(_TRUTHS) >= _TRUTHS_MAX:
-                _TRUTHS.clear()
-            _TRUTHS[raw] = got
+        got = _parse_text(raw)
         return None if got is None else dict(got)  # a copy: the caller may change its dict
     return _parse(raw)
 
 
-#: parsed truths by raw text (:func:`parse_truth`; a pure function of the text, so the bound changes the
-#: speed only): at most this many, then emptied
-_TRUTHS_MAX = 1 << 17
-_TRUTHS: dict = {}
-_NOT_SEEN = object()
+@functools.lru_cache(maxsize=1 << 17)
+def _parse_text(raw: str) -> dict | None:
+    """:func:`_parse` of a text, remembered (a pure function of the text: the bound changes the speed only)."""
+    return _parse(raw)
 
 
 def _parse(raw: object) -> dict | None:

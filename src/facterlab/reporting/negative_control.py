@@ -51,10 +51,13 @@ __all__ = [
     "run_sequential",
     "DEFAULT_STAGES",
     "MARGIN",
+    "REQUESTS_PER_ROW",
 ]
 
 #: The sequential design's calibration rows per look: a first stage, and a larger one if needed.
 DEFAULT_STAGES = (150, 400)
+#: Requests per calibration row: the answer, the twin and the placebo family's three edits.
+REQUESTS_PER_ROW = 5
 #: The claim's margin over alpha (as :func:`facterlab.reporting.twin_acceptance.negative_control_claims`).
 MARGIN = 0.02
 
@@ -212,7 +215,7 @@ def rows_to_confirm(
     >>> rows_to_confirm(0.12, 0.12) is None
     True
     """
-    if not 0.0 <= rate < bound - 1e-9:  # 0.1 + 0.02 is 0.12000000000000001: a rate of 0.12 is at the bound
+    if not 0.0 <= rate < bound or math.isclose(rate, bound):  # 0.1 + 0.02 is 0.12000000000000001
         return None
     m = int(folds) * max(1, int(looks))
     level = 1 - (1 - LEVEL) / m
@@ -293,7 +296,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=2)
     p.add_argument("--calib-frac", type=float, default=0.9)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--alpha", type=float, default=0.10, help="--plan: the run's alpha (the repro preset's 0.10)")
     p.add_argument(
         "--plan",
         nargs="+",
@@ -301,16 +303,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         metavar="RATE",
         help="instead of running: for each assumed false-flag rate, the calibration rows and requests a look "
-        "needs for the claim to hold (rows_to_confirm, at --folds and len(--stages) looks), beside --stages",
+        "needs for the claim to hold (rows_to_confirm, at --folds and len(--stages) looks, the bound from the "
+        "run's own alpha), beside --stages",
     )
     a = p.parse_args(argv)
     if a.plan is not None:
-        looks = len(a.stages)
-        bound = a.alpha + MARGIN
+        from facterlab.reporting.twin_acceptance import negative_control_config
+
+        looks = len(a.stages)  # the bound the runs' claims use: their config's alpha + the margin
+        bound = float(negative_control_config(a.model, stage_rows(a.stages[0], a.calib_frac), a.dataset).facter.alpha)
+        bound += MARGIN
         print(f"stages {a.stages} (calibration rows per look), {a.folds} folds, {looks} look(s), bound {bound:g}")
         for rate in a.plan:
             n = rows_to_confirm(rate, bound, a.folds, looks)
-            need = "never (rate >= bound)" if n is None else f"{n} calibration rows, {5 * n} requests"
+            need = "never (rate >= bound)" if n is None else f"{n} calibration rows, {REQUESTS_PER_ROW * n} requests"
             print(f"rate {rate:g}: {need}")
         return 0
     if any(s < 2 for s in a.stages) or list(a.stages) != sorted(a.stages):
