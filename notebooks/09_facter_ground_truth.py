@@ -189,11 +189,11 @@ def testbed_configs():
         return {}
     base = testbed_base()
     cases = list(ta.CASES) if TESTBED_CASES == ["all"] else TESTBED_CASES
-    power = ta.power_configs(
+    power_cfgs = ta.power_configs(
         POWER_STATISTICS, POWER_TEMPERATURES, POWER_DRAWS, SEEDS[:POWER_SEEDS], **{**base, "n_rows": POWER_N}
     )
     return {("testbed", *key): ta.case_config(*key, **base) for key in ta.plan(cases, SEEDS, TESTBED_VARIANTS)} | {
-        ("power", *key): cfg for key, cfg in power.items()
+        ("power", *key): cfg for key, cfg in power_cfgs.items()
     }
 
 
